@@ -1,0 +1,27 @@
+# Set-up and the two everyday jobs. `make demo` and `make test` create .venv on first use.
+# On a machine without an NVIDIA GPU, torch is pinned to 2.13.0 in the same pip command so
+# pip takes the CPU build instead of a CUDA build with several GB of nvidia wheels.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH_PIN := $(if $(shell command -v nvidia-smi 2>/dev/null),,torch==2.13.0)
+
+.PHONY: setup demo test bench clean
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check $(TORCH_PIN) -e '.[dev]'
+	touch $@
+
+demo: setup
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/agent2rl-tui demo
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	HF_HUB_OFFLINE=1 $(BIN)/python bench/grader_overhead.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

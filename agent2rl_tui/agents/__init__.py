@@ -1,0 +1,1 @@
+"""Scripted agents shipped with the package (the example SFT+GRPO agent)."""

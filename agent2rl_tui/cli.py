@@ -1,0 +1,285 @@
+"""The ``agent2rl-tui`` command line: start, list, show and stop runs; build the tiny model.
+
+One front end over ``agent2rl_tui.core`` (the TUI is the other). Nothing here imports
+textual or rich except the command that opens the TUI.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from agent2rl_tui.core.agents import AgentError
+from agent2rl_tui.core.runs import (
+    RunError,
+    RunRequest,
+    create_run,
+    default_root,
+    find_run,
+    launch_supervisor,
+    list_runs,
+    stop_run,
+    summarize,
+)
+from agent2rl_tui.core.store import ACTIVE_STATUSES, RunStore, StoreError
+from agent2rl_tui.core.tasks import TaskError, discover, load_task
+from agent2rl_tui.core.timeutil import human_duration, iso, parse_duration
+
+USER_ERRORS = (RunError, TaskError, AgentError, StoreError, ValueError)
+
+
+def _fail(exc: Exception) -> NoReturn:
+    raise click.ClickException(str(exc))
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+@click.group(invoke_without_command=True)
+@click.option("--root", type=click.Path(path_type=Path), help="Folder of run folders (default: workspaces/).")
+@click.pass_context
+def main(ctx: click.Context, root: Path | None) -> None:
+    """Agent² RL-Bench on one workstation: run coding agents that post-train models."""
+    ctx.ensure_object(dict)
+    ctx.obj["root"] = root
+    if ctx.invoked_subcommand is None:
+        _print_runs(list_runs(root))
+        click.echo("\n`agent2rl-tui --help` lists the commands; `agent2rl-tui demo` runs the demo.")
+
+
+@main.command("tiny-model")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--seed", default=0, show_default=True)
+def tiny_model(path: Path, seed: int) -> None:
+    """Build the tiny Llama model and tokenizer at PATH (offline, under a second)."""
+    from agent2rl_tui.core.tinymodel import build_tiny_model
+
+    out = build_tiny_model(path, seed=seed)
+    click.echo(f"tiny model written to {out}")
+
+
+@main.command("tasks")
+def tasks_cmd() -> None:
+    """List the tasks the registry finds."""
+    for name, folder in sorted(discover().items()):
+        try:
+            task = load_task(folder)
+            click.echo(f"{name:16} level {task.level}  {task.title}  ({folder})")
+        except TaskError as exc:
+            click.echo(f"{name:16} BROKEN: {exc}")
+
+
+@main.group("run")
+def run_group() -> None:
+    """Start, show and stop runs."""
+
+
+def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--env")
+        key, value = pair.split("=", 1)
+        env[key] = value
+    return env
+
+
+@run_group.command("start")
+@click.option("--task", required=True, help="Task name (see `agent2rl-tui tasks`) or folder.")
+@click.option("--agent", required=True, help="Agent profile: example or command.")
+@click.option("--model", "model", required=True, type=click.Path(path_type=Path), help="Base model folder.")
+@click.option("--budget", default="5m", show_default=True, help="Wall-clock budget: 90s, 5m, 12h.")
+@click.option("--grace", default="30s", show_default=True, help="Time between SIGTERM and SIGKILL at the deadline.")
+@click.option("--driver", help="The driver LLM of the agent, for the record.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--command", "command", help="Shell command line for the 'command' agent.")
+@click.option("--env", "env", multiple=True, help="KEY=VALUE for the agent's environment (repeatable).")
+@click.option("--eval-timeout", help="Per-evaluation timeout (default: the task's).")
+@click.option("--eval-limit", type=int, help="Grade only the first N eval items (quick checks).")
+@click.option("--detach", is_flag=True, help="Return at once; the run goes on in the background.")
+@click.pass_context
+def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: str, grace: str,
+              driver: str | None, seed: int, command: str | None, env: tuple[str, ...],
+              eval_timeout: str | None, eval_limit: int | None, detach: bool) -> None:
+    """Start a run: workspace, baseline, agent under a budget, report."""
+    try:
+        req = RunRequest(
+            task=task, agent=agent, model=model, budget_s=parse_duration(budget),
+            grace_s=0.0 if grace.strip() in ("0", "0s") else parse_duration(grace),
+            driver=driver, seed=seed, command=command, root=ctx.obj["root"],
+            eval_timeout_s=parse_duration(eval_timeout) if eval_timeout else None,
+            eval_limit=eval_limit, agent_env=_parse_env(env),
+        )
+        run_dir = create_run(req)
+    except USER_ERRORS as exc:
+        _fail(exc)
+    pid = launch_supervisor(run_dir)
+    click.echo(f"run {run_dir.name} started (supervisor pid {pid})")
+    click.echo(f"run folder: {run_dir}")
+    if detach:
+        click.echo(f"follow it with `agent2rl-tui run show {run_dir.name}`; stop it with "
+                   f"`agent2rl-tui run stop {run_dir.name}`")
+        return
+    follow(run_dir)
+
+
+def follow(run_dir: Path) -> None:
+    """Print the supervisor's progress until the run ends; Ctrl-C stops it, twice detaches."""
+    log_path = run_dir / "logs" / "supervisor.log"
+    interrupts = 0
+
+    def on_int(signum: int, frame: object) -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts == 1:
+            click.echo("\nstopping the run (Ctrl-C again to detach and leave it running)...")
+            stop_run(run_dir)
+        else:
+            raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGINT, on_int)
+    offset = 0
+    try:
+        while True:
+            if log_path.exists():
+                with log_path.open("rb") as fh:
+                    fh.seek(offset)
+                    chunk = fh.read()
+                    offset += len(chunk)
+                if chunk:
+                    sys.stdout.write(chunk.decode(errors="replace"))
+                    sys.stdout.flush()
+            summary = summarize(run_dir)
+            if summary.status not in ACTIVE_STATUSES:
+                break
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        click.echo(f"detached; the run goes on. `agent2rl-tui run show {run_dir.name}`")
+        return
+    finally:
+        signal.signal(signal.SIGINT, old)
+    click.echo("")
+    _print_result(run_dir)
+
+
+def _print_result(run_dir: Path) -> None:
+    report_path = run_dir / "report" / "report.json"
+    s = summarize(run_dir)
+    click.echo(f"run {s.id}: {s.status}" + (f" ({s.error})" if s.error else ""))
+    click.echo(f"run folder: {run_dir}")
+    if report_path.exists():
+        report = json.loads(report_path.read_text())
+        click.echo(f"baseline: {_fmt(report['baseline']['score'])}")
+        for sub in report["submissions"]:
+            line = f"submission {sub['submission_id']}: {sub['status']:9} score {_fmt(sub['score'])}"
+            if sub["error"]:
+                line += f"  ({sub['error'][:120]})"
+            click.echo(line)
+        best = report["best"]
+        click.echo(f"best: {_fmt(best['score']) if best else '-'}"
+                   + (f" (submission {best['submission_id']})" if best else ""))
+        click.echo(f"improvement: {_fmt(report['improvement'])}")
+        click.echo(f"report: {run_dir / 'report' / 'report.md'}")
+
+
+def _print_runs(runs: list[Any]) -> None:
+    if not runs:
+        click.echo(f"no runs under {default_root()}")
+        return
+    header = f"{'run':44} {'status':9} {'task':8} {'agent':8} {'base':>7} {'best':>7} {'delta':>7} {'subs':>4} {'used':>8}"
+    click.echo(header)
+    for r in runs:
+        click.echo(
+            f"{r.id:44} {r.status:9} {r.task:8} {r.agent:8} {_fmt(r.baseline):>7} {_fmt(r.best):>7} "
+            f"{_fmt(r.improvement):>7} {r.n_submissions:>4} {human_duration(r.budget_used_s):>8}"
+        )
+
+
+@main.command("runs")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per run.")
+@click.pass_context
+def runs_cmd(ctx: click.Context, as_json: bool) -> None:
+    """List runs with status, scores and budget used."""
+    runs = list_runs(ctx.obj["root"])
+    if as_json:
+        for r in runs:
+            click.echo(json.dumps({**{k: v for k, v in r.__dict__.items() if k != "path"},
+                                   "path": str(r.path), "improvement": r.improvement}))
+        return
+    _print_runs(runs)
+
+
+@run_group.command("show")
+@click.argument("run")
+@click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
+@click.pass_context
+def run_show(ctx: click.Context, run: str, as_json: bool) -> None:
+    """Print one run: status, budget, submissions, result."""
+    try:
+        run_dir = find_run(run, ctx.obj["root"])
+        s = summarize(run_dir)
+    except USER_ERRORS as exc:
+        _fail(exc)
+    if as_json:
+        from agent2rl_tui.core.report import build_report
+
+        click.echo(json.dumps({**build_report(run_dir), "status": s.status}, indent=2))
+        return
+    with RunStore.of_run(run_dir) as store:
+        run_row = store.run()
+        subs = store.submissions()
+    click.echo(f"run {s.id}  [{s.status}]")
+    click.echo(f"  folder   {run_dir}")
+    click.echo(f"  task {s.task}, agent {s.agent}, driver {s.driver or '-'}, base model {s.base_model}")
+    click.echo(f"  budget {human_duration(s.budget_s)}, used {human_duration(s.budget_used_s)}, "
+               f"started {iso(s.budget_start) or '-'}, ended {iso(s.ended_at) or '-'}")
+    if run_row["end_reason"]:
+        click.echo(f"  ended by {run_row['end_reason']}, agent exit code {run_row['agent_exit_code']}")
+    if s.error:
+        click.echo(f"  error: {s.error}")
+    click.echo(f"  baseline {_fmt(s.baseline)}, best {_fmt(s.best)}, improvement {_fmt(s.improvement)}")
+    for sub in subs:
+        label = "baseline" if sub.kind == "baseline" else f"#{sub.id}"
+        click.echo(f"  {label:>9} {sub.status:10} {_fmt(sub.score):>7}  {sub.model_path or '-'}"
+                   + (f"  ({sub.error[:100]})" if sub.error else ""))
+
+
+@run_group.command("stop")
+@click.argument("run")
+@click.option("--wait", "wait_s", default=60.0, show_default=True, help="Seconds to wait for the run to end.")
+@click.pass_context
+def run_stop(ctx: click.Context, run: str, wait_s: float) -> None:
+    """Stop a run: the agent is ended, queued evaluations finish, the report is written."""
+    try:
+        run_dir = find_run(run, ctx.obj["root"])
+        status = stop_run(run_dir, wait_s=wait_s)
+    except USER_ERRORS as exc:
+        _fail(exc)
+    click.echo(f"run {run_dir.name}: {status}")
+
+
+@main.command("demo")
+@click.option("--budget", default="5m", show_default=True)
+@click.pass_context
+def demo(ctx: click.Context, budget: str) -> None:
+    """Build the tiny model and run the example agent on the offline arith task."""
+    from agent2rl_tui.core.tinymodel import build_tiny_model
+
+    root = ctx.obj["root"] or default_root()
+    model = root / ".models" / "tiny-llama"
+    if not (model / "config.json").exists():
+        build_tiny_model(model)
+        click.echo(f"built the tiny model in {model}")
+    ctx.invoke(run_start, task="arith", agent="example", model=model, budget=budget, grace="10s",
+               driver=None, seed=0, command=None, env=(), eval_timeout=None, eval_limit=None, detach=False)
+
+
+if __name__ == "__main__":
+    main()

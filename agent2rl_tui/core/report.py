@@ -1,0 +1,167 @@
+"""The run report: result (baseline, best, improvement) and AutoRL-Bench's process metrics.
+
+Metrics follow AutoRL-Bench (RD-Agent ``autorl_bench/core/metrics.py``) with two
+deliberate differences, both because this record knows more than its scores.json did:
+a submission is *valid* when its evaluation completed (status ``scored``), so an honest
+score of 0 is valid and a failed load is not; and copies of the base model are found by
+the hash of their weights, not by their path. Times are seconds from the budget's start
+(the agent's launch; the baseline is scored before it).
+
+- ``valid_submission_rate``: valid / all agent submissions (rejected and failed included).
+- ``first_valid_idx``: 1-based position of the first valid submission.
+- ``first_valid_delay``: time of the first valid submission.
+- ``time_to_first_improvement``: time of the first valid submission scoring above baseline.
+- ``time_to_best``: time of the best submission (the earliest of equal bests).
+- ``monotonic_ratio``: strict increases between consecutive valid scores / (valid - 1).
+- ``time_used_ratio``: (agent end - budget start) / budget.
+- ``last_submit_gap``: agent end - last submission.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from agent2rl_tui.core.store import SUB_SCORED, RunStore, Submission
+from agent2rl_tui.core.timeutil import human_duration, iso, now
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den else None
+
+
+def compute_metrics(run: dict[str, Any], subs: list[Submission], baseline: Submission | None) -> dict[str, Any]:
+    start = run.get("budget_start")
+    agent_end = run.get("agent_ended_at") or run.get("ended_at")
+    base_score = baseline.score if baseline and baseline.status == SUB_SCORED else None
+
+    def since_start(t: float | None) -> float | None:
+        return None if t is None or start is None else round(t - start, 3)
+
+    valid = [s for s in subs if s.status == SUB_SCORED]
+    first_valid = valid[0] if valid else None
+    first_improving = next(
+        (s for s in valid if base_score is not None and s.score is not None and s.score > base_score), None
+    )
+    best = max(valid, key=lambda s: (s.score, -s.id)) if valid else None
+    scores = [s.score for s in valid if s.score is not None]
+    increases = sum(1 for a, b in zip(scores, scores[1:]) if b > a)
+    last_submit = max((s.received_at for s in subs), default=None)
+    base_hash = baseline.weights_hash if baseline else None
+    return {
+        "n_submissions": len(subs),
+        "n_valid": len(valid),
+        "valid_submission_rate": _ratio(len(valid), len(subs)),
+        "first_valid_idx": subs.index(first_valid) + 1 if first_valid else None,
+        "first_valid_delay": since_start(first_valid.received_at) if first_valid else None,
+        "time_to_first_improvement": since_start(first_improving.received_at) if first_improving else None,
+        "time_to_best": since_start(best.received_at) if best else None,
+        "monotonic_ratio": _ratio(increases, len(scores) - 1) if len(scores) >= 2 else None,
+        "time_used_ratio": (
+            round((agent_end - start) / run["budget_s"], 4) if agent_end and start else None
+        ),
+        "last_submit_gap": round(agent_end - last_submit, 3) if agent_end and last_submit else None,
+        "base_copy_count": sum(1 for s in valid if base_hash and s.weights_hash == base_hash),
+        "eval_seconds_total": round(sum(s.eval_seconds or 0.0 for s in subs + ([baseline] if baseline else [])), 3),
+    }
+
+
+def build_report(run_dir: Path) -> dict[str, Any]:
+    with RunStore.of_run(run_dir) as store:
+        run = store.run()
+        baseline = store.baseline()
+        subs = store.submissions(kind="agent")
+    base_score = baseline.score if baseline and baseline.status == SUB_SCORED else None
+    valid = [s for s in subs if s.status == SUB_SCORED]
+    best = max(valid, key=lambda s: (s.score, -s.id)) if valid else None
+    start = run.get("budget_start")
+    base_hash = baseline.weights_hash if baseline else None
+
+    def sub_entry(s: Submission) -> dict[str, Any]:
+        return {
+            "submission_id": s.id,
+            "status": s.status,
+            "score": s.score,
+            "improvement": (s.score - base_score) if s.score is not None and base_score is not None else None,
+            "received_at": iso(s.received_at),
+            "elapsed_s": round(s.received_at - start, 3) if start else None,
+            "eval_seconds": round(s.eval_seconds, 3) if s.eval_seconds is not None else None,
+            "model_path": s.model_path,
+            "weights_hash": s.weights_hash,
+            "is_base_copy": bool(base_hash and s.weights_hash == base_hash),
+            "error": s.error,
+        }
+
+    return {
+        "run_id": run["id"],
+        "task": run["task"],
+        "agent": run["agent"],
+        "driver": run["driver"],
+        "base_model": run["base_model"],
+        "status": run["status"],
+        "end_reason": run["end_reason"],
+        "agent_exit_code": run["agent_exit_code"],
+        "error": run["error"],
+        "budget_s": run["budget_s"],
+        "budget_start": iso(start),
+        "deadline": iso(run["deadline"]),
+        "agent_ended_at": iso(run["agent_ended_at"]),
+        "ended_at": iso(run["ended_at"]),
+        "baseline": {
+            "score": base_score,
+            "status": baseline.status if baseline else None,
+            "error": baseline.error if baseline else None,
+            "eval_seconds": baseline.eval_seconds if baseline else None,
+            "weights_hash": base_hash,
+        },
+        "best": {"submission_id": best.id, "score": best.score} if best else None,
+        "improvement": (best.score - base_score) if best and base_score is not None else None,
+        "submissions": [sub_entry(s) for s in subs],
+        "metrics": compute_metrics(run, subs, baseline),
+        "generated_at": iso(now()),
+    }
+
+
+def _fmt(x: Any, nd: int = 2) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{nd}f}"
+    return str(x)
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    lines = [
+        f"# Run {report['run_id']}",
+        "",
+        f"- task **{report['task']}**, agent **{report['agent']}**, driver {report['driver'] or '-'}, "
+        f"base model `{report['base_model']}`",
+        f"- status **{report['status']}** ({report['end_reason'] or '-'}), agent exit code "
+        f"{_fmt(report['agent_exit_code'])}, budget {human_duration(report['budget_s'])}",
+        f"- baseline **{_fmt(report['baseline']['score'])}**, best **"
+        f"{_fmt(report['best']['score'] if report['best'] else None)}**, improvement **"
+        f"{_fmt(report['improvement'])}**",
+    ]
+    if report["error"]:
+        lines.append(f"- error: {report['error']}")
+    lines += ["", "| # | at | status | score | vs baseline | eval s | model |", "|---|---|---|---|---|---|---|"]
+    for s in report["submissions"]:
+        lines.append(
+            f"| {s['submission_id']} | {human_duration(s['elapsed_s'])} | {s['status']} | {_fmt(s['score'])} | "
+            f"{_fmt(s['improvement'])} | {_fmt(s['eval_seconds'], 1)} | `{s['model_path']}`"
+            f"{' (base copy)' if s['is_base_copy'] else ''} |"
+        )
+    lines += ["", "| metric | value |", "|---|---|"]
+    lines += [f"| {k} | {_fmt(v, 3)} |" for k, v in report["metrics"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(run_dir: Path) -> dict[str, Any]:
+    report = build_report(run_dir)
+    out = run_dir / "report"
+    out.mkdir(exist_ok=True)
+    (out / "report.json.tmp").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    (out / "report.json.tmp").replace(out / "report.json")
+    (out / "report.md").write_text(render_markdown(report), encoding="utf-8")
+    return report

@@ -1,0 +1,303 @@
+"""Runs as the CLI and the TUI see them: create, launch, list, inspect, stop, reconcile.
+
+Creating a run validates everything that can be checked before the budget (task, model
+folder, agent, budget) and leaves nothing behind when a check fails. A run is then a
+folder with run.db; whoever reads it decides "lost" from the supervisor's heartbeat.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent2rl_tui.core import procs
+from agent2rl_tui.core.agents import resolve_agent
+from agent2rl_tui.core.modelfiles import check_model_folder
+from agent2rl_tui.core.report import write_report
+from agent2rl_tui.core.store import ACTIVE_STATUSES, SUB_REJECTED, SUB_SCORED, RunStore, StoreError
+from agent2rl_tui.core.tasks import load_task
+from agent2rl_tui.core.timeutil import compact_utc, now
+from agent2rl_tui.core.workspace import make_run_folder
+
+LOST_AFTER_S = 20.0
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+class RunError(ValueError):
+    """A run cannot be created or found; the message says what to do."""
+
+
+def default_root() -> Path:
+    """``$AGENT2RL_WORKSPACES``, else the checkout's workspaces/, else ~/.local/share."""
+    env = os.environ.get("AGENT2RL_WORKSPACES")
+    if env:
+        return Path(env)
+    if (PACKAGE_ROOT / "pyproject.toml").exists():
+        return PACKAGE_ROOT / "workspaces"
+    return Path.home() / ".local" / "share" / "agent2rl-tui" / "workspaces"
+
+
+@dataclass
+class RunRequest:
+    task: str
+    agent: str
+    model: Path
+    budget_s: float
+    grace_s: float = 30.0
+    driver: str | None = None
+    seed: int = 0
+    command: str | None = None
+    root: Path | None = None
+    eval_timeout_s: float | None = None
+    eval_limit: int | None = None
+    agent_env: dict[str, str] = field(default_factory=dict)
+
+
+def create_run(req: RunRequest) -> Path:
+    """Validate the request and make the run folder with its run.db (status ``created``)."""
+    task = load_task(req.task)
+    spec = resolve_agent(req.agent, req.command, req.driver)
+    model = req.model.expanduser().resolve()
+    problem = check_model_folder(model)
+    if problem:
+        raise RunError(f"--model: {problem.detail}")
+    if req.budget_s <= 0 or req.grace_s < 0:
+        raise RunError("the budget must be positive and the grace period not negative")
+    root = (req.root or default_root()).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    stamp = compact_utc(now())
+    base = f"{stamp}-{task.name}-{spec.name}"
+    run_dir = root / base
+    n = 1
+    while True:
+        try:
+            run_dir.mkdir()
+            break
+        except FileExistsError:
+            n += 1
+            run_dir = root / f"{base}-{n}"
+    try:
+        _write_new_run(run_dir, req, task.name, spec.name, model, task.folder,
+                       req.eval_timeout_s or task.eval_timeout_s)
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)  # nothing half-made is left behind
+        raise
+    return run_dir
+
+
+def _write_new_run(run_dir: Path, req: RunRequest, task: str, agent: str, model: Path,
+                   task_folder: Path, eval_timeout_s: float) -> None:
+    make_run_folder(run_dir)
+    config = {
+        "task_folder": str(task_folder),
+        "agent_command": req.command,
+        "eval_timeout_s": eval_timeout_s,
+        "eval_limit": req.eval_limit,
+        "engine": "transformers",
+        "agent_env": req.agent_env,
+    }
+    with RunStore(run_dir / "run.db", create=True) as store:
+        store.create_run(
+            id=run_dir.name,
+            task=task,
+            agent=agent,
+            driver=req.driver,
+            base_model=model.name,
+            base_model_source=str(model),
+            budget_s=req.budget_s,
+            grace_s=req.grace_s,
+            seed=req.seed,
+            status="created",
+            created_at=now(),
+            config_json=json.dumps(config),
+        )
+        store.event("cli", "created", f"run created for task {task}, agent {agent}")
+
+
+def launch_supervisor(run_dir: Path) -> int:
+    """Start the run's supervisor in a new session (it outlives this process); its pid."""
+    log = (run_dir / "logs" / "supervisor.log").open("ab")
+    with log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agent2rl_tui.core.supervisor", str(run_dir)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    with RunStore.of_run(run_dir) as store:
+        store.update_run(supervisor_pid=proc.pid)
+    return proc.pid
+
+
+@dataclass
+class RunSummary:
+    """One row of ``agent2rl-tui runs`` and of the TUI's Runs screen."""
+
+    path: Path
+    id: str
+    status: str
+    task: str
+    agent: str
+    driver: str | None
+    base_model: str
+    budget_s: float
+    created_at: float
+    budget_start: float | None
+    ended_at: float | None
+    baseline: float | None
+    best: float | None
+    n_submissions: int
+    end_reason: str | None
+    error: str | None
+
+    @property
+    def improvement(self) -> float | None:
+        if self.best is None or self.baseline is None:
+            return None
+        return self.best - self.baseline
+
+    @property
+    def budget_used_s(self) -> float | None:
+        if self.budget_start is None:
+            return None
+        end = self.ended_at or now()
+        return min(end - self.budget_start, self.budget_s)
+
+
+def effective_status(run: dict[str, Any]) -> str:
+    """The stored status, or ``lost`` for an active run whose supervisor stopped beating."""
+    status = run["status"]
+    if status not in ACTIVE_STATUSES:
+        return status
+    beat = run.get("heartbeat_at") or run.get("created_at")
+    if status == "created":
+        # Not started yet: lost only if its supervisor never came up.
+        return "created" if procs.pid_alive(run.get("supervisor_pid")) or now() - beat < LOST_AFTER_S else "lost"
+    if now() - beat > LOST_AFTER_S:
+        return "lost"
+    return status
+
+
+def summarize(run_dir: Path) -> RunSummary:
+    with RunStore.of_run(run_dir) as store:
+        run = store.run()
+        baseline = store.baseline()
+        best = store.best()
+        n = sum(1 for s in store.submissions(kind="agent") if s.status != SUB_REJECTED)
+    return RunSummary(
+        path=run_dir,
+        id=run["id"],
+        status=effective_status(run),
+        task=run["task"],
+        agent=run["agent"],
+        driver=run["driver"],
+        base_model=run["base_model"],
+        budget_s=run["budget_s"],
+        created_at=run["created_at"],
+        budget_start=run["budget_start"],
+        ended_at=run["ended_at"],
+        baseline=baseline.score if baseline and baseline.status == SUB_SCORED else None,
+        best=best.score if best else None,
+        n_submissions=n,
+        end_reason=run["end_reason"],
+        error=run["error"],
+    )
+
+
+def list_runs(root: Path | None = None) -> list[RunSummary]:
+    root = root or default_root()
+    if not root.is_dir():
+        return []
+    out = []
+    for db in sorted(root.glob("*/run.db")):
+        try:
+            out.append(summarize(db.parent))
+        except (StoreError, OSError) as exc:  # a half-copied or foreign folder: skip it
+            print(f"warning: skipping {db.parent}: {exc}", file=sys.stderr)
+    return out
+
+
+def find_run(ref: str, root: Path | None = None) -> Path:
+    """A run folder from a path, a run id, or a unique prefix/suffix of an id."""
+    p = Path(ref).expanduser()
+    if (p / "run.db").exists():
+        return p.resolve()
+    root = root or default_root()
+    if (root / ref / "run.db").exists():
+        return (root / ref).resolve()
+    matches = [d for d in root.glob("*/run.db") if ref in d.parent.name]
+    if len(matches) == 1:
+        return matches[0].parent.resolve()
+    if not matches:
+        raise RunError(f"no run {ref!r} under {root}; `agent2rl-tui runs` lists them")
+    names = ", ".join(sorted(m.parent.name for m in matches))
+    raise RunError(f"{ref!r} matches several runs ({names}); give more of the id")
+
+
+def stop_run(run_dir: Path, *, wait_s: float = 0.0) -> str:
+    """Ask the supervisor to stop (SIGTERM); reconcile a run whose supervisor is gone."""
+    with RunStore.of_run(run_dir) as store:
+        run = store.run()
+        if run["status"] not in ACTIVE_STATUSES:
+            return run["status"]
+        pid = run["supervisor_pid"]
+        if procs.pid_alive(pid) and _is_supervisor_of(pid, run_dir):
+            store.event("cli", "stop", "stop requested")
+            os.kill(pid, signal.SIGTERM)
+        else:
+            return reconcile(run_dir)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        with RunStore.of_run(run_dir) as store:
+            status = store.run()["status"]
+        if status not in ACTIVE_STATUSES:
+            return status
+        time.sleep(0.25)
+    return "stopping"
+
+
+def _is_supervisor_of(pid: int, run_dir: Path) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return True  # cannot check (not Linux): trust the record
+    return b"agent2rl_tui.core.supervisor" in cmdline and any(
+        Path(os.fsdecode(a)).resolve() == run_dir.resolve() for a in cmdline if a.startswith(b"/")
+    )
+
+
+def reconcile(run_dir: Path) -> str:
+    """Close the record of a run whose supervisor died: end its leftovers, mark it lost."""
+    with RunStore.of_run(run_dir) as store:
+        run = store.run()
+        if run["status"] not in ACTIVE_STATUSES or procs.pid_alive(run["supervisor_pid"]):
+            return run["status"]
+        for key in ("agent_pid", "grader_pid"):
+            pgid = run.get(key)
+            if pgid and procs.group_alive(pgid):
+                procs.signal_group(pgid, signal.SIGKILL)
+        for sub in store.submissions():
+            if sub.status in ("queued", "evaluating"):
+                store.update_submission(
+                    sub.id, status="failed", finished_at=now(),
+                    error="the run was lost before this submission was evaluated",
+                )
+        store.update_run(
+            status="lost",
+            ended_at=run["heartbeat_at"] or now(),
+            error=run["error"] or "the supervisor stopped without closing the run",
+        )
+        store.event("cli", "reconciled", "run marked lost; leftovers ended")
+    write_report(run_dir)
+    return "lost"
+

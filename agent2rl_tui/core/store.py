@@ -1,0 +1,264 @@
+"""run.db: the record of one run (run row, submissions, events), in SQLite WAL mode.
+
+Several processes write one run.db at once (the supervisor heartbeats and logs events, the
+grader records submissions, the CLI or TUI may mark a lost run), so every write is one
+short transaction with a busy timeout, and nothing holds a write lock across slow work.
+The schema carries a version (``PRAGMA user_version``) so later releases can migrate.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from agent2rl_tui.core.timeutil import now
+
+SCHEMA_VERSION = 1
+
+# Run states. "lost" is written by whoever finds a running run whose supervisor is gone.
+ACTIVE_STATUSES = ("created", "preparing", "running", "ending")
+FINAL_STATUSES = ("finished", "failed", "stopped", "lost")
+
+# Submission states.
+SUB_QUEUED, SUB_EVALUATING, SUB_SCORED, SUB_FAILED, SUB_REJECTED = (
+    "queued",
+    "evaluating",
+    "scored",
+    "failed",
+    "rejected",
+)
+BASELINE_ID = 0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS run (
+    id TEXT PRIMARY KEY,
+    task TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    driver TEXT,
+    base_model TEXT NOT NULL,          -- folder name under workspace/models/
+    base_model_source TEXT NOT NULL,   -- where the base model was copied from
+    budget_s REAL NOT NULL,
+    grace_s REAL NOT NULL,
+    seed INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    budget_start REAL,                 -- when the agent was started (the budget's zero)
+    deadline REAL,
+    ended_at REAL,
+    agent_ended_at REAL,
+    agent_exit_code INTEGER,           -- negative: killed by that signal
+    end_reason TEXT,                   -- agent_exited, deadline, stopped, error
+    supervisor_pid INTEGER,
+    grader_pid INTEGER,
+    grader_port INTEGER,
+    agent_pid INTEGER,
+    heartbeat_at REAL,
+    error TEXT,
+    config_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS submissions (
+    id INTEGER PRIMARY KEY,            -- 0 is the baseline
+    kind TEXT NOT NULL,                -- baseline | agent
+    model_path TEXT,                   -- as the agent gave it
+    resolved_path TEXT,
+    status TEXT NOT NULL,              -- queued | evaluating | scored | failed | rejected
+    received_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    score REAL,
+    n_items INTEGER,
+    n_correct INTEGER,
+    error TEXT,
+    weights_hash TEXT,
+    engine TEXT,
+    settings_json TEXT,
+    timings_json TEXT,
+    gpu TEXT
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY,
+    at REAL NOT NULL,
+    source TEXT NOT NULL,              -- supervisor | grader | cli | agent
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL,
+    data_json TEXT
+);
+CREATE INDEX IF NOT EXISTS submissions_status ON submissions(status);
+CREATE INDEX IF NOT EXISTS events_at ON events(at);
+"""
+
+
+class StoreError(RuntimeError):
+    """run.db is missing, unreadable or from an unknown schema version."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    id: int
+    kind: str
+    model_path: str | None
+    resolved_path: str | None
+    status: str
+    received_at: float
+    started_at: float | None
+    finished_at: float | None
+    score: float | None
+    n_items: int | None
+    n_correct: int | None
+    error: str | None
+    weights_hash: str | None
+    engine: str | None
+    settings_json: str | None
+    timings_json: str | None
+    gpu: str | None
+
+    @property
+    def eval_seconds(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
+
+    @property
+    def timings(self) -> dict[str, float]:
+        return json.loads(self.timings_json) if self.timings_json else {}
+
+
+def connect(path: Path, *, create: bool = False) -> sqlite3.Connection:
+    """Open run.db with WAL, a busy timeout and autocommit (each statement its own tx)."""
+    if not create and not path.exists():
+        raise StoreError(f"{path} does not exist: is this a run folder?")
+    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA busy_timeout = 30000")
+    if create:
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
+class RunStore:
+    """Typed access to one run.db. Cheap to open; open one per process or thread."""
+
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        self.path = Path(path)
+        self.conn = connect(self.path, create=create)
+        self.db = sqlite_utils.Database(self.conn)
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if create and version == 0:
+            self.conn.executescript(
+                f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            )
+        elif version != SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has schema version {version}; this agent2rl-tui reads "
+                f"version {SCHEMA_VERSION}. Upgrade agent2rl-tui to read it."
+            )
+
+    @classmethod
+    def of_run(cls, run_dir: Path) -> RunStore:
+        return cls(Path(run_dir) / "run.db")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT: take the write lock up front, keep it short."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    # -- run row ----------------------------------------------------------------------
+    def create_run(self, **fields: Any) -> None:
+        self.db["run"].insert(fields)
+
+    def run(self) -> dict[str, Any]:
+        row = self.conn.execute("SELECT * FROM run LIMIT 1").fetchone()
+        if row is None:
+            raise StoreError(f"{self.path} holds no run")
+        return dict(row)
+
+    def update_run(self, **fields: Any) -> None:
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        self.conn.execute(f"UPDATE run SET {cols}", list(fields.values()))
+
+    def heartbeat(self) -> None:
+        self.conn.execute("UPDATE run SET heartbeat_at = ?", (now(),))
+
+    # -- events -----------------------------------------------------------------------
+    def event(self, source: str, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
+        self.conn.execute(
+            "INSERT INTO events (at, source, kind, message, data_json) VALUES (?, ?, ?, ?, ?)",
+            (now(), source, kind, message, json.dumps(data) if data is not None else None),
+        )
+
+    def events(self, since_id: int = 0) -> list[dict[str, Any]]:
+        rows = self.conn.execute("SELECT * FROM events WHERE id > ? ORDER BY id", (since_id,))
+        return [dict(r) for r in rows]
+
+    # -- submissions ------------------------------------------------------------------
+    def add_submission(self, *, kind: str, status: str, **fields: Any) -> int:
+        """Insert a submission and return its id (0 for the baseline, then 1, 2, ...)."""
+        with self.transaction() as conn:
+            if kind == "baseline":
+                sub_id = BASELINE_ID
+            else:
+                sub_id = conn.execute(
+                    "SELECT COALESCE(MAX(id), 0) + 1 FROM submissions"
+                ).fetchone()[0]
+            record = {"id": sub_id, "kind": kind, "status": status, "received_at": now(), **fields}
+            cols = ", ".join(record)
+            marks = ", ".join("?" for _ in record)
+            conn.execute(
+                f"INSERT OR REPLACE INTO submissions ({cols}) VALUES ({marks})", list(record.values())
+            )
+        return int(sub_id)
+
+    def update_submission(self, sub_id: int, **fields: Any) -> None:
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        self.conn.execute(f"UPDATE submissions SET {cols} WHERE id = ?", [*fields.values(), sub_id])
+
+    def submission(self, sub_id: int) -> Submission | None:
+        row = self.conn.execute("SELECT * FROM submissions WHERE id = ?", (sub_id,)).fetchone()
+        return Submission(**dict(row)) if row else None
+
+    def submissions(self, *, kind: str | None = None) -> list[Submission]:
+        sql, args = "SELECT * FROM submissions", []
+        if kind:
+            sql, args = sql + " WHERE kind = ?", [kind]
+        rows = self.conn.execute(sql + " ORDER BY id", args)
+        return [Submission(**dict(r)) for r in rows]
+
+    def baseline(self) -> Submission | None:
+        return self.submission(BASELINE_ID)
+
+    def best(self) -> Submission | None:
+        """The highest-scoring agent submission; the earliest wins a tie."""
+        row = self.conn.execute(
+            "SELECT * FROM submissions WHERE kind = 'agent' AND status = ? "
+            "ORDER BY score DESC, id ASC LIMIT 1",
+            (SUB_SCORED,),
+        ).fetchone()
+        return Submission(**dict(row)) if row else None
+
+    def pending_count(self) -> int:
+        return self.conn.execute(
+            "SELECT COUNT(*) FROM submissions WHERE status IN (?, ?)", (SUB_QUEUED, SUB_EVALUATING)
+        ).fetchone()[0]

@@ -1,0 +1,331 @@
+"""The supervisor: one detached process that owns a run from preparation to report.
+
+It builds the workspace, starts the grader and waits for the baseline score (before the
+budget starts), launches the agent in its own process group with the task's environment,
+stamps every agent output line into logs/agent.log, ends the agent at the deadline
+(SIGTERM to the group, a grace period, SIGKILL), lets queued evaluations finish, and
+writes the final status and report. It heartbeats into run.db throughout, so a reader
+can tell a live run from a lost one. Whatever fails, the record is closed properly.
+
+Run as ``python -m agent2rl_tui.core.supervisor RUN_DIR`` (``agent2rl-tui run start``
+does this in a new session, so the run outlives the terminal).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from agent2rl_tui.core import procs
+from agent2rl_tui.core.agents import resolve_agent
+from agent2rl_tui.core.report import write_report
+from agent2rl_tui.core.store import SUB_EVALUATING, SUB_FAILED, SUB_QUEUED, SUB_SCORED, RunStore
+from agent2rl_tui.core.tasks import load_task
+from agent2rl_tui.core.timeutil import human_duration, iso, now
+from agent2rl_tui.core.workspace import make_run_folder, populate_workspace, write_run_meta
+from agent2rl_tui.grader.client import GraderClient, GraderUnavailable
+from agent2rl_tui.grader.launch import spawn_grader
+
+log = logging.getLogger("agent2rl.supervisor")
+HEARTBEAT_S = 2.0
+GRADER_STOP_S = 10.0
+
+
+class RunFailed(Exception):
+    """The run cannot go on; the message becomes the run's error."""
+
+
+class Supervisor:
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir.resolve()
+        self.store = RunStore.of_run(self.run_dir)
+        self.run = self.store.run()
+        self.cfg: dict[str, Any] = json.loads(self.run["config_json"])
+        self.ws = self.run_dir / "workspace"
+        self.stop_requested = threading.Event()
+        self.stop_count = 0
+        self.done = threading.Event()
+        self.grader: subprocess.Popen[bytes] | None = None
+        self.agent: subprocess.Popen[bytes] | None = None
+        self.grader_url: str | None = None
+
+    # -- signals and heartbeat --------------------------------------------------------
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.stop_count += 1
+        self.stop_requested.set()
+        log.info("received signal %s: stopping the run (%d)", signal.Signals(signum).name, self.stop_count)
+
+    def _heartbeat(self) -> None:
+        store = RunStore.of_run(self.run_dir)
+        try:
+            while not self.done.wait(HEARTBEAT_S):
+                try:
+                    store.heartbeat()
+                except Exception:  # noqa: BLE001 - a busy db must not kill the heartbeat
+                    log.exception("heartbeat failed")
+        finally:
+            store.close()
+
+    # -- the run ----------------------------------------------------------------------
+    def main(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        subreaper = procs.become_subreaper()
+        self.store.update_run(supervisor_pid=os.getpid(), status="preparing", heartbeat_at=now())
+        self.store.event("supervisor", "start", f"supervisor started (pid {os.getpid()})",
+                         {"subreaper": subreaper})
+        beat = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
+        beat.start()
+        final_status, error = "finished", None
+        try:
+            self.prepare()
+            self.start_grader()
+            if self.stop_requested.is_set():
+                raise RunFailed("stopped before the budget started")
+            reason = self.run_agent()
+            self.drain_grader()
+            if reason == "stopped":
+                final_status = "stopped"
+        except RunFailed as exc:
+            final_status = "stopped" if self.stop_requested.is_set() else "failed"
+            error = str(exc)
+            log.error("run %s: %s", final_status, exc)
+        except Exception as exc:  # noqa: BLE001 - record any crash, then close the record
+            final_status, error = "failed", f"supervisor error: {type(exc).__name__}: {exc}"
+            log.exception("supervisor crashed")
+        finally:
+            self.shutdown_agent()
+            self.stop_grader()
+            self.fail_unfinished()
+            self.store.update_run(status=final_status, ended_at=now(), error=error, heartbeat_at=now())
+            self.store.event("supervisor", "end", f"run {final_status}", {"error": error})
+            self.done.set()
+            try:
+                report = write_report(self.run_dir)
+                self._print_result(report)
+            except Exception:  # noqa: BLE001
+                log.exception("could not write the report")
+                self.store.event("supervisor", "report_failed", "could not write report/report.json")
+            self.store.close()
+        return 0 if final_status in ("finished", "stopped") else 1
+
+    def prepare(self) -> None:
+        log.info("preparing the workspace in %s", self.ws)
+        task = load_task(self.cfg["task_folder"])
+        make_run_folder(self.run_dir)
+        populate_workspace(
+            self.run_dir,
+            task,
+            Path(self.run["base_model_source"]),
+            self.run["base_model"],
+            budget_s=self.run["budget_s"],
+            grace_s=self.run["grace_s"],
+        )
+        self.store.event("supervisor", "workspace", "workspace ready")
+
+    def start_grader(self) -> None:
+        started = spawn_grader(self.run_dir, self.run_dir / "logs" / "grader.log")
+        self.grader, self.grader_url, port = started.popen, started.url, started.port
+        self.store.update_run(grader_pid=self.grader.pid, grader_port=port)
+        log.info("grader started (pid %s, port %s); scoring the baseline", self.grader.pid, port)
+        timeout = float(self.cfg.get("eval_timeout_s", 1800)) + 120.0
+        with GraderClient(self.grader_url) as client:
+            try:
+                info = client.wait_ready(
+                    timeout, alive=lambda: self.grader.poll() is None and not self.stop_requested.is_set()
+                )
+            except GraderUnavailable as exc:
+                if self.stop_requested.is_set():
+                    raise RunFailed("stopped while the baseline was being scored") from exc
+                raise RunFailed(f"the grader did not start: {exc}; see logs/grader.log") from exc
+        baseline = info.get("baseline") or {}
+        if baseline.get("status") != SUB_SCORED:
+            raise RunFailed(
+                f"the base model could not be scored: {baseline.get('error', 'unknown error')}"
+            )
+        log.info("baseline score %.2f", baseline["score"])
+
+    def run_agent(self) -> str:
+        spec = resolve_agent(self.run["agent"], self.cfg.get("agent_command"), self.run["driver"])
+        start = now()
+        deadline = start + self.run["budget_s"]
+        self.store.update_run(budget_start=start, deadline=deadline, status="running")
+        write_run_meta(
+            self.ws,
+            {"task": self.run["task"], "base_model": self.run["base_model"], "start_time": start,
+             "timeout_s": self.run["budget_s"], "end_time": deadline},
+        )
+        env = self.agent_env()
+        log.info("starting agent %s: %s (budget %s, deadline %s)", spec.name, " ".join(spec.argv),
+                 human_duration(self.run["budget_s"]), iso(deadline))
+        self.agent = subprocess.Popen(
+            list(spec.argv),
+            cwd=self.ws,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.store.update_run(agent_pid=self.agent.pid)
+        self.store.event("supervisor", "agent_start", f"agent started (pid {self.agent.pid})")
+        with (self.run_dir / "logs" / "agent.log").open("ab") as logfh:
+            reader = threading.Thread(target=_stamp_lines, args=(self.agent.stdout, logfh),
+                                      name="agent-log", daemon=True)
+            reader.start()
+            reason = self._wait_agent(deadline)
+            self.shutdown_agent()
+            reader.join(timeout=10.0)
+        return reason
+
+    def _wait_agent(self, deadline: float) -> str:
+        assert self.agent is not None
+        while True:
+            if self.agent.poll() is not None:
+                reason = "agent_exited"
+                break
+            if now() >= deadline:
+                reason = "deadline"
+                break
+            if self.stop_requested.is_set():
+                reason = "stopped"
+                break
+            procs.reap_zombie_children(self._popen_pids())
+            time.sleep(0.2)
+        self.store.update_run(end_reason=reason)
+        log.info("agent phase over: %s", reason)
+        return reason
+
+    def _popen_pids(self) -> set[int]:
+        return {p.pid for p in (self.agent, self.grader) if p is not None}
+
+    def shutdown_agent(self) -> None:
+        """End the agent's group (TERM, grace, KILL) and any descendant that escaped it."""
+        if self.agent is None:
+            return
+        agent, self.agent = self.agent, None
+        grace = float(self.run["grace_s"])
+        if procs.group_alive(agent.pid):
+            log.info("ending the agent's process group (SIGTERM, then SIGKILL after %s)", human_duration(grace))
+            killed = procs.end_group(agent.pid, grace, keep=self._popen_pids() | {agent.pid})
+            if killed:
+                self.store.event("supervisor", "agent_killed", "the agent ignored SIGTERM and was killed")
+        grader_pid = self.grader.pid if self.grader else None
+        strays = procs.descendants(os.getpid(), exclude={grader_pid} if grader_pid else set())
+        if strays:
+            procs.kill_pids(strays)
+            self.store.event("supervisor", "strays_killed", f"killed {len(strays)} processes that left the agent's group",
+                             {"pids": strays})
+        try:
+            code = agent.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            code = agent.wait()
+        self.store.update_run(agent_exit_code=code, agent_ended_at=now())
+        self.store.event("supervisor", "agent_end", f"agent exited with code {code}")
+        log.info("agent exit code %s", code)
+
+    def drain_grader(self) -> None:
+        """Let submissions received before the deadline be scored (a second stop cuts this)."""
+        timeout = float(self.cfg.get("eval_timeout_s", 1800))
+        last, waited_since = -1, time.monotonic()
+        while self.grader and self.grader.poll() is None:
+            pending = self.store.pending_count()
+            if pending == 0:
+                return
+            if pending != last:
+                log.info("waiting for %d submission(s) to be scored", pending)
+                last, waited_since = pending, time.monotonic()
+            if self.stop_count >= 2 or time.monotonic() - waited_since > timeout + 60:
+                return
+            time.sleep(0.5)
+
+    def stop_grader(self) -> None:
+        if not self.grader:
+            return
+        grader, self.grader = self.grader, None
+        if grader.poll() is None:
+            grader.terminate()
+            try:
+                grader.wait(timeout=GRADER_STOP_S)
+            except subprocess.TimeoutExpired:
+                procs.signal_group(grader.pid, signal.SIGKILL)
+                grader.wait()
+        procs.signal_group(grader.pid, signal.SIGKILL)  # any eval worker left behind
+
+    def fail_unfinished(self) -> None:
+        for sub in self.store.submissions():
+            if sub.status in (SUB_QUEUED, SUB_EVALUATING):
+                self.store.update_submission(
+                    sub.id, status=SUB_FAILED, finished_at=now(),
+                    error="the run ended before this submission was evaluated",
+                )
+
+    def agent_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT2RL_")}
+        assert self.grader_url is not None
+        env.update(
+            TASK=self.run["task"],
+            BASE_MODEL=self.run["base_model"],
+            WORKSPACE=str(self.ws),
+            MODEL_PATH=str(self.ws / "models" / self.run["base_model"]),
+            DATA_PATH=str(self.ws / "data"),
+            OUTPUT_DIR=str(self.ws / "output"),
+            GRADING_SERVER_URL=self.grader_url,
+            PYTHONUNBUFFERED="1",
+        )
+        for key, value in self.cfg.get("agent_env", {}).items():
+            env[str(key)] = str(value)
+        return env
+
+    def _print_result(self, report: dict[str, Any]) -> None:
+        def f(x: float | None) -> str:
+            return "-" if x is None else f"{x:.2f}"
+
+        log.info(
+            "result: baseline %s, best %s, improvement %s, %d submission(s)",
+            f(report["baseline"]["score"]),
+            f(report["best"]["score"] if report["best"] else None),
+            f(report["improvement"]),
+            len(report["submissions"]),
+        )
+
+
+def _stamp_lines(stream: IO[bytes] | None, out: IO[bytes]) -> None:
+    """Copy the agent's output to agent.log, each line prefixed with a UTC timestamp."""
+    if stream is None:
+        return
+    for raw in iter(stream.readline, b""):
+        out.write(iso(now()).encode() + b" " + raw.rstrip(b"\r\n") + b"\n")
+        out.flush()
+
+
+def configure_logging() -> None:
+    handler = logging.StreamHandler(sys.stdout)
+    fmt = logging.Formatter("%(asctime)s.%(msecs)03dZ %(message)s", "%Y-%m-%dT%H:%M:%S")
+    fmt.converter = time.gmtime
+    handler.setFormatter(fmt)
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+    if len(args) != 1:
+        print("usage: python -m agent2rl_tui.core.supervisor RUN_DIR", file=sys.stderr)
+        return 2
+    configure_logging()
+    return Supervisor(Path(args[0])).main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

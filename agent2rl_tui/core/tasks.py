@@ -1,0 +1,191 @@
+"""Tasks as folders: ``tasks/<name>/task.toml`` + ``description.md``, found by a registry.
+
+A task says which level it belongs to, which evaluator grades it, where its train and
+eval splits come from and how the grader prompts the model. Adding a task is adding a
+folder; nothing here knows a task by name except the data generators, which build
+offline tasks (no network) from a seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+BUILTIN_TASKS_DIR = PACKAGE_ROOT / "tasks"
+
+
+class TaskError(ValueError):
+    """A task is missing or malformed; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class InferenceSettings:
+    """How the grader turns an eval item into a prompt and generates the answer."""
+
+    prompt_template: str = "{question}"
+    system_prompt: str = ""
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    batch_size: int = 32
+    stop: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.__dict__.copy()
+        d["stop"] = list(self.stop)
+        return d
+
+
+@dataclass(frozen=True)
+class Task:
+    """One benchmark task as declared by its folder."""
+
+    name: str
+    folder: Path
+    level: int
+    evaluator: str
+    title: str
+    data: dict[str, Any]
+    inference: InferenceSettings
+    eval_timeout_s: float
+    raw: dict[str, Any] = field(repr=False)
+
+    @property
+    def description(self) -> str:
+        return (self.folder / "description.md").read_text(encoding="utf-8")
+
+    def load_split(self, split: str) -> list[dict[str, Any]]:
+        """Items of the ``train`` or ``eval`` split, in a fixed order."""
+        if split not in ("train", "eval"):
+            raise TaskError(f"unknown split {split!r}: use 'train' or 'eval'")
+        source = self.data.get("source")
+        if source == "generator":
+            name = self.data.get("generator", self.name)
+            try:
+                gen = GENERATORS[name]
+            except KeyError:
+                raise TaskError(
+                    f"task {self.name}: unknown generator {name!r}; known: {sorted(GENERATORS)}"
+                ) from None
+            train, evals = gen(int(self.data.get("seed", 0)), dict(self.data.get("params", {})))
+            return train if split == "train" else evals
+        if source == "files":
+            key = f"{split}_file"
+            if key not in self.data:
+                raise TaskError(f"task {self.name}: [data] needs {key}")
+            path = Path(self.data[key])
+            if not path.is_absolute():
+                path = self.folder / path
+            return read_jsonl(path)
+        raise TaskError(f"task {self.name}: [data] source must be 'generator' or 'files', not {source!r}")
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        raise TaskError(f"data file {path} does not exist")
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def write_jsonl(path: Path, items: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for item in items:
+            fh.write(json.dumps(item, ensure_ascii=False) + "\n")
+
+
+def task_dirs() -> list[Path]:
+    """Where tasks are looked up: ``$AGENT2RL_TASKS`` (os.pathsep-separated), then tasks/."""
+    extra = [Path(p) for p in os.environ.get("AGENT2RL_TASKS", "").split(os.pathsep) if p]
+    return [*extra, BUILTIN_TASKS_DIR]
+
+
+def discover() -> dict[str, Path]:
+    """Task name -> folder, earlier search dirs winning."""
+    found: dict[str, Path] = {}
+    for root in task_dirs():
+        if not root.is_dir():
+            continue
+        for toml in sorted(root.glob("*/task.toml")):
+            found.setdefault(toml.parent.name, toml.parent)
+    return found
+
+
+def load_task(name_or_path: str | Path) -> Task:
+    """Load a task by registry name or by folder path."""
+    folder = Path(name_or_path)
+    if not (folder / "task.toml").is_file():
+        known = discover()
+        if str(name_or_path) not in known:
+            raise TaskError(
+                f"no task named {name_or_path!r}; known tasks: {', '.join(sorted(known)) or 'none'}"
+            )
+        folder = known[str(name_or_path)]
+    try:
+        raw = tomllib.loads((folder / "task.toml").read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskError(f"{folder / 'task.toml'} is not valid TOML: {exc}") from exc
+    if not (folder / "description.md").is_file():
+        raise TaskError(f"task folder {folder} needs a description.md for the agent")
+    inf = dict(raw.get("inference", {}))
+    inf["stop"] = tuple(inf.get("stop", ()))
+    try:
+        inference = InferenceSettings(**inf)
+    except TypeError as exc:
+        raise TaskError(f"{folder / 'task.toml'} [inference]: {exc}") from exc
+    return Task(
+        name=str(raw.get("name", folder.name)),
+        folder=folder,
+        level=int(raw.get("level", 1)),
+        evaluator=str(raw.get("evaluator", "math_answer")),
+        title=str(raw.get("title", folder.name)),
+        data=dict(raw.get("data", {})),
+        inference=inference,
+        eval_timeout_s=float(raw.get("grader", {}).get("eval_timeout_s", 1800)),
+        raw=raw,
+    )
+
+
+# -- offline data generators -------------------------------------------------------------
+
+Split = list[dict[str, Any]]
+
+
+def generate_arith(seed: int, params: dict[str, Any]) -> tuple[Split, Split]:
+    """Two-operand arithmetic with GSM8K-style answers (``#### N``).
+
+    Every (a, op, b) question exists once; a seeded shuffle sends ``eval_size`` of them
+    to the eval split and the rest to train, so the two never share a question.
+    """
+    hi = int(params.get("max_operand", 19))
+    ops = list(params.get("ops", ["+"]))
+    eval_size = int(params.get("eval_size", 100))
+    fns: dict[str, Callable[[int, int], int]] = {
+        "+": lambda a, b: a + b,
+        "-": lambda a, b: a - b,
+        "*": lambda a, b: a * b,
+    }
+    unknown = set(ops) - set(fns)
+    if unknown:
+        raise TaskError(f"arith: unsupported ops {sorted(unknown)}; use + - *")
+    items = [
+        {"question": f"{a}{op}{b}=", "answer": f"#### {fns[op](a, b)}"}
+        for op in ops
+        for a in range(hi + 1)
+        for b in range(hi + 1)
+    ]
+    random.Random(seed).shuffle(items)
+    if not 0 < eval_size < len(items):
+        raise TaskError(f"arith: eval_size must be between 1 and {len(items) - 1}")
+    return items[eval_size:], items[:eval_size]
+
+
+GENERATORS: dict[str, Callable[[int, dict[str, Any]], tuple[Split, Split]]] = {
+    "arith": generate_arith,
+}

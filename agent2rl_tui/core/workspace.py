@@ -1,0 +1,148 @@
+"""The run folder and the agent's workspace inside it (DESIGN.md, "The run folder").
+
+``workspace/`` is the agent's cwd and nothing else: code/, output/, data/ (the train split
+only, read-only), models/<base> (a read-only copy of the base model), description.md,
+instructions.md and run_meta.json. The record (run.db, logs, evals, report) lives beside it
+so nothing the agent writes is trusted as a score, a time or a revision, and the eval
+split never enters it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+from typing import Any
+
+from agent2rl_tui.core.tasks import Task, write_jsonl
+from agent2rl_tui.core.timeutil import human_duration, iso
+
+RECORD_DIRS = ("logs", "evals", "report")
+WORKSPACE_DIRS = ("code", "output", "data", "models")
+# Files a model folder may hold that the copy skips (training leftovers, not the model).
+_SKIP_IN_MODEL_COPY = shutil.ignore_patterns("optimizer.pt", "scheduler.pt", "rng_state*.pth", "checkpoint-*")
+
+INSTRUCTIONS = """\
+# How this run works
+
+You are in a workspace with a base model, training data and a time budget. Your goal is
+to post-train the model so that it scores as high as possible on the task described in
+`description.md`, within the budget. You may submit as many models as you like; the
+result of the run is the best score among your submissions.
+
+## The loop
+1. Explore: read `description.md`, look at `data/`, try the base model in `models/`.
+2. Write your code in `code/` (SFT, GRPO, PPO, online rollouts: anything goes).
+3. Train and save a full model (weights, config and tokenizer, via `save_pretrained`) to a
+   new folder under `output/`, e.g. `output/v1`.
+4. Submit it to the grader (below) and read the score; iterate.
+
+## The workspace
+| path | what |
+|---|---|
+| `code/` | your code; every revision of it is recorded |
+| `output/` | your models (`$OUTPUT_DIR`) |
+| `data/` | the train split (read-only): {data_files} |
+| `models/{base_model}/` | the base model (read-only, `$MODEL_PATH`) |
+| `run_meta.json` | the budget: start time, timeout, deadline (UNIX seconds) |
+
+## Environment variables
+| name | value |
+|---|---|
+| `TASK` | `{task}` |
+| `BASE_MODEL` | `{base_model}` |
+| `WORKSPACE` | this folder |
+| `MODEL_PATH` | the base model folder |
+| `DATA_PATH` | `data/` |
+| `OUTPUT_DIR` | `output/` |
+| `GRADING_SERVER_URL` | the grader's address (it includes a secret; do not share it) |
+
+## The grading API
+- `POST $GRADING_SERVER_URL/submit` with JSON `{{"model_path": "output/v1"}}` (relative to
+  the workspace, or absolute) evaluates the model and answers when it is scored:
+  `{{"submission_id": 1, "status": "scored", "score": 65.0, "baseline_score": 45.0,
+  "improvement": 20.0, "best": {{"submission_id": 1, "score": 65.0}}, "total_submissions": 1}}`.
+  Add `?wait=0` to get `202 {{"submission_id": 1, "status": "queued"}}` at once instead.
+  Evaluations run one at a time, in the order they arrive.
+- `GET $GRADING_SERVER_URL/submissions` and `/submissions/<id>`: status `queued`,
+  `evaluating`, `scored`, `failed` or `rejected`, with the score or the error.
+- `GET $GRADING_SERVER_URL/time`: `start_time`, `timeout_s`, `end_time`, `now`,
+  `remaining` (seconds).
+- `GET $GRADING_SERVER_URL/health`: the grader's status and the baseline score.
+
+Example: `curl -s -X POST "$GRADING_SERVER_URL/submit" -H 'Content-Type: application/json'
+-d '{{"model_path": "output/v1"}}'`
+
+A refused submission gets a 4xx answer `{{"error": CODE, "detail": WHAT TO DO}}`: 400 bad
+JSON or no `model_path`; 403 a path outside the workspace (symlinks and `..` are resolved);
+404 no such folder; 422 not a full model (no `config.json`, no weights, or a LoRA adapter);
+409 the budget is over.
+
+## Rules
+- The budget is {budget} of wall-clock time from the moment you start; at the deadline
+  your processes get SIGTERM and, {grace} later, SIGKILL. Submissions received before the
+  deadline are still scored.
+- Submit full models. If you train a LoRA adapter, merge it first
+  (`model = model.merge_and_unload(); model.save_pretrained(DIR); tokenizer.save_pretrained(DIR)`).
+- Only paths under this workspace can be submitted; do not read or write outside it.
+- Submitting the base model, or a copy of it, is recorded as such (by its weights).
+- The eval data is held by the grader; you never see it. Train on `data/` only.
+"""
+
+
+def make_run_folder(run_dir: Path) -> None:
+    """Create the empty record folders and workspace skeleton."""
+    for name in RECORD_DIRS:
+        (run_dir / name).mkdir(parents=True, exist_ok=True)
+    for name in WORKSPACE_DIRS:
+        (run_dir / "workspace" / name).mkdir(parents=True, exist_ok=True)
+
+
+def _make_read_only(root: Path) -> None:
+    for dirpath, dirnames, filenames in os.walk(root):
+        for f in filenames:
+            p = Path(dirpath) / f
+            p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) | stat.S_IRUSR)
+        Path(dirpath).chmod(0o555)
+
+
+def populate_workspace(
+    run_dir: Path, task: Task, base_model_source: Path, base_model: str, *, budget_s: float, grace_s: float
+) -> Path:
+    """Copy the base model and train split in, write description.md and instructions.md."""
+    ws = run_dir / "workspace"
+    model_dst = ws / "models" / base_model
+    if not model_dst.exists():
+        shutil.copytree(base_model_source, model_dst, ignore=_SKIP_IN_MODEL_COPY)
+        _make_read_only(model_dst)
+    data_dir = ws / "data"
+    train_file = data_dir / "train.jsonl"
+    if not train_file.exists():
+        write_jsonl(train_file, task.load_split("train"))
+        _make_read_only(data_dir)
+    (ws / "description.md").write_text(task.description, encoding="utf-8")
+    data_files = ", ".join(f"`{p.name}`" for p in sorted(data_dir.iterdir()))
+    (ws / "instructions.md").write_text(
+        INSTRUCTIONS.format(
+            task=task.name,
+            base_model=base_model,
+            data_files=data_files,
+            budget=human_duration(budget_s),
+            grace=human_duration(grace_s),
+        ),
+        encoding="utf-8",
+    )
+    return ws
+
+
+def write_run_meta(ws: Path, meta: dict[str, Any]) -> None:
+    """run_meta.json: the budget as the agent sees it (the record keeps its own copy)."""
+    data = dict(meta)
+    for key in ("start_time", "end_time"):
+        if data.get(key) is not None:
+            data[f"{key}_iso"] = iso(data[key])
+    tmp = ws / "run_meta.json.tmp"
+    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    tmp.replace(ws / "run_meta.json")

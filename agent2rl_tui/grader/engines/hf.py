@@ -1,0 +1,102 @@
+"""The transformers engine: batched, left-padded, greedy generation on CPU or GPU.
+
+It is the engine of the demo, the tests and any machine without vLLM. Prompts are sorted
+by length before batching so a batch pads little, and results are put back in order.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from agent2rl_tui.core.tasks import InferenceSettings
+from agent2rl_tui.grader.engines.base import EngineError, Messages, cut_at_stop
+
+
+def load_tokenizer(model_path: Path) -> Any:
+    """AutoTokenizer, tolerating the list-valued ``extra_special_tokens`` TRL writes."""
+    from transformers import AutoTokenizer
+
+    kwargs: dict[str, Any] = {}
+    cfg_path = model_path / "tokenizer_config.json"
+    if cfg_path.exists():
+        try:
+            cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise EngineError(f"{cfg_path} is not valid JSON: {exc}") from exc
+        extra = cfg.get("extra_special_tokens")
+        if isinstance(extra, list):
+            kwargs["extra_special_tokens"] = {}
+            kwargs["additional_special_tokens"] = extra
+    tok = AutoTokenizer.from_pretrained(str(model_path), **kwargs)
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+class TransformersEngine:
+    name = "transformers"
+
+    def __init__(self) -> None:
+        self.model: Any = None
+        self.tokenizer: Any = None
+        self.device = "cpu"
+
+    def load(self, model_path: Path) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
+        try:
+            self.tokenizer = load_tokenizer(model_path)
+            self.model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=dtype)
+        except (OSError, ValueError, KeyError) as exc:
+            raise EngineError(f"could not load the model from {model_path}: {exc}") from exc
+        self.model.to(self.device).eval()
+
+    def render(self, messages: Messages) -> str:
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True
+            )
+        return "\n".join(m["content"] for m in messages) + "\n"
+
+    def generate(self, prompts: list[str], settings: InferenceSettings) -> list[str]:
+        import torch
+
+        tok = self.tokenizer
+        with_template = bool(getattr(tok, "chat_template", None))
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        outputs: list[str] = [""] * len(prompts)
+        greedy = settings.temperature <= 1e-5
+        gen_kwargs: dict[str, Any] = {
+            "max_new_tokens": settings.max_new_tokens,
+            "do_sample": not greedy,
+            "pad_token_id": tok.pad_token_id,
+        }
+        if not greedy:
+            gen_kwargs["temperature"] = settings.temperature
+        else:  # silence "generation flags are not valid" for models with sampling defaults
+            gen_kwargs.update(temperature=None, top_p=None, top_k=None)
+        batch = max(1, settings.batch_size)
+        for start in range(0, len(order), batch):
+            idx = order[start : start + batch]
+            enc = tok(
+                [prompts[i] for i in idx],
+                return_tensors="pt",
+                padding=True,
+                add_special_tokens=not with_template,
+            ).to(self.device)
+            with torch.inference_mode():
+                out = self.model.generate(**enc, **gen_kwargs)
+            texts = tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+            for i, text in zip(idx, texts):
+                outputs[i] = cut_at_stop(text, settings.stop)
+        return outputs
+
+    def close(self) -> None:
+        self.model = None
+        self.tokenizer = None

@@ -1,0 +1,109 @@
+"""The eval worker: one process per evaluation, so a crash or hang harms nothing else.
+
+The grader starts a worker ahead of need; it pays its heavy imports (torch,
+transformers) while idle, then reads one job as a JSON line on stdin, evaluates, writes
+``evals/<n>/results.jsonl`` (one line per item) and ``evals/<n>/summary.json``, and exits.
+The grader reads the summary; a worker that dies or runs past its timeout leaves none,
+and the grader records the submission as failed.
+
+Run as ``python -m agent2rl_tui.grader.worker``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    tmp.replace(path)
+
+
+def evaluate(job: dict[str, Any], started: float, ready: float) -> dict[str, Any]:
+    """Run one evaluation job and return its summary (also written to summary.json)."""
+    from agent2rl_tui.core.modelfiles import weights_hash
+    from agent2rl_tui.core.tasks import load_task
+    from agent2rl_tui.grader.engines import make_engine
+    from agent2rl_tui.grader.evaluators import get_evaluator
+
+    out_dir = Path(job["out_dir"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model_path = Path(job["model_path"])
+    task = load_task(job["task_folder"])
+    settings = task.inference
+    evaluator = get_evaluator(task.evaluator)
+    items = task.load_split("eval")
+    if job.get("limit"):
+        items = items[: int(job["limit"])]
+    timings = {"worker_start": ready - started}
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        hashing = pool.submit(weights_hash, model_path)
+        t0 = time.perf_counter()
+        engine = make_engine(job.get("engine", "transformers"))
+        engine.load(model_path)
+        t1 = time.perf_counter()
+        prompts = [engine.render(evaluator.messages(item, settings)) for item in items]
+        outputs = engine.generate(prompts, settings)
+        t2 = time.perf_counter()
+        results = [
+            evaluator.judge(i, item, prompt, output)
+            for i, (item, prompt, output) in enumerate(zip(items, prompts, outputs))
+        ]
+        score = evaluator.score(results)
+        t3 = time.perf_counter()
+        digest = hashing.result()
+    engine.close()
+    timings.update(load=t1 - t0, generate=t2 - t1, score=t3 - t2)
+
+    with (out_dir / "results.jsonl").open("w", encoding="utf-8") as fh:
+        for r in results:
+            fh.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
+    return {
+        "ok": True,
+        "submission_id": job["submission_id"],
+        "score": score,
+        "n_items": len(results),
+        "n_correct": sum(r.correct for r in results),
+        "weights_hash": digest,
+        "engine": engine.name,
+        "settings": {"evaluator": task.evaluator, **settings.to_dict()},
+        "timings": timings,
+    }
+
+
+def main() -> int:
+    started = time.time()
+    # Pay the heavy imports before the job arrives: this is what "warm" means here.
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+
+    ready = time.time()
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0  # the grader closed our stdin: shut down without a job
+    job = json.loads(line)
+    out_dir = Path(job["out_dir"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        summary = evaluate(job, started, ready)
+    except Exception as exc:  # noqa: BLE001 - any failure becomes a recorded error
+        traceback.print_exc()
+        summary = {
+            "ok": False,
+            "submission_id": job.get("submission_id"),
+            "error": f"{type(exc).__name__}: {exc}",
+        }
+    write_json_atomic(out_dir / "summary.json", summary)
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
