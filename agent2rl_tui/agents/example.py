@@ -17,11 +17,10 @@ import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+from agent2rl_tui.grader.client import GraderClient
 from agent2rl_tui.grader.evaluators.math_answer import answers_match, extract_answer
 
 
@@ -37,17 +36,8 @@ def note(workspace: Path, text: str) -> None:
 
 
 def submit(url: str, model_dir: Path) -> dict[str, Any]:
-    req = urllib.request.Request(
-        f"{url}/submit",
-        data=json.dumps({"model_path": str(model_dir)}).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=3600) as resp:
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return json.loads(exc.read() or b"{}") | {"http_status": exc.code}
+    """POST /submit and wait for the score (the answer of a refusal is returned as is)."""
+    return GraderClient(url, timeout=3600).submit(str(model_dir)).json()
 
 
 def load_rows(data_path: Path) -> list[dict[str, str]]:

@@ -315,7 +315,6 @@ def configure_logging() -> None:
     fmt.converter = time.gmtime
     handler.setFormatter(fmt)
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,7 @@ config.json + model.safetensors + tokenizer files.
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -104,4 +105,21 @@ def build_tiny_model(path: str | Path, seed: int = 0) -> Path:
     )
     model.save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
+    _portable_tokenizer_config(out / "tokenizer_config.json")
     return out
+
+
+def _portable_tokenizer_config(path: Path) -> None:
+    """Write the tokenizer config in the form transformers 4.x and 5.x (and vLLM) all read.
+
+    transformers 5 saves ``tokenizer_class: TokenizersBackend`` and a list-valued
+    ``extra_special_tokens``, which older releases reject.
+    """
+    cfg = json.loads(path.read_text(encoding="utf-8"))
+    cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+    extra = cfg.pop("extra_special_tokens", None)
+    if isinstance(extra, list):
+        cfg["additional_special_tokens"] = extra
+    cfg["model_max_length"] = 512
+    cfg["chat_template"] = CHAT_TEMPLATE
+    path.write_text(json.dumps(cfg, indent=2), encoding="utf-8")

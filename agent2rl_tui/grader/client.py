@@ -1,29 +1,47 @@
 """A small client for the grader API: health polling with a total timeout, submit, time.
 
 The supervisor uses it to wait for the grader (and the baseline) before the budget starts;
-tests and the example agent use it to submit. Only the standard library and httpx.
+tests and scripted agents use it to submit. Standard library only: httpx pulls in rich
+through its CLI, and the pure core must not import rich.
 """
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
-
-import httpx
 
 
 class GraderUnavailable(RuntimeError):
     """The grader did not become healthy in time, or its process died."""
 
 
+@dataclass(frozen=True)
+class Response:
+    status_code: int
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    @property
+    def text(self) -> str:
+        return self.body.decode(errors="replace")
+
+
 class GraderClient:
     def __init__(self, url: str, timeout: float | None = None) -> None:
         self.url = url.rstrip("/")
-        self.http = httpx.Client(timeout=timeout, trust_env=False)
+        self.timeout = timeout
+        # Loopback only: never route through a proxy from the environment.
+        self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def close(self) -> None:
-        self.http.close()
+        pass
 
     def __enter__(self) -> GraderClient:
         return self
@@ -31,8 +49,24 @@ class GraderClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def request(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Response:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"{self.url}{path}", data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with self.opener.open(req, timeout=timeout or self.timeout) as resp:
+                return Response(resp.status, resp.read())
+        except urllib.error.HTTPError as exc:
+            return Response(exc.code, exc.read())
+
+    def _ok_json(self, path: str, timeout: float | None = None) -> Any:
+        resp = self.request("GET", path, timeout=timeout)
+        if resp.status_code != 200:
+            raise GraderUnavailable(f"GET {path} answered {resp.status_code}: {resp.text[:200]}")
+        return resp.json()
+
     def health(self) -> dict[str, Any]:
-        return self.http.get(f"{self.url}/health", timeout=5.0).raise_for_status().json()
+        return self._ok_json("/health", timeout=5.0)
 
     def wait_ready(
         self,
@@ -51,19 +85,19 @@ class GraderClient:
                 if info.get("status") == "ok":
                     return info
                 last_error = f"status {info.get('status')}"
-            except httpx.HTTPError as exc:
+            except (OSError, GraderUnavailable, ValueError) as exc:
                 last_error = str(exc) or type(exc).__name__
             time.sleep(interval)
         raise GraderUnavailable(f"the grader was not ready after {total_timeout:.0f} s ({last_error})")
 
-    def submit(self, model_path: str, *, wait: bool = True, gpu: str | None = None) -> httpx.Response:
+    def submit(self, model_path: str, *, wait: bool = True, gpu: str | None = None) -> Response:
         body: dict[str, Any] = {"model_path": model_path}
         if gpu is not None:
             body["gpu"] = gpu
-        return self.http.post(f"{self.url}/submit", params={"wait": int(wait)}, json=body)
+        return self.request("POST", f"/submit?wait={int(wait)}", body)
 
     def time(self) -> dict[str, Any]:
-        return self.http.get(f"{self.url}/time").raise_for_status().json()
+        return self._ok_json("/time")
 
     def submissions(self) -> list[dict[str, Any]]:
-        return self.http.get(f"{self.url}/submissions").raise_for_status().json()["submissions"]
+        return self._ok_json("/submissions")["submissions"]

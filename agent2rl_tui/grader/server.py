@@ -194,7 +194,7 @@ class Grader:
             _kill_group(proc.pid)
             await proc.wait()
             error = (
-                f"evaluation timed out after {self.cfg.eval_timeout_s:.0f} s and was killed; "
+                f"evaluation timed out after {self.cfg.eval_timeout_s:g} s and was killed; "
                 "check that the model generates an end-of-turn token"
             )
         except (BrokenPipeError, ConnectionResetError):
@@ -470,7 +470,6 @@ def configure_logging() -> None:
     fmt.converter = _time.gmtime
     handler.setFormatter(fmt)
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def main(argv: list[str] | None = None) -> int:

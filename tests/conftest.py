@@ -1,0 +1,113 @@
+"""Shared fixtures: the real tiny model, run folders made by the real code, real processes.
+
+Nothing here stands in for a component of ours: runs are created by ``core.runs``, graders
+are real subprocesses on loopback, supervisors are started by the real CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+from agent2rl_tui.core.runs import RunRequest, create_run  # noqa: E402
+from agent2rl_tui.core.store import RunStore  # noqa: E402
+from agent2rl_tui.core.tasks import load_task  # noqa: E402
+from agent2rl_tui.core.timeutil import now  # noqa: E402
+from agent2rl_tui.core.workspace import populate_workspace  # noqa: E402
+from agent2rl_tui.grader.client import GraderClient  # noqa: E402
+from agent2rl_tui.grader.launch import GraderProcess, spawn_grader  # noqa: E402
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from agent2rl_tui.core.tinymodel import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-llama")
+
+
+def cli(*args: str, root: Path | None = None, timeout: float = 300, **kw) -> subprocess.CompletedProcess[str]:
+    """Run the real ``agent2rl-tui`` command line in a subprocess."""
+    cmd = [sys.executable, "-m", "agent2rl_tui.cli"]
+    if root is not None:
+        cmd += ["--root", str(root)]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def make_prepared_run(root: Path, model: Path, *, budget_s: float = 600, **kw) -> Path:
+    """A run folder with its workspace populated and the budget started, no supervisor.
+
+    Used to drive a real grader directly; the supervisor's own path is tested end to end.
+    """
+    run_dir = create_run(RunRequest(task="arith", agent="command", command="true", model=model,
+                                    budget_s=budget_s, root=root, **kw))
+    with RunStore.of_run(run_dir) as store:
+        run = store.run()
+        populate_workspace(run_dir, load_task("arith"), Path(run["base_model_source"]), run["base_model"],
+                           budget_s=budget_s, grace_s=run["grace_s"])
+        start = now()
+        store.update_run(budget_start=start, deadline=start + budget_s, status="running")
+    return run_dir
+
+
+class LiveGrader:
+    """A real grader subprocess over a prepared run folder."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.proc: GraderProcess = spawn_grader(run_dir, run_dir / "logs" / "grader.log")
+        self.url = self.proc.url
+        self.client = GraderClient(self.url, timeout=300)
+        self.health = self.client.wait_ready(120, alive=lambda: self.proc.popen.poll() is None)
+        self.workspace = run_dir / "workspace"
+
+    def store(self) -> RunStore:
+        return RunStore.of_run(self.run_dir)
+
+    def set_deadline(self, deadline: float) -> None:
+        with self.store() as store:
+            store.update_run(deadline=deadline)
+
+    def close(self) -> None:
+        self.client.close()
+        self.proc.popen.terminate()
+        try:
+            self.proc.popen.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.popen.kill()
+            self.proc.popen.wait()
+
+
+@pytest.fixture(scope="module")
+def live_grader(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[LiveGrader]:
+    run_dir = make_prepared_run(tmp_path_factory.mktemp("grader-runs"), tiny_model)
+    grader = LiveGrader(run_dir)
+    yield grader
+    grader.close()
+
+
+def read_report(run_dir: Path) -> dict:
+    return json.loads((run_dir / "report" / "report.json").read_text())

@@ -1,0 +1,128 @@
+"""Run lifecycle with real processes: the deadline, detaching, stopping, a lost supervisor."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent2rl_tui.core import procs
+from agent2rl_tui.core.runs import summarize
+from agent2rl_tui.core.store import ACTIVE_STATUSES, RunStore
+from conftest import cli, read_report, wait_for
+
+pytestmark = pytest.mark.slow
+
+# An agent that ignores SIGTERM, and starts a child that leaves its process group.
+STUBBORN = (
+    "import os, signal, subprocess, sys, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+    "open('escaped.pid', 'w').write(str(child.pid))\n"
+    "print('stubborn agent up', flush=True)\n"
+    "while True: time.sleep(1)\n"
+)
+
+SLEEPER = "import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n"
+
+
+def run_dir_of(stdout: str) -> Path:
+    return Path(re.search(r"run folder: (\S+)", stdout).group(1))
+
+
+def write_agent(tmp_path: Path, source: str) -> str:
+    script = tmp_path / "agent.py"
+    script.write_text(source)
+    return f"{sys.executable} {script}"
+
+
+def test_an_agent_that_ignores_sigterm_is_killed_at_the_deadline(tmp_path: Path, tiny_model: Path) -> None:
+    command = write_agent(tmp_path, STUBBORN)
+    started = time.monotonic()
+    proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
+               "--model", str(tiny_model), "--budget", "4s", "--grace", "1s",
+               root=tmp_path / "runs", timeout=180)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = run_dir_of(proc.stdout)
+    with RunStore.of_run(run_dir) as store:
+        run = store.run()
+        kinds = [e["kind"] for e in store.events()]
+    assert run["status"] == "finished"
+    assert run["end_reason"] == "deadline"
+    assert run["agent_exit_code"] == -signal.SIGKILL
+    assert "agent_killed" in kinds and "strays_killed" in kinds
+    # Ended within the budget plus the grace period (and the baseline before the budget).
+    assert run["agent_ended_at"] - run["budget_start"] < 4 + 1 + 3
+    assert elapsed < 120
+    escaped = int((run_dir / "workspace" / "escaped.pid").read_text())
+    assert not procs.pid_alive(escaped)
+    assert "stubborn agent up" in (run_dir / "logs" / "agent.log").read_text()
+    assert read_report(run_dir)["end_reason"] == "deadline"
+
+
+def test_a_detached_run_survives_the_process_that_started_it(tmp_path: Path, tiny_model: Path) -> None:
+    # A foreground `run start` in its own session, killed outright (a closed terminal, a
+    # dropped ssh session): the supervisor must go on and close the run properly.
+    command = write_agent(tmp_path, "import time\nprint('working', flush=True)\ntime.sleep(3)\n")
+    starter = subprocess.Popen(
+        [sys.executable, "-m", "agent2rl_tui.cli", "--root", str(tmp_path / "runs"), "run", "start",
+         "--task", "arith", "--agent", "command", "--command", command, "--model", str(tiny_model),
+         "--budget", "60s"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    first = starter.stdout.readline() + starter.stdout.readline()
+    run_dir = run_dir_of(first)
+    os.killpg(starter.pid, signal.SIGKILL)
+    starter.wait()
+    status = wait_for(lambda: (s := summarize(run_dir).status) not in ACTIVE_STATUSES and s,
+                      timeout=120, what="the run to end")
+    assert status == "finished"
+    with RunStore.of_run(run_dir) as store:
+        run = store.run()
+    assert run["end_reason"] == "agent_exited" and run["agent_exit_code"] == 0
+
+
+def test_detach_returns_at_once_and_stop_ends_the_run(tmp_path: Path, tiny_model: Path) -> None:
+    command = write_agent(tmp_path, SLEEPER)
+    started = time.monotonic()
+    proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
+               "--model", str(tiny_model), "--budget", "10m", "--grace", "2s", "--detach",
+               root=tmp_path / "runs", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 20
+    run_dir = run_dir_of(proc.stdout)
+    assert summarize(run_dir).status in ACTIVE_STATUSES
+    wait_for(lambda: summarize(run_dir).status == "running", timeout=120, what="the agent to start")
+    stop = cli("run", "stop", run_dir.name, "--wait", "60", root=tmp_path / "runs")
+    assert stop.returncode == 0
+    assert f"{run_dir.name}: stopped" in stop.stdout
+    with RunStore.of_run(run_dir) as store:
+        run = store.run()
+    assert run["status"] == "stopped" and run["end_reason"] == "stopped"
+    assert run["agent_exit_code"] == -signal.SIGTERM  # the sleeper obeys SIGTERM
+    assert read_report(run_dir)["status"] == "stopped"
+
+
+def test_a_run_whose_supervisor_dies_is_lost_and_reconciled(tmp_path: Path, tiny_model: Path) -> None:
+    command = write_agent(tmp_path, SLEEPER)
+    proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
+               "--model", str(tiny_model), "--budget", "10m", "--detach", root=tmp_path / "runs", timeout=60)
+    run_dir = run_dir_of(proc.stdout)
+    wait_for(lambda: summarize(run_dir).status == "running", timeout=120, what="the agent to start")
+    with RunStore.of_run(run_dir) as store:
+        run = store.run()
+    os.kill(run["supervisor_pid"], signal.SIGKILL)
+    wait_for(lambda: not procs.pid_alive(run["supervisor_pid"]), timeout=10, what="the supervisor to die")
+    stop = cli("run", "stop", run_dir.name, root=tmp_path / "runs")
+    assert f"{run_dir.name}: lost" in stop.stdout
+    assert summarize(run_dir).status == "lost"
+    wait_for(lambda: not procs.group_alive(run["agent_pid"]), timeout=10, what="the orphaned agent to end")
+    assert not procs.group_alive(run["grader_pid"])
+    assert read_report(run_dir)["status"] == "lost"

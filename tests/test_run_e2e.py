@@ -1,0 +1,130 @@
+"""A whole run through the real CLI: supervisor, grader, eval workers, example agent, report."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from agent2rl_tui.core.store import RunStore
+from agent2rl_tui.core.tasks import load_task
+from conftest import cli, read_report
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def example_run(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> tuple[Path, str]:
+    root = tmp_path_factory.mktemp("runs")
+    proc = cli("run", "start", "--task", "arith", "--agent", "example", "--model", str(tiny_model),
+               "--budget", "5m", "--grace", "5s", "--driver", "scripted",
+               "--env", "EXAMPLE_SFT_STEPS=800", "--env", "EXAMPLE_GRPO_STEPS=300",
+               root=root, timeout=400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
+    return run_dir, proc.stdout
+
+
+def test_the_run_finishes_and_prints_its_result(example_run: tuple[Path, str]) -> None:
+    run_dir, out = example_run
+    assert f"run {run_dir.name}: finished" in out
+    assert re.search(r"baseline: \d+\.\d\d", out)
+    assert re.search(r"submission 1: scored +score \d+\.\d\d", out)
+    assert re.search(r"submission 2: scored +score \d+\.\d\d", out)
+    assert re.search(r"improvement: \d+\.\d\d", out)
+
+
+def test_scores_are_recorded_and_the_agent_beats_the_baseline(example_run: tuple[Path, str]) -> None:
+    run_dir, _ = example_run
+    with RunStore.of_run(run_dir) as store:
+        run = store.run()
+        baseline = store.baseline()
+        subs = store.submissions(kind="agent")
+    assert run["status"] == "finished"
+    assert run["end_reason"] == "agent_exited"
+    assert run["agent_exit_code"] == 0
+    assert run["driver"] == "scripted"
+    assert baseline.status == "scored" and baseline.score < 10.0
+    assert [s.status for s in subs] == ["scored", "scored"]
+    assert [s.model_path.rsplit("/", 1)[-1] for s in subs] == ["v1", "v2"]
+    best = max(s.score for s in subs)
+    assert best >= baseline.score + 20.0  # SFT alone lifts the tiny model well clear of it
+    for s in [baseline, *subs]:
+        lines = (run_dir / "evals" / str(s.id) / "results.jsonl").read_text().splitlines()
+        assert len(lines) == 100
+        assert sum(json.loads(line)["correct"] for line in lines) == s.n_correct
+        assert s.score == pytest.approx(100.0 * s.n_correct / 100)
+
+
+def test_the_report_matches_the_record(example_run: tuple[Path, str]) -> None:
+    run_dir, _ = example_run
+    report = read_report(run_dir)
+    with RunStore.of_run(run_dir) as store:
+        baseline = store.baseline()
+        subs = store.submissions(kind="agent")
+    assert report["baseline"]["score"] == baseline.score
+    assert report["best"]["score"] == max(s.score for s in subs)
+    assert report["improvement"] == pytest.approx(report["best"]["score"] - baseline.score)
+    m = report["metrics"]
+    assert m["n_submissions"] == 2 and m["valid_submission_rate"] == 1.0
+    assert m["first_valid_idx"] == 1
+    assert 0 < m["first_valid_delay"] <= m["time_to_best"] < 300
+    assert m["time_to_first_improvement"] == m["first_valid_delay"]
+    assert 0 < m["time_used_ratio"] < 1
+    assert m["last_submit_gap"] >= 0
+    assert m["base_copy_count"] == 0
+    assert (run_dir / "report" / "report.md").read_text().startswith(f"# Run {run_dir.name}")
+
+
+def test_the_eval_split_never_enters_the_workspace(example_run: tuple[Path, str]) -> None:
+    run_dir, _ = example_run
+    task = load_task("arith")
+    eval_questions = {item["question"] for item in task.load_split("eval")}
+    train_rows = [json.loads(line) for line in (run_dir / "workspace" / "data" / "train.jsonl").open()]
+    assert len(train_rows) == 300
+    assert not eval_questions & {r["question"] for r in train_rows}
+    needles = [json.dumps(q).encode() for q in eval_questions]  # e.g. b'"7+12="'
+    for path in (run_dir / "workspace").rglob("*"):
+        if path.is_file() and path.stat().st_size < 50_000_000:
+            blob = path.read_bytes()
+            hits = [n for n in needles if n in blob]
+            assert not hits, f"{path} holds eval questions {hits[:3]}"
+    # ...while the grader's side of the folder does hold them.
+    graded = (run_dir / "evals" / "1" / "results.jsonl").read_text()
+    assert sum(q in graded for q in eval_questions) == len(eval_questions)
+
+
+def test_the_workspace_has_what_the_agent_needs(example_run: tuple[Path, str]) -> None:
+    run_dir, _ = example_run
+    ws = run_dir / "workspace"
+    for name in ("code", "output", "data", "models/tiny-llama", "description.md", "instructions.md",
+                 "run_meta.json"):
+        assert (ws / name).exists(), name
+    instructions = (ws / "instructions.md").read_text()
+    for needle in ("GRADING_SERVER_URL", "/submit", "merge_and_unload", "OUTPUT_DIR", "5m00s"):
+        assert needle in instructions
+    meta = json.loads((ws / "run_meta.json").read_text())
+    assert meta["timeout_s"] == 300 and meta["end_time"] == pytest.approx(meta["start_time"] + 300)
+    assert not (ws / "models" / "tiny-llama" / "config.json").stat().st_mode & 0o222  # read-only
+    assert "v2 (GRPO)" in (ws / "code" / "NOTES.md").read_text()
+
+
+def test_every_agent_line_is_logged_with_a_utc_stamp(example_run: tuple[Path, str]) -> None:
+    run_dir, _ = example_run
+    lines = (run_dir / "logs" / "agent.log").read_text().splitlines()
+    assert any("[example-agent] submission v2:" in line for line in lines)
+    stamp = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ")
+    assert lines and all(stamp.match(line) for line in lines)
+
+
+def test_runs_and_show_list_the_run(example_run: tuple[Path, str]) -> None:
+    run_dir, _ = example_run
+    listing = cli("runs", "--json", root=run_dir.parent)
+    rows = [json.loads(line) for line in listing.stdout.splitlines()]
+    assert [r["id"] for r in rows] == [run_dir.name]
+    assert rows[0]["status"] == "finished" and rows[0]["n_submissions"] == 2
+    shown = cli("run", "show", run_dir.name[-20:], root=run_dir.parent)
+    assert shown.returncode == 0
+    assert "[finished]" in shown.stdout and "baseline" in shown.stdout
