@@ -139,10 +139,12 @@ class Grader:
             )
 
     async def _take_worker(self) -> asyncio.subprocess.Process:
+        """The warm spare for this job; its successor starts importing at once."""
         if self.spare is None or self.spare.returncode is not None:
             await self._spawn_spare()
-        proc, self.spare = self.spare, None
+        proc = self.spare
         assert proc is not None
+        await self._spawn_spare()
         return proc
 
     # -- evaluation -------------------------------------------------------------------
@@ -162,8 +164,6 @@ class Grader:
             for fut in self.waiters.pop(sub_id, []):
                 if not fut.done():
                     fut.set_result(result)
-            if self.spare is None:
-                await self._spawn_spare()
 
     async def _evaluate(self, sub_id: int) -> None:
         sub = self.store.submission(sub_id)

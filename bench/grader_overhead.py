@@ -1,0 +1,85 @@
+"""Benchmark: per-submission grader overhead on CPU, and batched vs one-at-a-time generation.
+
+Overhead = the agent's submit-to-scored wall time minus the eval worker's pure generation
+time, for the tiny model on the arith eval split (100 items), through the real grader
+subprocess and eval workers. Two cases: submissions spaced out (the pre-started spare
+worker has finished its imports) and back to back (the spare is still importing).
+Then the transformers engine in-process: items/s with batch 100 vs batch 1.
+
+Run: ``python bench/grader_overhead.py`` (about a minute). Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from agent2rl_tui.core.tasks import load_task  # noqa: E402
+from agent2rl_tui.core.tinymodel import build_tiny_model  # noqa: E402
+from agent2rl_tui.grader.engines.hf import TransformersEngine  # noqa: E402
+from agent2rl_tui.grader.evaluators import get_evaluator  # noqa: E402
+from conftest import LiveGrader, make_prepared_run  # noqa: E402
+
+
+def submit_series(grader: LiveGrader, path: str, n: int, gap_s: float) -> list[dict[str, float]]:
+    out = []
+    for _ in range(n):
+        time.sleep(gap_s)
+        t0 = time.perf_counter()
+        body = grader.client.submit(path).json()
+        wall = time.perf_counter() - t0
+        summary = json.loads((grader.run_dir / "evals" / str(body["submission_id"]) / "summary.json").read_text())
+        t = summary["timings"]
+        out.append({"wall": wall, "generate": t["generate"], "load": t["load"], "score": t["score"],
+                    "overhead": wall - t["generate"]})
+    return out
+
+
+def show(label: str, rows: list[dict[str, float]]) -> None:
+    med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+    print(f"{label:28} n={len(rows)}  submit->scored {med['wall']*1000:7.0f} ms  generate {med['generate']*1000:6.0f} ms"
+          f"  load {med['load']*1000:5.0f} ms  overhead {med['overhead']*1000:7.0f} ms (median)")
+
+
+def main() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-grader-"))
+    model = build_tiny_model(tmp / "tiny-llama")
+    run_dir = make_prepared_run(tmp / "runs", model)
+    t0 = time.perf_counter()
+    grader = LiveGrader(run_dir)
+    print(f"grader up with baseline scored in {time.perf_counter() - t0:.2f} s (cold worker, includes imports)")
+    ws_model = run_dir / "workspace" / "output" / "m"
+    shutil.copytree(model, ws_model)
+    try:
+        show("spaced (warm spare worker)", submit_series(grader, "output/m", 5, gap_s=8.0))
+        show("back to back", submit_series(grader, "output/m", 5, gap_s=0.0))
+    finally:
+        grader.close()
+
+    task = load_task("arith")
+    items = task.load_split("eval")
+    ev = get_evaluator(task.evaluator)
+    engine = TransformersEngine()
+    engine.load(model)
+    prompts = [engine.render(ev.messages(it, task.inference)) for it in items]
+    for batch in (100, 16, 1):
+        settings = task.inference.__class__(**{**task.inference.__dict__, "batch_size": batch})
+        engine.generate(prompts[:4], settings)  # warm-up
+        t = time.perf_counter()
+        engine.generate(prompts, settings)
+        dt = time.perf_counter() - t
+        print(f"transformers engine, batch {batch:3}: {len(prompts) / dt:8.1f} items/s ({dt*1000:.0f} ms for {len(prompts)})")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
