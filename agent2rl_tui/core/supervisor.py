@@ -56,6 +56,7 @@ class Supervisor:
         self.grader: subprocess.Popen[bytes] | None = None
         self.agent: subprocess.Popen[bytes] | None = None
         self.grader_url: str | None = None
+        self._announced: set[int] = set()
 
     # -- signals and heartbeat --------------------------------------------------------
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -187,9 +188,24 @@ class Supervisor:
             reader.join(timeout=10.0)
         return reason
 
+    def _report_new_results(self) -> None:
+        """Log each submission once it is finished, so a foreground run shows progress."""
+        for sub in self.store.submissions(kind="agent"):
+            if sub.id in self._announced or sub.status in (SUB_QUEUED, SUB_EVALUATING):
+                continue
+            self._announced.add(sub.id)
+            if sub.status == SUB_SCORED:
+                log.info("submission %d scored %.2f (%s)", sub.id, sub.score, sub.model_path)
+            else:
+                log.info("submission %d %s: %s", sub.id, sub.status, (sub.error or "")[:200])
+
     def _wait_agent(self, deadline: float) -> str:
         assert self.agent is not None
+        ticks = 0
         while True:
+            ticks += 1
+            if ticks % 5 == 0:
+                self._report_new_results()
             if self.agent.poll() is not None:
                 reason = "agent_exited"
                 break
@@ -240,6 +256,7 @@ class Supervisor:
         last, waited_since = -1, time.monotonic()
         while self.grader and self.grader.poll() is None:
             pending = self.store.pending_count()
+            self._report_new_results()
             if pending == 0:
                 return
             if pending != last:
