@@ -22,6 +22,7 @@ test: setup
 
 bench: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/grader_overhead.py
+	$(BIN)/python bench/revisions.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -265,6 +265,81 @@ def run_stop(ctx: click.Context, run: str, wait_s: float) -> None:
     click.echo(f"run {run_dir.name}: {status}")
 
 
+@run_group.command("revisions")
+@click.argument("run")
+@click.pass_context
+def run_revisions(ctx: click.Context, run: str) -> None:
+    """List the code revisions of a run (workspace snapshots)."""
+    from agent2rl_tui.core.revisions import list_revisions
+
+    try:
+        run_dir = find_run(run, ctx.obj["root"])
+        revs = list_revisions(run_dir)
+        with RunStore.of_run(run_dir) as store:
+            start = store.run()["budget_start"]
+            by_rev: dict[int, list[int]] = {}
+            for sub in store.submissions(kind="agent"):
+                if sub.revision_seq is not None:
+                    by_rev.setdefault(sub.revision_seq, []).append(sub.id)
+    except USER_ERRORS as exc:
+        _fail(exc)
+    if not revs:
+        click.echo("no revisions recorded")
+        return
+    click.echo(f"{'rev':>4} {'at':>8} {'trigger':10} {'sha':8} {'files':>5} {'+':>6} {'-':>6}  paths")
+    for r in revs:
+        at = human_duration(r.at - start) if start else iso(r.at)
+        names = ", ".join(p["path"] for p in r.paths[:4]) + (" ..." if len(r.paths) > 4 else "")
+        subs = f"  <- submission {', '.join(map(str, by_rev[r.seq]))}" if r.seq in by_rev else ""
+        click.echo(f"{r.seq:>4} {at:>8} {r.trigger:10} {r.sha[:8]} {r.files_changed:>5} {r.added:>6} "
+                   f"{r.removed:>6}  {names}{subs}")
+
+
+@run_group.command("diff")
+@click.argument("run")
+@click.argument("a", required=False)
+@click.argument("b", required=False)
+@click.option("--submission", "submission", type=int, help="Diff since the previous submission's revision.")
+@click.pass_context
+def run_diff(ctx: click.Context, run: str, a: str | None, b: str | None, submission: int | None) -> None:
+    """Unified diff between revisions: A..B, A's parent..A, or around a submission."""
+    from agent2rl_tui.core.revisions import RevisionNotFound, diff, get_revision, submission_revisions
+
+    try:
+        run_dir = find_run(run, ctx.obj["root"])
+        if submission is not None:
+            old, new = submission_revisions(run_dir, submission)
+        elif a is None:
+            raise click.UsageError("give a revision (A, or A B), or --submission N")
+        elif b is None:
+            new = get_revision(run_dir, a)
+            old = get_revision(run_dir, new.seq - 1) if new.seq > 1 else None
+        else:
+            old, new = get_revision(run_dir, a), get_revision(run_dir, b)
+        text = diff(run_dir, old, new)
+    except (*USER_ERRORS, RevisionNotFound) as exc:
+        _fail(exc)
+    click.echo(f"# revision {old.seq if old else '(empty)'} -> {new.seq}", err=True)
+    click.echo(text)
+
+
+@run_group.command("cat")
+@click.argument("run")
+@click.argument("rev")
+@click.argument("path")
+@click.pass_context
+def run_cat(ctx: click.Context, run: str, rev: str, path: str) -> None:
+    """Print a workspace file as it was at a revision."""
+    from agent2rl_tui.core.revisions import RevisionNotFound, file_at, get_revision
+
+    try:
+        run_dir = find_run(run, ctx.obj["root"])
+        data = file_at(run_dir, get_revision(run_dir, rev), path)
+    except (*USER_ERRORS, RevisionNotFound) as exc:
+        _fail(exc)
+    sys.stdout.buffer.write(data)
+
+
 @main.command("demo")
 @click.option("--budget", default="5m", show_default=True)
 @click.pass_context

@@ -35,6 +35,13 @@ def note(workspace: Path, text: str) -> None:
         fh.write(text.rstrip() + "\n")
 
 
+def write_config(workspace: Path, config: dict[str, Any]) -> None:
+    """The stage's settings as a file in code/, so each stage is a revision of the record."""
+    path = workspace / "code" / "train_config.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
 def submit(url: str, model_dir: Path) -> dict[str, Any]:
     """POST /submit and wait for the score (the answer of a refusal is returned as is)."""
     return GraderClient(url, timeout=3600).submit(str(model_dir)).json()
@@ -142,6 +149,8 @@ def main() -> int:
     note(workspace, f"# Plan\n- SFT {sft_steps} steps on {len(rows)} rows -> output/v1\n"
                     f"- GRPO {grpo_steps} steps, exact-match reward, from v1 -> output/v2\n")
 
+    write_config(workspace, {"stage": "sft", "steps": sft_steps, "learning_rate": 3e-3, "batch_size": 8,
+                             "init": str(model_path), "out": "output/v1"})
     t0 = time.time()
     v1 = output_dir / "v1"
     sft(model_path, rows, v1, sft_steps, seed)
@@ -150,6 +159,9 @@ def main() -> int:
     say(f"submission v1: {json.dumps(r1)}")
     note(workspace, f"- v1 (SFT): score {r1.get('score')} (baseline {r1.get('baseline_score')})")
 
+    write_config(workspace, {"stage": "grpo", "steps": grpo_steps, "learning_rate": 5e-4, "batch_size": 16,
+                             "num_generations": 8, "reward": "exact_match", "init": "output/v1",
+                             "out": "output/v2"})
     t1 = time.time()
     v2 = output_dir / "v2"
     grpo(v1, rows, v2, grpo_steps, seed)

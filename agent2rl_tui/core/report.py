@@ -23,6 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agent2rl_tui.core.capture import DEFAULT_RULES
 from agent2rl_tui.core.store import SUB_SCORED, RunStore, Submission
 from agent2rl_tui.core.timeutil import human_duration, iso, now
 
@@ -67,11 +68,24 @@ def compute_metrics(run: dict[str, Any], subs: list[Submission], baseline: Submi
     }
 
 
+def revisions_summary(revisions: list[dict[str, Any]]) -> dict[str, Any]:
+    """How many revisions, how much changed, and what the capture rules left out (last snapshot)."""
+    last_ignored = json.loads(revisions[-1]["ignored_json"]) if revisions else {}
+    return {
+        "count": len(revisions),
+        "lines_added": sum(r["added"] for r in revisions),
+        "lines_removed": sum(r["removed"] for r in revisions),
+        "capture_rules": DEFAULT_RULES.describe(),
+        "left_out_at_end": last_ignored,
+    }
+
+
 def build_report(run_dir: Path) -> dict[str, Any]:
     with RunStore.of_run(run_dir) as store:
         run = store.run()
         baseline = store.baseline()
         subs = store.submissions(kind="agent")
+        revisions = [dict(r) for r in store.conn.execute("SELECT * FROM revisions ORDER BY seq")]
     base_score = baseline.score if baseline and baseline.status == SUB_SCORED else None
     valid = [s for s in subs if s.status == SUB_SCORED]
     best = max(valid, key=lambda s: (s.score, -s.id)) if valid else None
@@ -90,6 +104,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
             "model_path": s.model_path,
             "weights_hash": s.weights_hash,
             "is_base_copy": bool(base_hash and s.weights_hash == base_hash),
+            "revision": s.revision_seq,
             "error": s.error,
         }
 
@@ -119,6 +134,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "improvement": (best.score - base_score) if best and base_score is not None else None,
         "submissions": [sub_entry(s) for s in subs],
         "metrics": compute_metrics(run, subs, baseline),
+        "revisions": revisions_summary(revisions),
         "generated_at": iso(now()),
     }
 
@@ -145,15 +161,22 @@ def render_markdown(report: dict[str, Any]) -> str:
     ]
     if report["error"]:
         lines.append(f"- error: {report['error']}")
-    lines += ["", "| # | at | status | score | vs baseline | eval s | model |", "|---|---|---|---|---|---|---|"]
+    lines += ["", "| # | at | status | score | vs baseline | eval s | revision | model |",
+              "|---|---|---|---|---|---|---|---|"]
     for s in report["submissions"]:
         lines.append(
             f"| {s['submission_id']} | {human_duration(s['elapsed_s'])} | {s['status']} | {_fmt(s['score'])} | "
-            f"{_fmt(s['improvement'])} | {_fmt(s['eval_seconds'], 1)} | `{s['model_path']}`"
+            f"{_fmt(s['improvement'])} | {_fmt(s['eval_seconds'], 1)} | {_fmt(s['revision'])} | `{s['model_path']}`"
             f"{' (base copy)' if s['is_base_copy'] else ''} |"
         )
     lines += ["", "| metric | value |", "|---|---|"]
     lines += [f"| {k} | {_fmt(v, 3)} |" for k, v in report["metrics"].items()]
+    revs = report["revisions"]
+    lines += ["", f"## Code revisions: {revs['count']} (+{revs['lines_added']} / -{revs['lines_removed']} lines)", ""]
+    lines += [f"- {rule}" for rule in revs["capture_rules"]]
+    if revs["left_out_at_end"]:
+        left = ", ".join(f"{reason}: {n}" for reason, n in sorted(revs["left_out_at_end"].items()))
+        lines.append(f"- left out of the last snapshot: {left}")
     return "\n".join(lines) + "\n"
 
 

@@ -80,7 +80,20 @@ CREATE TABLE IF NOT EXISTS submissions (
     engine TEXT,
     settings_json TEXT,
     timings_json TEXT,
-    gpu TEXT
+    gpu TEXT,
+    revision_seq INTEGER,              -- the code revision the submission was made from
+    revision_sha TEXT
+);
+CREATE TABLE IF NOT EXISTS revisions (
+    seq INTEGER PRIMARY KEY,           -- 1, 2, ... in snapshots.git history order
+    sha TEXT NOT NULL UNIQUE,
+    at REAL NOT NULL,
+    trigger TEXT NOT NULL,             -- start | watch | submission | final | periodic
+    files_changed INTEGER NOT NULL,
+    added INTEGER NOT NULL,
+    removed INTEGER NOT NULL,
+    paths_json TEXT NOT NULL,          -- [{path, status, added, removed, old_path?}]
+    ignored_json TEXT NOT NULL         -- {reason: count} of paths left out of this snapshot
 );
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY,
@@ -118,6 +131,8 @@ class Submission:
     settings_json: str | None
     timings_json: str | None
     gpu: str | None
+    revision_seq: int | None = None
+    revision_sha: str | None = None
 
     @property
     def eval_seconds(self) -> float | None:

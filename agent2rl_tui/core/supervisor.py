@@ -27,9 +27,11 @@ from typing import IO, Any
 from agent2rl_tui.core import procs
 from agent2rl_tui.core.agents import resolve_agent
 from agent2rl_tui.core.report import write_report
+from agent2rl_tui.core.revisions import SnapshotError, Snapshotter
 from agent2rl_tui.core.store import SUB_EVALUATING, SUB_FAILED, SUB_QUEUED, SUB_SCORED, RunStore
 from agent2rl_tui.core.tasks import load_task
 from agent2rl_tui.core.timeutil import human_duration, iso, now
+from agent2rl_tui.core.watcher import RevisionWatcher
 from agent2rl_tui.core.workspace import make_run_folder, populate_workspace, write_run_meta
 from agent2rl_tui.grader.client import GraderClient, GraderUnavailable
 from agent2rl_tui.grader.launch import spawn_grader
@@ -57,6 +59,8 @@ class Supervisor:
         self.agent: subprocess.Popen[bytes] | None = None
         self.grader_url: str | None = None
         self._announced: set[int] = set()
+        self.snapshotter = Snapshotter(self.run_dir)
+        self.watcher: RevisionWatcher | None = None
 
     # -- signals and heartbeat --------------------------------------------------------
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -105,6 +109,7 @@ class Supervisor:
             log.exception("supervisor crashed")
         finally:
             self.shutdown_agent()
+            self.stop_watcher()
             self.stop_grader()
             self.fail_unfinished()
             self.store.update_run(status=final_status, ended_at=now(), error=error, heartbeat_at=now())
@@ -166,6 +171,9 @@ class Supervisor:
              "timeout_s": self.run["budget_s"], "end_time": deadline},
         )
         env = self.agent_env()
+        self.take_snapshot("start")
+        self.watcher = RevisionWatcher(self.snapshotter)
+        self.watcher.start()
         log.info("starting agent %s: %s (budget %s, deadline %s)", spec.name, " ".join(spec.argv),
                  human_duration(self.run["budget_s"]), iso(deadline))
         self.agent = subprocess.Popen(
@@ -186,7 +194,25 @@ class Supervisor:
             reason = self._wait_agent(deadline)
             self.shutdown_agent()
             reader.join(timeout=10.0)
+        self.stop_watcher()
         return reason
+
+    def take_snapshot(self, trigger: str) -> None:
+        try:
+            rev, new = self.snapshotter.snapshot(trigger)
+            if new:
+                log.info("revision %d (%s): %d file(s) changed", rev.seq, trigger, rev.files_changed)
+        except SnapshotError as exc:
+            log.warning("%s snapshot failed: %s", trigger, exc)
+            self.store.event("supervisor", "snapshot_failed", f"{trigger} snapshot failed: {exc}")
+
+    def stop_watcher(self) -> None:
+        """Stop watching and take the final snapshot of the workspace."""
+        if self.watcher is None:
+            return
+        watcher, self.watcher = self.watcher, None
+        watcher.stop()
+        self.take_snapshot("final")
 
     def _report_new_results(self) -> None:
         """Log each submission once it is finished, so a foreground run shows progress."""

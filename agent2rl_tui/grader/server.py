@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.core.modelfiles import check_model_folder
+from agent2rl_tui.core.revisions import Revision, SnapshotError, Snapshotter
 from agent2rl_tui.core.store import (
     BASELINE_ID,
     SUB_EVALUATING,
@@ -93,6 +94,7 @@ class Grader:
         self.current: asyncio.subprocess.Process | None = None
         self.consumer: asyncio.Task[None] | None = None
         self.log_path = config.run_dir / "logs" / "grader.log"
+        self.snapshotter = Snapshotter(config.run_dir)
 
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
@@ -229,6 +231,17 @@ class Grader:
         )
         log.info("submission %s scored %.2f", sub_id, summary["score"])
 
+    def snapshot_for_submission(self) -> Revision | None:
+        """The code as it stands when a model is submitted (a snapshot, forced now)."""
+        try:
+            revision, _ = self.snapshotter.snapshot("submission")
+            return revision
+        except SnapshotError as exc:
+            log.warning("could not snapshot the workspace for a submission: %s", exc)
+            with RunStore.of_run(self.cfg.run_dir) as store:
+                store.event("grader", "snapshot_failed", f"submission snapshot failed: {exc}")
+            return None
+
     # -- answers ----------------------------------------------------------------------
     def result_of(self, sub_id: int) -> dict[str, Any]:
         """The /submit answer: AutoRL-Bench's fields plus status and error."""
@@ -322,6 +335,7 @@ def _submission_json(sub: Submission) -> dict[str, Any]:
         "eval_seconds": sub.eval_seconds,
         "n_items": sub.n_items,
         "n_correct": sub.n_correct,
+        "revision": sub.revision_seq,
     }
 
 
@@ -368,8 +382,10 @@ def build_app(config: GraderConfig, secret: str):  # -> Starlette
                 {"error": rej.code, "detail": rej.detail, "submission_id": sub_id},
                 status_code=rej.status,
             )
+        revision = await asyncio.to_thread(grader.snapshot_for_submission)
         sub_id = grader.store.add_submission(
-            kind="agent", status=SUB_QUEUED, model_path=raw, resolved_path=str(resolved), gpu=gpu
+            kind="agent", status=SUB_QUEUED, model_path=raw, resolved_path=str(resolved), gpu=gpu,
+            revision_seq=revision.seq if revision else None, revision_sha=revision.sha if revision else None,
         )
         log.info("submission %s queued: %s", sub_id, resolved)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()

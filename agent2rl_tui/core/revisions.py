@@ -1,0 +1,287 @@
+"""Code revisions: snapshots of workspace/ in a bare git repo beside it, and queries on them.
+
+``snapshots.git`` lives in the run folder, outside the agent's reach; its work tree is the
+workspace. A snapshot stages exactly the files the capture rules keep (core/capture.py),
+writes a tree, and commits it only if the tree changed, with git plumbing (no hooks, no
+user config, no signing). Every commit becomes a row in run.db's ``revisions`` table.
+
+Several processes take snapshots (the supervisor's watcher, the grader at each submission,
+the supervisor at the end), so each snapshot holds an exclusive file lock on the repo.
+A failed snapshot raises SnapshotError; callers log it and retry, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import git
+
+from agent2rl_tui.core.capture import DEFAULT_RULES, CaptureRules, walk
+from agent2rl_tui.core.store import RunStore
+from agent2rl_tui.core.timeutil import now
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+BRANCH = "refs/heads/main"
+
+
+class SnapshotError(RuntimeError):
+    """A snapshot could not be taken (disk full, git failure); the run goes on."""
+
+
+class RevisionNotFound(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class Revision:
+    seq: int
+    sha: str
+    at: float
+    trigger: str
+    files_changed: int
+    added: int
+    removed: int
+    paths: list[dict[str, Any]]
+    ignored: dict[str, int]
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Revision:
+        return cls(
+            seq=row["seq"], sha=row["sha"], at=row["at"], trigger=row["trigger"],
+            files_changed=row["files_changed"], added=row["added"], removed=row["removed"],
+            paths=json.loads(row["paths_json"]), ignored=json.loads(row["ignored_json"]),
+        )
+
+
+class GitRepo:
+    """Plumbing on snapshots.git through GitPython, isolated from user and system config."""
+
+    def __init__(self, git_dir: Path, work_tree: Path | None = None) -> None:
+        self.git_dir = git_dir
+        self.work_tree = work_tree
+        self.cmd = git.Git(str(git_dir))
+        self.env = {
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_AUTHOR_NAME": "agent2rl-tui",
+            "GIT_AUTHOR_EMAIL": "snapshots@agent2rl-tui",
+            "GIT_COMMITTER_NAME": "agent2rl-tui",
+            "GIT_COMMITTER_EMAIL": "snapshots@agent2rl-tui",
+            "GIT_TERMINAL_PROMPT": "0",
+        }
+
+    def run(self, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None,
+            binary: bool = False) -> Any:
+        argv = ["git", f"--git-dir={self.git_dir}"]
+        if self.work_tree is not None:
+            argv.append(f"--work-tree={self.work_tree}")
+        argv += list(args)
+        full_env = {**self.env, **(env or {})}
+        try:
+            if stdin is None:
+                return self.cmd.execute(argv, env=full_env, stdout_as_string=not binary,
+                                        strip_newline_in_stdout=not binary)
+            with tempfile.TemporaryFile() as fh:
+                fh.write(stdin)
+                fh.seek(0)
+                return self.cmd.execute(argv, istream=fh, env=full_env, stdout_as_string=not binary,
+                                        strip_newline_in_stdout=not binary)
+        except git.GitCommandError as exc:
+            raise SnapshotError(f"git {args[0]} failed: {exc.stderr.strip() or exc}") from exc
+
+    def head(self) -> str | None:
+        try:
+            return self.run("rev-parse", "--verify", "--quiet", BRANCH) or None
+        except SnapshotError:
+            return None
+
+
+def _nul_list(paths: list[str]) -> bytes:
+    return b"".join(os.fsencode(p) + b"\0" for p in paths)
+
+
+def init_repo(git_dir: Path) -> None:
+    if (git_dir / "HEAD").exists():
+        return
+    git.Repo.init(str(git_dir), bare=True, initial_branch="main").close()
+
+
+def _parse_changes(repo: GitRepo, parent: str, sha: str) -> list[dict[str, Any]]:
+    """Per-path status and line counts between two commits (renames detected)."""
+    status_out = repo.run("diff-tree", "-r", "-M", "-z", "--no-commit-id", "--name-status", parent, sha)
+    fields = [f for f in status_out.split("\0") if f != ""] if status_out else []
+    changes: list[dict[str, Any]] = []
+    i = 0
+    while i < len(fields):
+        code = fields[i]
+        if code[0] in "RC":
+            changes.append({"status": code[0], "old_path": fields[i + 1], "path": fields[i + 2]})
+            i += 3
+        else:
+            changes.append({"status": code[0], "path": fields[i + 1]})
+            i += 2
+    num_out = repo.run("diff-tree", "-r", "-M", "-z", "--no-commit-id", "--numstat", parent, sha)
+    counts: dict[str, tuple[int, int]] = {}
+    parts = num_out.split("\0") if num_out else []
+    i = 0
+    while i < len(parts):
+        head = parts[i]
+        if not head:
+            i += 1
+            continue
+        added, removed, path = head.split("\t", 2)
+        if path == "":  # a rename: the old and new paths follow as their own fields
+            path = parts[i + 2]
+            i += 3
+        else:
+            i += 1
+        counts[path] = (int(added) if added != "-" else 0, int(removed) if removed != "-" else 0)
+    for change in changes:
+        change["added"], change["removed"] = counts.get(change["path"], (0, 0))
+    return changes
+
+
+class Snapshotter:
+    """Takes snapshots of one run's workspace into its snapshots.git."""
+
+    def __init__(self, run_dir: Path, rules: CaptureRules = DEFAULT_RULES) -> None:
+        self.run_dir = Path(run_dir)
+        self.git_dir = self.run_dir / "snapshots.git"
+        self.workspace = self.run_dir / "workspace"
+        self.rules = rules
+        self._thread_lock = threading.Lock()
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._thread_lock:
+            self.git_dir.mkdir(parents=True, exist_ok=True)
+            with open(self.git_dir / "agent2rl-snapshot.lock", "w") as fh:
+                fcntl.flock(fh, fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def snapshot(self, trigger: str) -> tuple[Revision, bool]:
+        """Commit the workspace if it changed; the head revision and whether it is new."""
+        try:
+            with self._locked(), RunStore.of_run(self.run_dir) as store:
+                return self._snapshot(store, trigger)
+        except SnapshotError:
+            raise
+        except (OSError, ValueError) as exc:
+            raise SnapshotError(f"{type(exc).__name__}: {exc}") from exc
+
+    def _snapshot(self, store: RunStore, trigger: str) -> tuple[Revision, bool]:
+        init_repo(self.git_dir)
+        stale = self.git_dir / "index.lock"
+        if stale.exists():  # we hold the only lock that runs git here: it is a leftover
+            stale.unlink()
+            store.event("snapshots", "stale_lock", "removed a stale snapshots.git/index.lock")
+        repo = GitRepo(self.git_dir, self.workspace)
+        result = walk(self.workspace, self.rules)
+        indexed = set(filter(None, repo.run("ls-files", "-z").split("\0")))
+        dropped = sorted(indexed - set(result.files))  # deleted, or now left out by a rule
+        if dropped:
+            repo.run("update-index", "--force-remove", "-z", "--stdin", stdin=_nul_list(dropped))
+        if result.files:  # --remove: a file that vanished since the walk is dropped, not an error
+            repo.run("update-index", "--add", "--remove", "-z", "--stdin", stdin=_nul_list(result.files))
+        tree = repo.run("write-tree")
+        head = repo.head()
+        if head is not None:
+            head_tree = repo.run("rev-parse", f"{head}^{{tree}}")
+            if head_tree == tree:
+                row = store.conn.execute("SELECT * FROM revisions WHERE sha = ?", (head,)).fetchone()
+                if row is not None:
+                    return Revision.from_row(dict(row)), False
+        at = now()
+        stamp = f"{int(at)} +0000"
+        args = ["commit-tree", tree, "--no-gpg-sign", "-m", f"{trigger} snapshot"]
+        if head:
+            args[2:2] = ["-p", head]
+        sha = repo.run(*args, env={"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp})
+        repo.run("update-ref", BRANCH, sha, *([head] if head else []))
+        changes = _parse_changes(repo, head or EMPTY_TREE, sha)
+        with store.transaction() as conn:
+            seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM revisions").fetchone()[0]
+            conn.execute(
+                "INSERT INTO revisions (seq, sha, at, trigger, files_changed, added, removed, paths_json,"
+                " ignored_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (seq, sha, at, trigger, len(changes), sum(c["added"] for c in changes),
+                 sum(c["removed"] for c in changes), json.dumps(changes), json.dumps(dict(result.ignored))),
+            )
+        return Revision(seq, sha, at, trigger, len(changes), sum(c["added"] for c in changes),
+                        sum(c["removed"] for c in changes), changes, dict(result.ignored)), True
+
+
+# -- queries (used by the CLI and the TUI) -------------------------------------------------
+
+def list_revisions(run_dir: Path) -> list[Revision]:
+    with RunStore.of_run(run_dir) as store:
+        rows = store.conn.execute("SELECT * FROM revisions ORDER BY seq").fetchall()
+    return [Revision.from_row(dict(r)) for r in rows]
+
+
+def get_revision(run_dir: Path, ref: str | int) -> Revision:
+    """A revision by its number (``3``), or by a prefix of its sha (at least 4 characters)."""
+    with RunStore.of_run(run_dir) as store:
+        text = str(ref)
+        if text.isdigit() and len(text) < 7:
+            row = store.conn.execute("SELECT * FROM revisions WHERE seq = ?", (int(text),)).fetchone()
+        elif len(text) >= 4:
+            rows = store.conn.execute("SELECT * FROM revisions WHERE sha LIKE ?", (text + "%",)).fetchall()
+            if len(rows) > 1:
+                raise RevisionNotFound(f"{text!r} matches {len(rows)} revisions; give more of the sha")
+            row = rows[0] if rows else None
+        else:
+            row = None
+    if row is None:
+        raise RevisionNotFound(f"no revision {ref!r} in {run_dir.name}; `agent2rl-tui run revisions` lists them")
+    return Revision.from_row(dict(row))
+
+
+def diff(run_dir: Path, old: Revision | None, new: Revision, context: int = 3) -> str:
+    """Unified diff from ``old`` (None: the empty tree) to ``new``, renames detected."""
+    repo = GitRepo(Path(run_dir) / "snapshots.git")
+    return repo.run("diff", "--no-color", "--no-ext-diff", "-M", f"-U{context}",
+                    old.sha if old else EMPTY_TREE, new.sha)
+
+
+def file_at(run_dir: Path, rev: Revision, path: str) -> bytes:
+    repo = GitRepo(Path(run_dir) / "snapshots.git")
+    try:
+        return repo.run("cat-file", "blob", f"{rev.sha}:{path}", binary=True)
+    except SnapshotError as exc:
+        raise RevisionNotFound(f"{path} is not in revision {rev.seq}") from exc
+
+
+def files_at(run_dir: Path, rev: Revision) -> list[str]:
+    repo = GitRepo(Path(run_dir) / "snapshots.git")
+    out = repo.run("ls-tree", "-r", "-z", "--name-only", rev.sha)
+    return [p for p in out.split("\0") if p]
+
+
+def submission_revisions(run_dir: Path, sub_id: int) -> tuple[Revision | None, Revision]:
+    """The revision a submission was made from, and that of the agent submission before it."""
+    with RunStore.of_run(run_dir) as store:
+        sub = store.submission(sub_id)
+        if sub is None:
+            raise RevisionNotFound(f"no submission {sub_id}")
+        if sub.revision_seq is None:
+            raise RevisionNotFound(f"submission {sub_id} has no recorded revision")
+        prev = store.conn.execute(
+            "SELECT revision_seq FROM submissions WHERE kind = 'agent' AND id < ? AND revision_seq IS NOT NULL"
+            " ORDER BY id DESC LIMIT 1", (sub_id,),
+        ).fetchone()
+    new = get_revision(run_dir, sub.revision_seq)
+    old = get_revision(run_dir, prev[0]) if prev else None
+    return old, new
