@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 import click
 
-from agent2rl_tui.core.agents import AgentError
+from agent2rl_tui.core.profiles import ProfileError, load_profiles
 from agent2rl_tui.core.runs import (
     RunError,
     RunRequest,
@@ -31,7 +31,7 @@ from agent2rl_tui.core.store import ACTIVE_STATUSES, RunStore, StoreError
 from agent2rl_tui.core.tasks import TaskError, discover, load_task
 from agent2rl_tui.core.timeutil import human_duration, iso, parse_duration
 
-USER_ERRORS = (RunError, TaskError, AgentError, StoreError, ValueError)
+USER_ERRORS = (RunError, TaskError, ProfileError, StoreError, ValueError)
 
 
 def _fail(exc: Exception) -> NoReturn:
@@ -76,6 +76,27 @@ def tasks_cmd() -> None:
             click.echo(f"{name:16} BROKEN: {exc}")
 
 
+@main.command("agents")
+@click.option("--profiles", "profiles", type=click.Path(path_type=Path), help="Agent profiles TOML file.")
+def agents_cmd(profiles: Path | None) -> None:
+    """List agent profiles: built-in ones and those of your agents.toml."""
+    try:
+        found = load_profiles(profiles)
+    except USER_ERRORS as exc:
+        _fail(exc)
+    for p in sorted(found.values(), key=lambda p: p.name):
+        keys = " | ".join(" or ".join(g) for g in p.required_env) or "-"
+        click.echo(f"{p.name:12} {p.stream_format:20} needs {keys:28} {p.description}")
+
+
+@main.command("prompt")
+def prompt_cmd() -> None:
+    """Print the prompt template every coding agent gets."""
+    from agent2rl_tui.core.prompt import PROMPT_TEMPLATE
+
+    click.echo(PROMPT_TEMPLATE)
+
+
 @main.group("run")
 def run_group() -> None:
     """Start, show and stop runs."""
@@ -93,7 +114,7 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 
 @run_group.command("start")
 @click.option("--task", required=True, help="Task name (see `agent2rl-tui tasks`) or folder.")
-@click.option("--agent", required=True, help="Agent profile: example or command.")
+@click.option("--agent", required=True, help="Agent profile (see `agent2rl-tui agents`).")
 @click.option("--model", "model", required=True, type=click.Path(path_type=Path), help="Base model folder.")
 @click.option("--budget", default="5m", show_default=True, help="Wall-clock budget: 90s, 5m, 12h.")
 @click.option("--grace", default="30s", show_default=True, help="Time between SIGTERM and SIGKILL at the deadline.")
@@ -103,11 +124,15 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--env", "env", multiple=True, help="KEY=VALUE for the agent's environment (repeatable).")
 @click.option("--eval-timeout", help="Per-evaluation timeout (default: the task's).")
 @click.option("--eval-limit", type=int, help="Grade only the first N eval items (quick checks).")
+@click.option("--gpus", help="CUDA devices the run expects, e.g. 0 or 0,1 (checked before the run).")
+@click.option("--allow-missing-key", is_flag=True, help="Start even if the agent's API key variable is unset.")
+@click.option("--profiles", "profiles", type=click.Path(path_type=Path), help="Agent profiles TOML file.")
 @click.option("--detach", is_flag=True, help="Return at once; the run goes on in the background.")
 @click.pass_context
 def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: str, grace: str,
               driver: str | None, seed: int, command: str | None, env: tuple[str, ...],
-              eval_timeout: str | None, eval_limit: int | None, detach: bool) -> None:
+              eval_timeout: str | None, eval_limit: int | None, gpus: str | None, allow_missing_key: bool,
+              profiles: Path | None, detach: bool) -> None:
     """Start a run: workspace, baseline, agent under a budget, report."""
     try:
         req = RunRequest(
@@ -115,12 +140,13 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
             grace_s=0.0 if grace.strip() in ("0", "0s") else parse_duration(grace),
             driver=driver, seed=seed, command=command, root=ctx.obj["root"],
             eval_timeout_s=parse_duration(eval_timeout) if eval_timeout else None,
-            eval_limit=eval_limit, agent_env=_parse_env(env),
+            eval_limit=eval_limit, agent_env=_parse_env(env), gpus=gpus,
+            allow_missing_key=allow_missing_key, profiles_path=profiles,
         )
         run_dir = create_run(req)
     except USER_ERRORS as exc:
         _fail(exc)
-    pid = launch_supervisor(run_dir)
+    pid = launch_supervisor(run_dir, req.agent_env)
     click.echo(f"run {run_dir.name} started (supervisor pid {pid})")
     click.echo(f"run folder: {run_dir}")
     if detach:
@@ -340,6 +366,48 @@ def run_cat(ctx: click.Context, run: str, rev: str, path: str) -> None:
     sys.stdout.buffer.write(data)
 
 
+@run_group.command("steps")
+@click.argument("run")
+@click.option("--kind", "kinds", multiple=True, help="Only steps of this kind (repeatable): message, "
+              "reasoning, tool_call, tool_result, error, usage, result, system, raw.")
+@click.option("--search", help="Only steps whose text or tool contains these words.")
+@click.option("--offset", default=0, show_default=True)
+@click.option("--limit", default=50, show_default=True)
+@click.pass_context
+def run_steps(ctx: click.Context, run: str, kinds: tuple[str, ...], search: str | None, offset: int,
+              limit: int) -> None:
+    """Print the agent's transcript: normalized steps, a page at a time."""
+    from agent2rl_tui.core.transcript_store import (
+        count_steps,
+        page_steps,
+        search_steps,
+        steps_by_seq,
+        transcript_totals,
+    )
+
+    try:
+        run_dir = find_run(run, ctx.obj["root"])
+        with RunStore.of_run(run_dir) as store:
+            start = store.run()["budget_start"] or 0.0
+            if search:
+                found = search_steps(store, search, kinds or None, limit=1_000_000)
+                rows = steps_by_seq(store, found[offset: offset + limit])
+                total = len(found)
+            else:
+                rows = page_steps(store, offset, limit, kinds or None)
+                total = count_steps(store, kinds or None)
+            totals = transcript_totals(store)
+    except USER_ERRORS as exc:
+        _fail(exc)
+    for r in rows:
+        what = r.tool or r.role or ""
+        text = (r.text or (json.dumps(r.args) if r.args else "")).replace("\n", " ")[:140]
+        click.echo(f"{r.seq:>6} {human_duration(r.at - start):>8} {r.kind:11} {what[:14]:14} {text}")
+    click.echo(f"-- {len(rows)} of {total} steps; run totals: {totals['steps']} steps, tokens in "
+               f"{totals['tokens_in']:,} out {totals['tokens_out']:,}"
+               + (f", cost ${totals['cost_usd']:.4f}" if totals["cost_usd"] is not None else ""))
+
+
 @main.command("demo")
 @click.option("--budget", default="5m", show_default=True)
 @click.pass_context
@@ -353,7 +421,8 @@ def demo(ctx: click.Context, budget: str) -> None:
         build_tiny_model(model)
         click.echo(f"built the tiny model in {model}")
     ctx.invoke(run_start, task="arith", agent="example", model=model, budget=budget, grace="10s",
-               driver=None, seed=0, command=None, env=(), eval_timeout=None, eval_limit=None, detach=False)
+               driver=None, seed=0, command=None, env=(), eval_timeout=None, eval_limit=None, gpus=None,
+               allow_missing_key=False, profiles=None, detach=False)
 
 
 if __name__ == "__main__":

@@ -107,3 +107,20 @@ def weights_hash(folder: Path) -> str:
         h.update(name.encode())
         h.update(per_tensor[name])
     return h.hexdigest()
+
+
+def check_model_loads(folder: Path) -> str | None:
+    """None if the config and tokenizer load with transformers, else what went wrong.
+
+    A cheap real load (no weights): catches a broken config or tokenizer before a run is made.
+    """
+    try:
+        from transformers import AutoConfig
+
+        from agent2rl_tui.grader.engines.hf import load_tokenizer
+
+        AutoConfig.from_pretrained(str(folder))
+        load_tokenizer(folder)
+    except Exception as exc:  # noqa: BLE001 - any failure is the answer
+        return f"{folder} does not load with transformers: {type(exc).__name__}: {exc}"
+    return None

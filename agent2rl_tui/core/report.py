@@ -26,6 +26,8 @@ from typing import Any
 from agent2rl_tui.core.capture import DEFAULT_RULES
 from agent2rl_tui.core.store import SUB_SCORED, RunStore, Submission
 from agent2rl_tui.core.timeutil import human_duration, iso, now
+from agent2rl_tui.core.transcript_store import transcript_totals
+from agent2rl_tui.core.vitals import summarize_samples
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -86,6 +88,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         baseline = store.baseline()
         subs = store.submissions(kind="agent")
         revisions = [dict(r) for r in store.conn.execute("SELECT * FROM revisions ORDER BY seq")]
+        transcript = transcript_totals(store)
     base_score = baseline.score if baseline and baseline.status == SUB_SCORED else None
     valid = [s for s in subs if s.status == SUB_SCORED]
     best = max(valid, key=lambda s: (s.score, -s.id)) if valid else None
@@ -135,6 +138,8 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "submissions": [sub_entry(s) for s in subs],
         "metrics": compute_metrics(run, subs, baseline),
         "revisions": revisions_summary(revisions),
+        "transcript": transcript,
+        "vitals": summarize_samples(run_dir),
         "generated_at": iso(now()),
     }
 
@@ -177,6 +182,21 @@ def render_markdown(report: dict[str, Any]) -> str:
     if revs["left_out_at_end"]:
         left = ", ".join(f"{reason}: {n}" for reason, n in sorted(revs["left_out_at_end"].items()))
         lines.append(f"- left out of the last snapshot: {left}")
+    t = report["transcript"]
+    cost = f", cost ${t['cost_usd']:.4f}" if t["cost_usd"] is not None else ""
+    kinds = ", ".join(f"{k} {n}" for k, n in sorted(t["by_kind"].items()))
+    lines += ["", f"## Transcript: {t['steps']} steps ({kinds or 'none'})",
+              f"- tokens in {t['tokens_in']:,}, out {t['tokens_out']:,}{cost}"]
+    v = report["vitals"]
+    if v.get("samples"):
+        gpus = v["gpus"] if isinstance(v["gpus"], str) else ", ".join(
+            f"GPU {i}: util max {g['util_pct_max']:.0f}%, memory max {g['mem_used_max'] >> 20} MiB"
+            for i, g in v["gpus"].items())
+        lines += ["", f"## Machine ({v['samples']} samples)",
+                  f"- CPU mean {_fmt(v['cpu_pct_mean'], 0)}%, max {_fmt(v['cpu_pct_max'], 0)}%; memory max "
+                  f"{v['mem_used_max'] >> 20} of {v['mem_total'] >> 20} MiB; disk free min {v['disk_free_min'] >> 30} GiB",
+                  f"- agent: up to {v['agent_procs_max']} processes, RSS max {v['agent_rss_max'] >> 20} MiB",
+                  f"- {gpus}"]
     return "\n".join(lines) + "\n"
 
 

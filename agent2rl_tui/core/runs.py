@@ -14,13 +14,13 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.core import procs
-from agent2rl_tui.core.agents import resolve_agent
-from agent2rl_tui.core.modelfiles import check_model_folder
+from agent2rl_tui.core.modelfiles import check_model_folder, check_model_loads
+from agent2rl_tui.core.profiles import AgentProfile, get_profile, preflight
 from agent2rl_tui.core.report import write_report
 from agent2rl_tui.core.store import ACTIVE_STATUSES, SUB_REJECTED, SUB_SCORED, RunStore, StoreError
 from agent2rl_tui.core.tasks import load_task
@@ -59,22 +59,63 @@ class RunRequest:
     eval_timeout_s: float | None = None
     eval_limit: int | None = None
     agent_env: dict[str, str] = field(default_factory=dict)
+    """Extra variables for the agent; their values reach it but never the record."""
+    gpus: str | None = None
+    """CUDA device indices the run expects, e.g. "0" or "0,1" (checked, then passed on)."""
+    allow_missing_key: bool = False
+    profiles_path: Path | None = None
 
 
-def create_run(req: RunRequest) -> Path:
-    """Validate the request and make the run folder with its run.db (status ``created``)."""
+AGENT_ENV_VAR = "AGENT2RL_AGENT_ENV"  # carries RunRequest.agent_env to the supervisor
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+
+
+def redacted(env: dict[str, str]) -> dict[str, str]:
+    return {k: ("<redacted>" if any(w in k.upper() for w in SECRET_WORDS) else v) for k, v in env.items()}
+
+
+def check_gpus(gpus: str) -> None:
+    from agent2rl_tui.core.vitals import visible_gpu_count
+
+    try:
+        wanted = [int(x) for x in gpus.split(",") if x.strip()]
+    except ValueError:
+        raise RunError(f"--gpus {gpus!r}: give device indices such as 0 or 0,1") from None
+    count = visible_gpu_count()
+    if count == 0:
+        raise RunError(f"--gpus {gpus}: no NVIDIA GPU is visible on this machine (NVML found none); "
+                       "drop --gpus to run on the CPU")
+    missing = [i for i in wanted if i >= count]
+    if missing:
+        raise RunError(f"--gpus {gpus}: only {count} GPU(s) visible (0..{count - 1}); {missing} not found")
+
+
+def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfile, Path]:
+    """Everything checkable before a run exists: task, agent CLI and key, model, GPUs, budget."""
     task = load_task(req.task)
-    spec = resolve_agent(req.agent, req.command, req.driver)
+    profile = get_profile(req.agent, req.profiles_path)
+    preflight(profile, env, command=req.command, allow_missing_key=req.allow_missing_key)
     model = req.model.expanduser().resolve()
     problem = check_model_folder(model)
     if problem:
         raise RunError(f"--model: {problem.detail}")
+    problem_text = check_model_loads(model)
+    if problem_text:
+        raise RunError(f"--model: {problem_text}")
+    if req.gpus:
+        check_gpus(req.gpus)
     if req.budget_s <= 0 or req.grace_s < 0:
         raise RunError("the budget must be positive and the grace period not negative")
+    return task, profile, model
+
+
+def create_run(req: RunRequest, env: dict[str, str] | None = None) -> Path:
+    """Pre-flight the request, then make the run folder with its run.db (status ``created``)."""
+    task, profile, model = preflight_run(req, dict(os.environ if env is None else env))
     root = (req.root or default_root()).resolve()
     root.mkdir(parents=True, exist_ok=True)
     stamp = compact_utc(now())
-    base = f"{stamp}-{task.name}-{spec.name}"
+    base = f"{stamp}-{task.name}-{profile.name}"
     run_dir = root / base
     n = 1
     while True:
@@ -85,7 +126,7 @@ def create_run(req: RunRequest) -> Path:
             n += 1
             run_dir = root / f"{base}-{n}"
     try:
-        _write_new_run(run_dir, req, task.name, spec.name, model, task.folder,
+        _write_new_run(run_dir, req, task.name, profile, model, task.folder,
                        req.eval_timeout_s or task.eval_timeout_s)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)  # nothing half-made is left behind
@@ -93,23 +134,27 @@ def create_run(req: RunRequest) -> Path:
     return run_dir
 
 
-def _write_new_run(run_dir: Path, req: RunRequest, task: str, agent: str, model: Path,
+def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProfile, model: Path,
                    task_folder: Path, eval_timeout_s: float) -> None:
     make_run_folder(run_dir)
+    agent = profile.name
     config = {
         "task_folder": str(task_folder),
         "agent_command": req.command,
         "eval_timeout_s": eval_timeout_s,
         "eval_limit": req.eval_limit,
         "engine": "transformers",
-        "agent_env": req.agent_env,
+        "gpus": req.gpus,
+        "profiles_path": str(req.profiles_path) if req.profiles_path else None,
+        "agent_env": redacted(req.agent_env),
+        "profile": {**asdict(profile), "env": redacted(profile.env)},
     }
     with RunStore(run_dir / "run.db", create=True) as store:
         store.create_run(
             id=run_dir.name,
             task=task,
             agent=agent,
-            driver=req.driver,
+            driver=profile.driver(req.driver),
             base_model=model.name,
             base_model_source=str(model),
             budget_s=req.budget_s,
@@ -122,8 +167,15 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, agent: str, model:
         store.event("cli", "created", f"run created for task {task}, agent {agent}")
 
 
-def launch_supervisor(run_dir: Path) -> int:
-    """Start the run's supervisor in a new session (it outlives this process); its pid."""
+def launch_supervisor(run_dir: Path, agent_env: dict[str, str] | None = None) -> int:
+    """Start the run's supervisor in a new session (it outlives this process); its pid.
+
+    The supervisor inherits this environment (API keys included) and gets ``agent_env``
+    through it too, so secret values never touch the record.
+    """
+    env = dict(os.environ)
+    if agent_env:
+        env[AGENT_ENV_VAR] = json.dumps(agent_env)
     log = (run_dir / "logs" / "supervisor.log").open("ab")
     with log:
         proc = subprocess.Popen(
@@ -133,6 +185,7 @@ def launch_supervisor(run_dir: Path) -> int:
             stderr=subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
+            env=env,
         )
     with RunStore.of_run(run_dir) as store:
         store.update_run(supervisor_pid=proc.pid)

@@ -103,6 +103,34 @@ CREATE TABLE IF NOT EXISTS events (
     message TEXT NOT NULL,
     data_json TEXT
 );
+CREATE TABLE IF NOT EXISTS samples (
+    at REAL NOT NULL,
+    cpu_pct REAL,
+    mem_used INTEGER, mem_total INTEGER,
+    disk_free INTEGER, disk_total INTEGER,
+    agent_procs INTEGER, agent_rss INTEGER,
+    gpus_json TEXT NOT NULL,           -- [{index, name, util_pct, mem_used, mem_total}]
+    gpu_note TEXT                      -- "no GPU" where there is none
+);
+CREATE TABLE IF NOT EXISTS steps (
+    seq INTEGER PRIMARY KEY,           -- transcript order
+    at REAL NOT NULL,
+    kind TEXT NOT NULL,                -- message | reasoning | tool_call | tool_result | error | usage
+                                       -- | result | system | raw
+    role TEXT, tool TEXT, call_id TEXT,
+    text TEXT NOT NULL,
+    args_json TEXT,
+    size INTEGER,                      -- original length of a truncated text
+    tokens_in INTEGER, tokens_out INTEGER, cost_usd REAL,
+    line INTEGER                       -- line of the agent's stream it came from
+);
+CREATE INDEX IF NOT EXISTS steps_kind ON steps(kind, seq);
+CREATE INDEX IF NOT EXISTS steps_at ON steps(at);
+CREATE VIRTUAL TABLE IF NOT EXISTS steps_fts USING fts5(text, tool, content='steps', content_rowid='seq');
+CREATE TRIGGER IF NOT EXISTS steps_fts_insert AFTER INSERT ON steps BEGIN
+    INSERT INTO steps_fts(rowid, text, tool) VALUES (new.seq, new.text, coalesce(new.tool, ''));
+END;
+CREATE INDEX IF NOT EXISTS samples_at ON samples(at);
 CREATE INDEX IF NOT EXISTS submissions_status ON submissions(status);
 CREATE INDEX IF NOT EXISTS events_at ON events(at);
 """

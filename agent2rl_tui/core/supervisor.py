@@ -22,15 +22,19 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from agent2rl_tui.core import procs
-from agent2rl_tui.core.agents import resolve_agent
+from agent2rl_tui.core.agent_output import AgentOutput
+from agent2rl_tui.core.profiles import AgentProfile, get_profile
+from agent2rl_tui.core.prompt import build_prompt
 from agent2rl_tui.core.report import write_report
+from agent2rl_tui.core.runs import AGENT_ENV_VAR
 from agent2rl_tui.core.revisions import SnapshotError, Snapshotter
 from agent2rl_tui.core.store import SUB_EVALUATING, SUB_FAILED, SUB_QUEUED, SUB_SCORED, RunStore
 from agent2rl_tui.core.tasks import load_task
 from agent2rl_tui.core.timeutil import human_duration, iso, now
+from agent2rl_tui.core.vitals import VitalsSampler
 from agent2rl_tui.core.watcher import RevisionWatcher
 from agent2rl_tui.core.workspace import make_run_folder, populate_workspace, write_run_meta
 from agent2rl_tui.grader.client import GraderClient, GraderUnavailable
@@ -61,6 +65,8 @@ class Supervisor:
         self._announced: set[int] = set()
         self.snapshotter = Snapshotter(self.run_dir)
         self.watcher: RevisionWatcher | None = None
+        self.output: AgentOutput | None = None
+        self.vitals = VitalsSampler(self.run_dir)
 
     # -- signals and heartbeat --------------------------------------------------------
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -90,6 +96,7 @@ class Supervisor:
                          {"subreaper": subreaper})
         beat = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
         beat.start()
+        self.vitals.start()
         final_status, error = "finished", None
         try:
             self.prepare()
@@ -111,6 +118,7 @@ class Supervisor:
             self.shutdown_agent()
             self.stop_watcher()
             self.stop_grader()
+            self.vitals.stop()
             self.fail_unfinished()
             self.store.update_run(status=final_status, ended_at=now(), error=error, heartbeat_at=now())
             self.store.event("supervisor", "end", f"run {final_status}", {"error": error})
@@ -161,7 +169,13 @@ class Supervisor:
         log.info("baseline score %.2f", baseline["score"])
 
     def run_agent(self) -> str:
-        spec = resolve_agent(self.run["agent"], self.cfg.get("agent_command"), self.run["driver"])
+        profile = get_profile(self.run["agent"], self._profiles_path())
+        model = self.run["driver"]
+        prompt = build_prompt(self.ws, self.run["budget_s"])
+        (self.run_dir / "prompt.md").write_text(prompt, encoding="utf-8")
+        if profile.instructions_file:
+            (self.ws / profile.instructions_file).write_text(prompt, encoding="utf-8")
+        argv = profile.argv(prompt=prompt, model=model, workspace=self.ws, command=self.cfg.get("agent_command"))
         start = now()
         deadline = start + self.run["budget_s"]
         self.store.update_run(budget_start=start, deadline=deadline, status="running")
@@ -170,32 +184,40 @@ class Supervisor:
             {"task": self.run["task"], "base_model": self.run["base_model"], "start_time": start,
              "timeout_s": self.run["budget_s"], "end_time": deadline},
         )
-        env = self.agent_env()
+        env = self.agent_env(profile, model)
         self.take_snapshot("start")
         self.watcher = RevisionWatcher(self.snapshotter)
         self.watcher.start()
-        log.info("starting agent %s: %s (budget %s, deadline %s)", spec.name, " ".join(spec.argv),
+        shown = " ".join("PROMPT" if a == prompt else a for a in argv)
+        log.info("starting agent %s: %s (budget %s, deadline %s)", profile.name, shown,
                  human_duration(self.run["budget_s"]), iso(deadline))
+        output = AgentOutput(self.run_dir, profile.stream_format)
+        self.output = output
         self.agent = subprocess.Popen(
-            list(spec.argv),
+            argv,
             cwd=self.ws,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.PIPE,
             start_new_session=True,
         )
+        self.vitals.agent_pgid = self.agent.pid
         self.store.update_run(agent_pid=self.agent.pid)
         self.store.event("supervisor", "agent_start", f"agent started (pid {self.agent.pid})")
-        with (self.run_dir / "logs" / "agent.log").open("ab") as logfh:
-            reader = threading.Thread(target=_stamp_lines, args=(self.agent.stdout, logfh),
-                                      name="agent-log", daemon=True)
-            reader.start()
+        output.attach(self.agent.stdout, self.agent.stderr)
+        try:
             reason = self._wait_agent(deadline)
             self.shutdown_agent()
-            reader.join(timeout=10.0)
+        finally:
+            output.close()
+            self.output = None
         self.stop_watcher()
         return reason
+
+    def _profiles_path(self) -> Path | None:
+        path = self.cfg.get("profiles_path")
+        return Path(path) if path else None
 
     def take_snapshot(self, trigger: str) -> None:
         try:
@@ -242,6 +264,8 @@ class Supervisor:
                 reason = "stopped"
                 break
             procs.reap_zombie_children(self._popen_pids())
+            if self.output is not None:
+                self.output.tick()
             time.sleep(0.2)
         self.store.update_run(end_reason=reason)
         log.info("agent phase over: %s", reason)
@@ -313,8 +337,10 @@ class Supervisor:
                     error="the run ended before this submission was evaluated",
                 )
 
-    def agent_env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT2RL_")}
+    def agent_env(self, profile: AgentProfile, model: str | None) -> dict[str, str]:
+        """The profile's environment, the benchmark's variables, the run's --env and GPUs."""
+        source = {k: v for k, v in os.environ.items() if not k.startswith("AGENT2RL_")}
+        env = profile.agent_env(source, model)
         assert self.grader_url is not None
         env.update(
             TASK=self.run["task"],
@@ -326,8 +352,9 @@ class Supervisor:
             GRADING_SERVER_URL=self.grader_url,
             PYTHONUNBUFFERED="1",
         )
-        for key, value in self.cfg.get("agent_env", {}).items():
-            env[str(key)] = str(value)
+        env.update(json.loads(os.environ.get(AGENT_ENV_VAR, "{}")))
+        if self.cfg.get("gpus"):
+            env["CUDA_VISIBLE_DEVICES"] = self.cfg["gpus"]
         return env
 
     def _print_result(self, report: dict[str, Any]) -> None:
@@ -341,15 +368,6 @@ class Supervisor:
             f(report["improvement"]),
             len(report["submissions"]),
         )
-
-
-def _stamp_lines(stream: IO[bytes] | None, out: IO[bytes]) -> None:
-    """Copy the agent's output to agent.log, each line prefixed with a UTC timestamp."""
-    if stream is None:
-        return
-    for raw in iter(stream.readline, b""):
-        out.write(iso(now()).encode() + b" " + raw.rstrip(b"\r\n") + b"\n")
-        out.flush()
 
 
 def configure_logging() -> None:

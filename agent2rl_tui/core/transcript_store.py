@@ -1,0 +1,173 @@
+"""Transcript storage: normalized steps in run.db, written in batches, read a page at a time.
+
+The supervisor feeds every agent output line through the profile's normalizer
+(core/transcript.py) and stores the steps in the ``steps`` table, with a full-text index,
+so the TUI can page, filter by kind and search a transcript of 100,000 lines without
+loading it. Lines on stderr are kept as ``raw`` steps with role ``stderr``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent2rl_tui.core.store import RunStore
+from agent2rl_tui.core.transcript import TEXT_LIMIT, Step, make_normalizer
+
+BATCH = 200
+FLUSH_S = 0.5
+_COLUMNS = ("at", "kind", "role", "tool", "call_id", "text", "args_json", "size", "tokens_in", "tokens_out",
+            "cost_usd", "line")
+
+
+def _row(step: Step) -> tuple[Any, ...]:
+    return (step.at, step.kind, step.role, step.tool, step.call_id, step.text,
+            json.dumps(step.args) if step.args is not None else None, step.size, step.tokens_in,
+            step.tokens_out, step.cost_usd, step.line)
+
+
+class TranscriptRecorder:
+    """Thread-safe: the stdout and stderr readers both feed it."""
+
+    def __init__(self, run_dir: Path, stream_format: str) -> None:
+        self.store = RunStore.of_run(run_dir)
+        self.normalizer = make_normalizer(stream_format)
+        self.lock = threading.Lock()
+        self.pending: list[Step] = []
+        self.last_flush = time.monotonic()
+        self.stderr_lines = 0
+
+    def stdout_line(self, line: str, at: float) -> None:
+        with self.lock:
+            self.pending.extend(self.normalizer.feed(line, at))
+            self._maybe_flush()
+
+    def stderr_line(self, line: str, at: float) -> None:
+        if not line.strip():
+            return
+        with self.lock:
+            self.stderr_lines += 1
+            text = line if len(line) <= TEXT_LIMIT else line[:TEXT_LIMIT]
+            self.pending.append(Step(at=at, kind="raw", text=text, role="stderr",
+                                     size=len(line) if len(line) > TEXT_LIMIT else None,
+                                     line=self.stderr_lines))
+            self._maybe_flush()
+
+    def _maybe_flush(self) -> None:
+        if len(self.pending) >= BATCH or time.monotonic() - self.last_flush >= FLUSH_S:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.pending:
+            rows = [_row(s) for s in self.pending]
+            with self.store.transaction() as conn:
+                conn.executemany(
+                    f"INSERT INTO steps ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})", rows)
+            self.pending.clear()
+        self.last_flush = time.monotonic()
+
+    def flush(self) -> None:
+        with self.lock:
+            self._flush()
+
+    def close(self) -> None:
+        with self.lock:
+            self.pending.extend(self.normalizer.finish())
+            self._flush()
+        self.store.close()
+
+
+# -- reading (the TUI and the report) ----------------------------------------------------
+
+@dataclass(frozen=True)
+class StepRow:
+    seq: int
+    at: float
+    kind: str
+    role: str | None
+    tool: str | None
+    call_id: str | None
+    text: str
+    args: dict[str, Any] | None
+    size: int | None
+    tokens_in: int | None
+    tokens_out: int | None
+    cost_usd: float | None
+    line: int | None
+
+
+def _step_row(r: Any) -> StepRow:
+    d = dict(r)
+    args = d.pop("args_json")
+    return StepRow(**d, args=json.loads(args) if args else None)
+
+
+def _kind_clause(kinds: tuple[str, ...] | None) -> tuple[str, list[Any]]:
+    if not kinds:
+        return "", []
+    return f" AND kind IN ({', '.join('?' * len(kinds))})", list(kinds)
+
+
+def count_steps(store: RunStore, kinds: tuple[str, ...] | None = None) -> int:
+    clause, args = _kind_clause(kinds)
+    return store.conn.execute(f"SELECT COUNT(*) FROM steps WHERE 1=1{clause}", args).fetchone()[0]
+
+
+def page_steps(store: RunStore, offset: int, limit: int, kinds: tuple[str, ...] | None = None) -> list[StepRow]:
+    """Steps ``offset`` .. ``offset+limit`` in order, optionally of some kinds only."""
+    clause, args = _kind_clause(kinds)
+    rows = store.conn.execute(f"SELECT * FROM steps WHERE 1=1{clause} ORDER BY seq LIMIT ? OFFSET ?",
+                              [*args, limit, offset])
+    return [_step_row(r) for r in rows]
+
+
+def steps_by_seq(store: RunStore, seqs: list[int]) -> list[StepRow]:
+    if not seqs:
+        return []
+    rows = store.conn.execute(f"SELECT * FROM steps WHERE seq IN ({', '.join('?' * len(seqs))}) ORDER BY seq", seqs)
+    return [_step_row(r) for r in rows]
+
+
+def search_steps(store: RunStore, query: str, kinds: tuple[str, ...] | None = None,
+                 limit: int = 1000) -> list[int]:
+    """Sequence numbers of steps whose text or tool matches ``query`` (words, FTS5), in order."""
+    words = [w for w in query.replace('"', " ").split() if w]
+    if not words:
+        return []
+    match = " ".join(f'"{w}"' for w in words)  # each word quoted: no FTS syntax from the user
+    clause, args = _kind_clause(kinds)
+    rows = store.conn.execute(
+        f"SELECT seq FROM steps WHERE seq IN (SELECT rowid FROM steps_fts WHERE steps_fts MATCH ?){clause}"
+        " ORDER BY seq LIMIT ?", [match, *args, limit])
+    return [r[0] for r in rows]
+
+
+def position_of(store: RunStore, seq: int, kinds: tuple[str, ...] | None = None) -> int:
+    """The 0-based position of step ``seq`` in the (filtered) listing."""
+    clause, args = _kind_clause(kinds)
+    return store.conn.execute(f"SELECT COUNT(*) FROM steps WHERE seq < ?{clause}", [seq, *args]).fetchone()[0]
+
+
+def step_near(store: RunStore, at: float) -> int | None:
+    """The last step at or before ``at`` (what the agent was doing then), else the first one."""
+    row = store.conn.execute("SELECT seq FROM steps WHERE at <= ? ORDER BY at DESC, seq DESC LIMIT 1", (at,)).fetchone()
+    if row is None:
+        row = store.conn.execute("SELECT seq FROM steps ORDER BY seq LIMIT 1").fetchone()
+    return row[0] if row else None
+
+
+def transcript_totals(store: RunStore) -> dict[str, Any]:
+    row = store.conn.execute(
+        "SELECT COUNT(*), SUM(tokens_in), SUM(tokens_out), SUM(cost_usd), COUNT(cost_usd) FROM steps").fetchone()
+    kinds = {k: n for k, n in store.conn.execute("SELECT kind, COUNT(*) FROM steps GROUP BY kind")}
+    return {
+        "steps": row[0],
+        "tokens_in": row[1] or 0,
+        "tokens_out": row[2] or 0,
+        "cost_usd": row[3] if row[4] else None,
+        "by_kind": kinds,
+    }

@@ -1,0 +1,250 @@
+"""Machine vitals: GPU, CPU, memory, disk and the agent's process group, sampled into run.db.
+
+A thread in the supervisor samples every few seconds: per-GPU utilisation and memory
+(NVML through nvidia-ml-py, when a GPU is there), CPU use, RAM, free disk under the run
+folder, and the agent group's process count and resident memory (from /proc). It records
+an event when something is wrong: GPU memory nearly full, disk nearly full, the agent's
+process group gone. On a machine without a GPU the GPU part reads "no GPU".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent2rl_tui.core.procs import process_table
+from agent2rl_tui.core.store import RunStore
+from agent2rl_tui.core.timeutil import now
+
+log = logging.getLogger("agent2rl.vitals")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+GPU_MEM_ALERT = 0.95
+DISK_ALERT_FRACTION = 0.05
+DISK_ALERT_BYTES = 2 << 30
+
+
+@dataclass
+class GpuSample:
+    index: int
+    name: str
+    util_pct: float
+    mem_used: int
+    mem_total: int
+
+
+@dataclass
+class Sample:
+    at: float
+    cpu_pct: float | None
+    mem_used: int
+    mem_total: int
+    disk_free: int
+    disk_total: int
+    agent_procs: int
+    agent_rss: int
+    gpus: list[GpuSample] = field(default_factory=list)
+    gpu_note: str = ""
+
+
+class Gpus:
+    """NVML when it is there; otherwise an empty list and a note saying why."""
+
+    def __init__(self) -> None:
+        self.nvml: Any = None
+        self.note = ""
+        self.reason = ""
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+        except Exception as exc:  # noqa: BLE001 - ImportError, NVMLError_LibraryNotFound, ...
+            self.note = "no GPU"
+            self.reason = f"{type(exc).__name__}: {exc}"
+
+    def count(self) -> int:
+        return self.nvml.nvmlDeviceGetCount() if self.nvml else 0
+
+    def sample(self) -> list[GpuSample]:
+        if not self.nvml:
+            return []
+        out = []
+        for i in range(self.nvml.nvmlDeviceGetCount()):
+            h = self.nvml.nvmlDeviceGetHandleByIndex(i)
+            name = self.nvml.nvmlDeviceGetName(h)
+            util = self.nvml.nvmlDeviceGetUtilizationRates(h)
+            mem = self.nvml.nvmlDeviceGetMemoryInfo(h)
+            out.append(GpuSample(i, name.decode() if isinstance(name, bytes) else name, float(util.gpu),
+                                 int(mem.used), int(mem.total)))
+        return out
+
+
+def visible_gpu_count() -> int:
+    return Gpus().count()
+
+
+class CpuMeter:
+    """CPU use between two reads of /proc/stat, in percent of all cores."""
+
+    def __init__(self) -> None:
+        self.last = self._read()
+
+    @staticmethod
+    def _read() -> tuple[int, int] | None:
+        try:
+            fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        except (OSError, ValueError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+        return sum(fields), idle
+
+    def percent(self) -> float | None:
+        cur = self._read()
+        if cur is None or self.last is None:
+            return None
+        total, idle = cur[0] - self.last[0], cur[1] - self.last[1]
+        self.last = cur
+        return 100.0 * (1 - idle / total) if total > 0 else 0.0
+
+
+def memory() -> tuple[int, int]:
+    info: dict[str, int] = {}
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            key, value = line.split(":", 1)
+            info[key] = int(value.split()[0]) * 1024
+    except (OSError, ValueError):
+        return 0, 0
+    total = info.get("MemTotal", 0)
+    return total - info.get("MemAvailable", 0), total
+
+
+def group_usage(pgid: int | None) -> tuple[int, int]:
+    """(process count, resident bytes) of a process group."""
+    if not pgid:
+        return 0, 0
+    procs = [pid for pid, (state, _, pg) in process_table().items() if pg == pgid and state != "Z"]
+    rss = 0
+    for pid in procs:
+        try:
+            rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+        except (OSError, ValueError, IndexError):
+            pass
+    return len(procs), rss
+
+
+class VitalsSampler:
+    """Samples every ``interval_s`` into run.db's samples table, raising events on trouble."""
+
+    def __init__(self, run_dir: Path, interval_s: float = 5.0) -> None:
+        self.run_dir = run_dir
+        self.interval_s = interval_s
+        self.agent_pgid: int | None = None
+        self.stop_event = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.gpus = Gpus()
+        self.cpu = CpuMeter()
+        self._alerted: set[str] = set()
+
+    def take(self) -> Sample:
+        used, total = memory()
+        st = os.statvfs(self.run_dir)
+        procs, rss = group_usage(self.agent_pgid)
+        try:
+            gpus = self.gpus.sample()
+            note = self.gpus.note
+        except Exception as exc:  # noqa: BLE001 - a GPU falling off the bus must not stop sampling
+            gpus, note = [], f"GPU read failed: {exc}"
+        return Sample(at=now(), cpu_pct=self.cpu.percent(), mem_used=used, mem_total=total,
+                      disk_free=st.f_bavail * st.f_frsize, disk_total=st.f_blocks * st.f_frsize,
+                      agent_procs=procs, agent_rss=rss, gpus=gpus, gpu_note=note)
+
+    def record(self, store: RunStore, s: Sample) -> None:
+        store.conn.execute(
+            "INSERT INTO samples (at, cpu_pct, mem_used, mem_total, disk_free, disk_total, agent_procs,"
+            " agent_rss, gpus_json, gpu_note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (s.at, s.cpu_pct, s.mem_used, s.mem_total, s.disk_free, s.disk_total, s.agent_procs, s.agent_rss,
+             json.dumps([asdict(g) for g in s.gpus]), s.gpu_note),
+        )
+        self._check(store, s)
+
+    def _alert(self, store: RunStore, key: str, active: bool, message: str, data: dict[str, Any]) -> None:
+        """One event when a condition starts; none again until it has cleared."""
+        if active and key not in self._alerted:
+            self._alerted.add(key)
+            store.event("vitals", key.split(":")[0], message, data)
+        elif not active:
+            self._alerted.discard(key)
+
+    def _check(self, store: RunStore, s: Sample) -> None:
+        for g in s.gpus:
+            frac = g.mem_used / g.mem_total if g.mem_total else 0.0
+            self._alert(store, f"gpu_memory_full:{g.index}", frac >= GPU_MEM_ALERT,
+                        f"GPU {g.index} memory {frac:.0%} full ({g.mem_used >> 20} of {g.mem_total >> 20} MiB)",
+                        {"gpu": g.index, "used": g.mem_used, "total": g.mem_total})
+        low = s.disk_free < DISK_ALERT_BYTES or (s.disk_total and s.disk_free / s.disk_total < DISK_ALERT_FRACTION)
+        self._alert(store, "disk_full", bool(low), f"disk nearly full: {s.disk_free >> 20} MiB free under the run folder",
+                    {"free": s.disk_free, "total": s.disk_total})
+        if self.agent_pgid:
+            self._alert(store, "agent_group_gone", s.agent_procs == 0,
+                        "the agent's process group has no live process", {"pgid": self.agent_pgid})
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._loop, name="vitals", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        if self.thread:
+            self.thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        store = RunStore.of_run(self.run_dir)
+        try:
+            while True:
+                try:
+                    self.record(store, self.take())
+                except Exception:  # noqa: BLE001 - sampling is best effort; the run goes on
+                    log.exception("vitals sample failed")
+                if self.stop_event.wait(self.interval_s):
+                    return
+        finally:
+            store.close()
+
+
+def latest_samples(run_dir: Path, limit: int = 1) -> list[dict[str, Any]]:
+    with RunStore.of_run(run_dir) as store:
+        rows = store.conn.execute("SELECT * FROM samples ORDER BY at DESC LIMIT ?", (limit,)).fetchall()
+    return [dict(r) | {"gpus": json.loads(r["gpus_json"])} for r in rows]
+
+
+def summarize_samples(run_dir: Path) -> dict[str, Any]:
+    """Peak and mean figures over the run, for the report."""
+    with RunStore.of_run(run_dir) as store:
+        rows = [dict(r) for r in store.conn.execute("SELECT * FROM samples ORDER BY at")]
+    if not rows:
+        return {"samples": 0}
+    cpu = [r["cpu_pct"] for r in rows if r["cpu_pct"] is not None]
+    gpu_peak: dict[int, dict[str, float]] = {}
+    for r in rows:
+        for g in json.loads(r["gpus_json"]):
+            peak = gpu_peak.setdefault(g["index"], {"util_pct_max": 0.0, "mem_used_max": 0, "mem_total": g["mem_total"]})
+            peak["util_pct_max"] = max(peak["util_pct_max"], g["util_pct"])
+            peak["mem_used_max"] = max(peak["mem_used_max"], g["mem_used"])
+    return {
+        "samples": len(rows),
+        "cpu_pct_mean": sum(cpu) / len(cpu) if cpu else None,
+        "cpu_pct_max": max(cpu) if cpu else None,
+        "mem_used_max": max(r["mem_used"] for r in rows),
+        "mem_total": rows[-1]["mem_total"],
+        "disk_free_min": min(r["disk_free"] for r in rows),
+        "agent_rss_max": max(r["agent_rss"] for r in rows),
+        "agent_procs_max": max(r["agent_procs"] for r in rows),
+        "gpus": gpu_peak or rows[-1]["gpu_note"] or "no GPU",
+    }
+

@@ -1,0 +1,62 @@
+"""The vitals sampler on this machine: real /proc, real statvfs, NVML where it exists."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent2rl_tui.core import vitals
+from agent2rl_tui.core.store import RunStore
+from agent2rl_tui.core.vitals import VitalsSampler, latest_samples, summarize_samples
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    with RunStore(tmp_path / "run.db", create=True) as store:
+        store.create_run(id="r", task="arith", agent="command", base_model="m", base_model_source="/m",
+                         budget_s=60, grace_s=1, status="running", created_at=0.0)
+    return tmp_path
+
+
+def test_a_sample_reads_this_machine(run_dir: Path) -> None:
+    sampler = VitalsSampler(run_dir)
+    child = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(50_000_000); time.sleep(30)"],
+                             start_new_session=True)
+    try:
+        time.sleep(1.0)
+        sampler.agent_pgid = child.pid
+        s = sampler.take()
+    finally:
+        child.kill()
+        child.wait()
+    assert 0 < s.mem_used < s.mem_total
+    assert 0 < s.disk_free <= s.disk_total
+    assert s.cpu_pct is not None and 0.0 <= s.cpu_pct <= 100.0
+    assert s.agent_procs == 1 and s.agent_rss > 50_000_000
+    if sampler.gpus.count() == 0:
+        assert s.gpus == [] and s.gpu_note == "no GPU"
+    else:
+        assert all(0 <= g.util_pct <= 100 and g.mem_total > 0 for g in s.gpus)
+
+
+def test_samples_go_to_run_db_and_trouble_becomes_one_event(run_dir: Path, monkeypatch) -> None:
+    monkeypatch.setattr(vitals, "DISK_ALERT_BYTES", 1 << 62)  # every disk is "nearly full"
+    sampler = VitalsSampler(run_dir, interval_s=0.05)
+    sampler.agent_pgid = 2_000_000_000  # no such group: the agent's processes are gone
+    sampler.start()
+    time.sleep(0.6)
+    sampler.stop()
+    rows = latest_samples(run_dir, limit=100)
+    assert len(rows) >= 5
+    with RunStore.of_run(run_dir) as store:
+        kinds = [e["kind"] for e in store.events()]
+    assert kinds.count("disk_full") == 1  # raised once, not at every sample
+    assert kinds.count("agent_group_gone") == 1
+    summary = summarize_samples(run_dir)
+    assert summary["samples"] == len(rows)
+    assert summary["agent_procs_max"] == 0
+    assert summary["gpus"] == "no GPU" or isinstance(summary["gpus"], dict)
