@@ -126,9 +126,11 @@ CREATE TABLE IF NOT EXISTS steps (
 );
 CREATE INDEX IF NOT EXISTS steps_kind ON steps(kind, seq);
 CREATE INDEX IF NOT EXISTS steps_at ON steps(at);
-CREATE VIRTUAL TABLE IF NOT EXISTS steps_fts USING fts5(text, tool, content='steps', content_rowid='seq');
+CREATE VIRTUAL TABLE IF NOT EXISTS steps_fts USING fts5(text, tool, args_json, content='steps',
+                                                         content_rowid='seq');
 CREATE TRIGGER IF NOT EXISTS steps_fts_insert AFTER INSERT ON steps BEGIN
-    INSERT INTO steps_fts(rowid, text, tool) VALUES (new.seq, new.text, coalesce(new.tool, ''));
+    INSERT INTO steps_fts(rowid, text, tool, args_json)
+    VALUES (new.seq, new.text, coalesce(new.tool, ''), coalesce(new.args_json, ''));
 END;
 CREATE INDEX IF NOT EXISTS samples_at ON samples(at);
 CREATE INDEX IF NOT EXISTS submissions_status ON submissions(status);

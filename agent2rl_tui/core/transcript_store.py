@@ -134,11 +134,11 @@ def steps_by_seq(store: RunStore, seqs: list[int]) -> list[StepRow]:
 
 def search_steps(store: RunStore, query: str, kinds: tuple[str, ...] | None = None,
                  limit: int = 1000) -> list[int]:
-    """Sequence numbers of steps whose text or tool matches ``query`` (words, FTS5), in order."""
+    """Steps whose text, tool name or tool arguments hold all words of ``query`` (FTS5), in order."""
     words = [w for w in query.replace('"', " ").split() if w]
     if not words:
         return []
-    match = " ".join(f'"{w}"' for w in words)  # each word quoted: no FTS syntax from the user
+    match = " ".join(f'"{w}"*' for w in words)  # quoted prefixes: no FTS syntax from the user
     clause, args = _kind_clause(kinds)
     rows = store.conn.execute(
         f"SELECT seq FROM steps WHERE seq IN (SELECT rowid FROM steps_fts WHERE steps_fts MATCH ?){clause}"
