@@ -50,8 +50,37 @@ def main(ctx: click.Context, root: Path | None) -> None:
     ctx.ensure_object(dict)
     ctx.obj["root"] = root
     if ctx.invoked_subcommand is None:
+        if sys.stdout.isatty():
+            _run_tui(root)
+            return
         _print_runs(list_runs(root))
         click.echo("\n`agent2rl-tui --help` lists the commands; `agent2rl-tui demo` runs the demo.")
+
+
+def _run_tui(root: Path | None, open_run: Path | None = None) -> None:
+    """The only place the CLI imports the UI (and so textual and rich)."""
+    from agent2rl_tui.ui.app import Agent2RLApp
+
+    Agent2RLApp(root=root, open_run=open_run).run()
+
+
+@main.command("tui")
+@click.pass_context
+def tui_cmd(ctx: click.Context) -> None:
+    """Open the TUI on the Runs screen (what `agent2rl-tui` alone does in a terminal)."""
+    _run_tui(ctx.obj["root"])
+
+
+@main.command("open")
+@click.argument("path", type=click.Path(path_type=Path))
+def open_cmd(path: Path) -> None:
+    """Open one run folder in the TUI (live or finished, here or copied from elsewhere)."""
+    try:
+        run_dir = find_run(str(path))
+        RunStore.of_run(run_dir).close()
+    except USER_ERRORS as exc:
+        _fail(exc)
+    _run_tui(run_dir.parent, open_run=run_dir)
 
 
 @main.command("tiny-model")
@@ -410,9 +439,13 @@ def run_steps(ctx: click.Context, run: str, kinds: tuple[str, ...], search: str 
 
 @main.command("demo")
 @click.option("--budget", default="5m", show_default=True)
+@click.option("--no-tui", is_flag=True, help="Print progress instead of opening the TUI.")
 @click.pass_context
-def demo(ctx: click.Context, budget: str) -> None:
-    """Build the tiny model and run the example agent on the offline arith task."""
+def demo(ctx: click.Context, budget: str, no_tui: bool) -> None:
+    """Build the tiny model and run the example agent on the offline arith task.
+
+    In a terminal the TUI opens on the live run; otherwise progress and the result are printed.
+    """
     from agent2rl_tui.core.tinymodel import build_tiny_model
 
     root = ctx.obj["root"] or default_root()
@@ -420,9 +453,22 @@ def demo(ctx: click.Context, budget: str) -> None:
     if not (model / "config.json").exists():
         build_tiny_model(model)
         click.echo(f"built the tiny model in {model}")
-    ctx.invoke(run_start, task="arith", agent="example", model=model, budget=budget, grace="10s",
-               driver=None, seed=0, command=None, env=(), eval_timeout=None, eval_limit=None, gpus=None,
-               allow_missing_key=False, profiles=None, detach=False)
+    tui = sys.stdout.isatty() and not no_tui
+    try:
+        req = RunRequest(task="arith", agent="example", model=model, budget_s=parse_duration(budget),
+                         grace_s=10.0, root=root)
+        run_dir = create_run(req)
+    except USER_ERRORS as exc:
+        _fail(exc)
+    launch_supervisor(run_dir)
+    if tui:
+        _run_tui(root, open_run=run_dir)
+        click.echo(f"run folder: {run_dir}")
+        _print_result(run_dir)
+    else:
+        click.echo(f"run {run_dir.name} started")
+        click.echo(f"run folder: {run_dir}")
+        follow(run_dir)
 
 
 if __name__ == "__main__":

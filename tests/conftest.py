@@ -39,6 +39,40 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-llama")
 
 
+@pytest.fixture(scope="session")
+def example_run(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> tuple[Path, str]:
+    """One whole run of the example agent through the real CLI, shared by the session."""
+    import re
+
+    root = tmp_path_factory.mktemp("runs")
+    proc = cli("run", "start", "--task", "arith", "--agent", "example", "--model", str(tiny_model),
+               "--budget", "5m", "--grace", "5s", "--driver", "scripted", root=root, timeout=400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
+    return run_dir, proc.stdout
+
+
+@pytest.fixture(scope="session")
+def review_root(tmp_path_factory: pytest.TempPathFactory, example_run: tuple[Path, str]) -> Path:
+    """A folder of runs to review: a copy of the example run, and another copy marked lost."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("review")
+    src = example_run[0]
+    finished = root / src.name
+    shutil.copytree(src, finished)
+    lost = root / (src.name + "-lost")
+    shutil.copytree(src, lost)
+    with RunStore.of_run(lost) as store:
+        run = store.run()
+        store.conn.execute("UPDATE run SET id = ?", (lost.name,))
+        # Its supervisor "died" five seconds into the budget: no heartbeat since, no end.
+        store.update_run(status="running", ended_at=None, agent_ended_at=None, agent_exit_code=None,
+                         end_reason=None, heartbeat_at=run["budget_start"] + 5, supervisor_pid=None,
+                         agent_pid=None, grader_pid=None)
+    return root
+
+
 def cli(*args: str, root: Path | None = None, timeout: float = 300, **kw) -> subprocess.CompletedProcess[str]:
     """Run the real ``agent2rl-tui`` command line in a subprocess."""
     cmd = [sys.executable, "-m", "agent2rl_tui.cli"]

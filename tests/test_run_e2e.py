@@ -15,16 +15,6 @@ from conftest import cli, read_report
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def example_run(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> tuple[Path, str]:
-    root = tmp_path_factory.mktemp("runs")
-    proc = cli("run", "start", "--task", "arith", "--agent", "example", "--model", str(tiny_model),
-               "--budget", "5m", "--grace", "5s", "--driver", "scripted", root=root, timeout=400)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    run_dir = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
-    return run_dir, proc.stdout
-
-
 def test_the_run_finishes_and_prints_its_result(example_run: tuple[Path, str]) -> None:
     run_dir, out = example_run
     assert f"run {run_dir.name}: finished" in out

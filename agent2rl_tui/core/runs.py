@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from agent2rl_tui.core import procs
 from agent2rl_tui.core.modelfiles import check_model_folder, check_model_loads
 from agent2rl_tui.core.profiles import AgentProfile, get_profile, preflight
 from agent2rl_tui.core.report import write_report
-from agent2rl_tui.core.store import ACTIVE_STATUSES, SUB_REJECTED, SUB_SCORED, RunStore, StoreError
+from agent2rl_tui.core.store import ACTIVE_STATUSES, RunStore, StoreError
 from agent2rl_tui.core.tasks import load_task
 from agent2rl_tui.core.timeutil import compact_utc, now
 from agent2rl_tui.core.workspace import make_run_folder
@@ -212,6 +213,7 @@ class RunSummary:
     n_submissions: int
     end_reason: str | None
     error: str | None
+    n_revisions: int = 0
 
     @property
     def improvement(self) -> float | None:
@@ -241,12 +243,23 @@ def effective_status(run: dict[str, Any]) -> str:
     return status
 
 
+_SUMMARY_SQL = """
+SELECT r.*,
+  (SELECT score FROM submissions WHERE id = 0 AND status = 'scored') AS baseline_score,
+  (SELECT MAX(score) FROM submissions WHERE kind = 'agent' AND status = 'scored') AS best_score,
+  (SELECT COUNT(*) FROM submissions WHERE kind = 'agent' AND status != 'rejected') AS n_submissions,
+  (SELECT COUNT(*) FROM revisions) AS n_revisions
+FROM run r LIMIT 1
+"""
+
+
 def summarize(run_dir: Path) -> RunSummary:
+    """One row of the runs list, in one query (listing a thousand runs opens a thousand dbs)."""
     with RunStore.of_run(run_dir) as store:
-        run = store.run()
-        baseline = store.baseline()
-        best = store.best()
-        n = sum(1 for s in store.submissions(kind="agent") if s.status != SUB_REJECTED)
+        row = store.conn.execute(_SUMMARY_SQL).fetchone()
+    if row is None:
+        raise StoreError(f"{run_dir / 'run.db'} holds no run")
+    run = dict(row)
     return RunSummary(
         path=run_dir,
         id=run["id"],
@@ -259,25 +272,35 @@ def summarize(run_dir: Path) -> RunSummary:
         created_at=run["created_at"],
         budget_start=run["budget_start"],
         ended_at=run["ended_at"],
-        baseline=baseline.score if baseline and baseline.status == SUB_SCORED else None,
-        best=best.score if best else None,
-        n_submissions=n,
+        baseline=run["baseline_score"],
+        best=run["best_score"],
+        n_submissions=run["n_submissions"],
         end_reason=run["end_reason"],
         error=run["error"],
+        n_revisions=run["n_revisions"],
     )
 
 
-def list_runs(root: Path | None = None) -> list[RunSummary]:
+def run_folders(root: Path | None = None) -> list[Path]:
+    """Run folders under ``root``, newest first (run ids start with their UTC start time)."""
     root = root or default_root()
     if not root.is_dir():
         return []
+    return sorted((db.parent for db in root.glob("*/run.db")), key=lambda p: p.name, reverse=True)
+
+
+def summarize_many(folders: list[Path]) -> list[RunSummary]:
     out = []
-    for db in sorted(root.glob("*/run.db")):
+    for folder in folders:
         try:
-            out.append(summarize(db.parent))
-        except (StoreError, OSError) as exc:  # a half-copied or foreign folder: skip it
-            print(f"warning: skipping {db.parent}: {exc}", file=sys.stderr)
+            out.append(summarize(folder))
+        except (StoreError, OSError, sqlite3.Error) as exc:  # half-copied or foreign: skip it
+            print(f"warning: skipping {folder}: {exc}", file=sys.stderr)
     return out
+
+
+def list_runs(root: Path | None = None) -> list[RunSummary]:
+    return summarize_many(run_folders(root))
 
 
 def find_run(ref: str, root: Path | None = None) -> Path:

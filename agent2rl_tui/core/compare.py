@@ -1,0 +1,47 @@
+"""Comparing runs: group by task x agent x driver, mean and spread over repeated runs.
+
+The benchmark's question is about agent stacks, not single runs, and single runs vary a lot
+(the paper reports large run-to-run differences on interactive tasks). Repeated runs of one
+stack are summarised as mean +- sample standard deviation.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from agent2rl_tui.core.runs import RunSummary
+
+
+@dataclass(frozen=True)
+class Group:
+    task: str
+    agent: str
+    driver: str
+    runs: int
+    best_mean: float | None
+    best_sd: float | None
+    improvement_mean: float | None
+    improvement_sd: float | None
+    submissions_mean: float
+    finished: int
+
+
+def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def compare(runs: list[RunSummary]) -> list[Group]:
+    groups: dict[tuple[str, str, str], list[RunSummary]] = {}
+    for r in runs:
+        groups.setdefault((r.task, r.agent, r.driver or "-"), []).append(r)
+    out = []
+    for (task, agent, driver), members in sorted(groups.items()):
+        best_mean, best_sd = _mean_sd([r.best for r in members if r.best is not None])
+        imp_mean, imp_sd = _mean_sd([r.improvement for r in members if r.improvement is not None])
+        out.append(Group(task, agent, driver, len(members), best_mean, best_sd, imp_mean, imp_sd,
+                         statistics.fmean(r.n_submissions for r in members),
+                         sum(1 for r in members if r.status == "finished")))
+    return out

@@ -1,0 +1,123 @@
+"""What a viewer of one run needs, read from its folder: Textual-free, so tests need no UI.
+
+The TUI's Run screen is a view over this: the run row and its effective status, the budget
+as of a clock, the submissions (baseline first) and revisions, and the per-item comparison
+of two evaluations (which items a submission solved or broke against another). Live and
+finished runs, here or copied to a laptop, are read the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent2rl_tui.core.revisions import Revision, list_revisions
+from agent2rl_tui.core.runs import effective_status
+from agent2rl_tui.core.store import ACTIVE_STATUSES, SUB_SCORED, RunStore, Submission
+
+
+@dataclass(frozen=True)
+class Budget:
+    started: bool
+    live: bool
+    elapsed_s: float
+    remaining_s: float
+    fraction: float
+    scoring_s: float
+    total_s: float
+
+
+@dataclass
+class RunView:
+    path: Path
+    run: dict[str, Any]
+    status: str
+    baseline: Submission | None
+    submissions: list[Submission]  # agent submissions, in order
+    revisions: list[Revision]
+
+    @property
+    def live(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+    @property
+    def best(self) -> Submission | None:
+        scored = [s for s in self.submissions if s.status == SUB_SCORED and s.score is not None]
+        return max(scored, key=lambda s: (s.score, -s.id)) if scored else None
+
+    @property
+    def baseline_score(self) -> float | None:
+        b = self.baseline
+        return b.score if b is not None and b.status == SUB_SCORED else None
+
+    def budget(self, t: float) -> Budget:
+        run = self.run
+        start = run["budget_start"]
+        total = float(run["budget_s"])
+        scoring = sum(s.eval_seconds or 0.0 for s in self.submissions)
+        if start is None:
+            return Budget(False, self.live, 0.0, total, 0.0, scoring, total)
+        end = run["agent_ended_at"] or run["ended_at"]
+        if end is None and not self.live:  # lost: the last sign of life is the end
+            end = run["heartbeat_at"] or start
+        elapsed = max(0.0, min(t - start, total) if end is None else end - start)
+        return Budget(True, self.live and end is None, elapsed, max(0.0, total - elapsed),
+                      min(1.0, elapsed / total) if total else 1.0, scoring, total)
+
+    def submission(self, sub_id: int) -> Submission | None:
+        if self.baseline is not None and sub_id == self.baseline.id:
+            return self.baseline
+        return next((s for s in self.submissions if s.id == sub_id), None)
+
+    def previous_scored(self, sub_id: int) -> Submission | None:
+        """The last scored agent submission before ``sub_id``."""
+        before = [s for s in self.submissions if s.id < sub_id and s.status == SUB_SCORED]
+        return before[-1] if before else None
+
+
+def load_run_view(run_dir: Path) -> RunView:
+    with RunStore.of_run(run_dir) as store:
+        run = store.run()
+        baseline = store.baseline()
+        subs = store.submissions(kind="agent")
+    return RunView(path=run_dir, run=run, status=effective_status(run), baseline=baseline,
+                   submissions=subs, revisions=list_revisions(run_dir))
+
+
+def read_items(run_dir: Path, sub_id: int) -> list[dict[str, Any]]:
+    """Per-item results of an evaluation (evals/<n>/results.jsonl), [] if there are none."""
+    path = Path(run_dir) / "evals" / str(sub_id) / "results.jsonl"
+    if not path.exists():
+        return []
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+@dataclass(frozen=True)
+class ItemComparison:
+    """How one evaluation's items compare with another's, item by item."""
+
+    solved: list[dict[str, Any]]  # correct now, wrong in the other
+    broken: list[dict[str, Any]]  # wrong now, correct in the other
+    kept: int                     # correct in both
+    still_wrong: int              # wrong in both
+
+
+def compare_items(current: list[dict[str, Any]], other: list[dict[str, Any]]) -> ItemComparison:
+    by_index = {item["index"]: item for item in other}
+    solved, broken, kept, still_wrong = [], [], 0, 0
+    for item in current:
+        before = by_index.get(item["index"])
+        was = bool(before and before.get("correct"))
+        now_ok = bool(item.get("correct"))
+        if now_ok and not was:
+            solved.append(item)
+        elif was and not now_ok:
+            broken.append(item)
+        elif now_ok:
+            kept += 1
+        else:
+            still_wrong += 1
+    return ItemComparison(solved, broken, kept, still_wrong)

@@ -1,0 +1,71 @@
+"""The Textual application: Runs (home) -> Run, New run, Compare; keyboard first.
+
+The app only reads run folders (live and finished runs are one code path) and acts through
+``agent2rl_tui.core`` (start a run, signal a stop). Every binding of the current screen is
+also a command in the palette (ctrl+p), and ``?`` shows the keys panel.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from functools import partial
+from pathlib import Path
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from agent2rl_tui.core.runs import default_root
+
+
+class Agent2RLApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "agent2rl-tui"
+    SUB_TITLE = "Agent² RL-Bench runs"
+    BINDINGS = [
+        Binding("question_mark", "toggle_keys", "Keys", key_display="?", id="keys"),
+        Binding("ctrl+p", "command_palette", "Commands", show=False),
+        Binding("q", "quit", "Quit", id="quit"),
+    ]
+
+    def __init__(self, root: Path | None = None, open_run: Path | None = None,
+                 clock: Callable[[], float] = time.time, refresh_s: float = 2.0) -> None:
+        super().__init__()
+        self.root = (root or default_root()).resolve()
+        self.open_run = open_run
+        self.clock = clock
+        self.refresh_s = refresh_s
+
+    def on_mount(self) -> None:
+        from agent2rl_tui.ui.screens.runs import RunsScreen
+
+        self.push_screen(RunsScreen(self.root))
+        if self.open_run is not None:
+            self.open_run_screen(self.open_run)
+
+    def open_run_screen(self, run_dir: Path) -> None:
+        from agent2rl_tui.ui.screens.run import RunScreen
+
+        self.push_screen(RunScreen(run_dir))
+
+    def action_toggle_keys(self) -> None:
+        if self.screen.query("HelpPanel"):
+            self.action_hide_help_panel()
+        else:
+            self.action_show_help_panel()
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The palette offers every action bound on the current screen, with its key."""
+        yield from super().get_system_commands(screen)
+        seen: set[str] = set()
+        # The screen's own bindings first (a focused table may shadow one, like enter),
+        # then whatever the focused widget and its panes add.
+        candidates = [(b.key, screen, b) for b in screen.BINDINGS if isinstance(b, Binding)]
+        candidates += [(key, a.node, a.binding) for key, a in screen.active_bindings.items()]
+        for key, node, binding in candidates:
+            if not binding.description or binding.action in seen or binding.action == "command_palette":
+                continue
+            seen.add(binding.action)
+            yield SystemCommand(binding.description, f"key {binding.key_display or key}",
+                                partial(node.run_action, binding.action))

@@ -1,0 +1,45 @@
+"""Formatting shared by the screens: scores, times, statuses (colours from the theme)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from rich.text import Text
+
+STATUS_STYLE = {
+    "running": "bold $success", "preparing": "$warning", "created": "$warning", "ending": "$warning",
+    "finished": "$text", "stopped": "$text-muted", "failed": "bold $error", "lost": "bold $error",
+}
+_RICH_STATUS = {
+    "running": "bold green", "preparing": "yellow", "created": "yellow", "ending": "yellow",
+    "finished": "", "stopped": "dim", "failed": "bold red", "lost": "bold red",
+}
+
+
+def fmt_score(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{x:+.2f}" if signed else f"{x:.2f}"
+
+
+def fmt_time(ts: float | None, now: float) -> str:
+    """Today's times as HH:MM, older ones with the date (UTC, like the record)."""
+    if ts is None:
+        return "-"
+    d = datetime.fromtimestamp(ts, tz=timezone.utc)
+    today = datetime.fromtimestamp(now, tz=timezone.utc).date()
+    return d.strftime("%H:%M") if d.date() == today else d.strftime("%Y-%m-%d %H:%M")
+
+
+def status_text(status: str) -> Text:
+    return Text(status, style=_RICH_STATUS.get(status, ""))
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)

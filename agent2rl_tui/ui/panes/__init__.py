@@ -1,0 +1,1 @@
+"""The Run screen panes: Scores, Revisions, Transcript, Logs, Report; each updates from a RunView."""

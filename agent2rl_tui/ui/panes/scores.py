@@ -1,0 +1,176 @@
+"""Scores: the score history chart, the submissions table, and what a submission changed.
+
+Selecting a submission shows its per-item results against the previous scored submission
+and against the baseline: which items it solved and which it broke. Keys jump to the
+revision it was made from, to the diff since the previous submission, and to what the
+agent was doing when it submitted.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
+
+from agent2rl_tui.core.runview import RunView, compare_items, read_items
+from agent2rl_tui.core.store import SUB_SCORED, Submission
+from agent2rl_tui.core.timeutil import human_duration
+from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
+from agent2rl_tui.ui.format import fmt_score
+
+ITEMS_SHOWN = 20
+COLUMNS = [Column("#", 8), Column("at", 8, right=True), Column("score", 7, right=True),
+           Column("Δ prev", 7, right=True), Column("Δ base", 7, right=True), Column("status", 9),
+           Column("eval", 7, right=True), Column("rev", 4, right=True), Column("model", 0)]
+
+
+def workspace_relative(path: str | None) -> str:
+    """A model path as the agent would write it: relative to its run's workspace.
+
+    Recorded paths are absolute where the run was made; the folder may have moved since.
+    """
+    if not path:
+        return "-"
+    i = path.rfind("/workspace/")
+    return path[i + len("/workspace/"):] if i >= 0 else path
+
+
+class ScoresPane(Vertical):
+    BINDINGS = [
+        Binding("r", "revision", "Its revision", id="sub-revision"),
+        Binding("d", "diff", "Diff since previous", id="sub-diff"),
+        Binding("t", "transcript", "Transcript there", id="sub-transcript"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(id="scores-pane")
+        self.view: RunView | None = None
+        self.rows: list[Submission] = []
+        self.chart_key: tuple = ()
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="scores-top"):
+            yield PlotextPlot(id="chart")
+            with VerticalScroll(id="items"):
+                yield Static("Select a submission to see which items it solved or broke.", id="items-text")
+        yield VirtualTable(COLUMNS, id="subs")
+
+    # -- updates ----------------------------------------------------------------------
+    def update_view(self, view: RunView) -> None:
+        self.view = view
+        self.rows = ([view.baseline] if view.baseline is not None else []) + list(view.submissions)
+        self.query_one("#subs", VirtualTable).set_rows(len(self.rows), self._cells)
+        self._update_chart(view)
+        self.show_items()
+
+    def _cells(self, i: int) -> list[str | Text]:
+        view, sub = self.view, self.rows[i]
+        assert view is not None
+        agent = sub.kind == "agent"
+        prev = view.previous_scored(sub.id) if agent else None
+        base = view.baseline_score
+        change = sub.score - prev.score if agent and sub.score is not None and prev and prev.score is not None else None
+        vs = sub.score - base if agent and sub.score is not None and base is not None else None
+        start = view.run["budget_start"]
+        status = Text(sub.status, style={"scored": "green", "failed": "red", "rejected": "yellow"}.get(sub.status, ""))
+        return [
+            str(sub.id) if agent else "baseline",
+            human_duration(sub.received_at - start) if start and agent else "-",
+            fmt_score(sub.score), fmt_score(change, signed=True), fmt_score(vs, signed=True), status,
+            f"{sub.eval_seconds:.1f}s" if sub.eval_seconds is not None else "-",
+            str(sub.revision_seq) if sub.revision_seq else "-",
+            (sub.error or "") if sub.status != SUB_SCORED else workspace_relative(sub.model_path),
+        ]
+
+    def _update_chart(self, view: RunView) -> None:
+        start = view.run["budget_start"] or 0.0
+        scored = [s for s in view.submissions if s.status == SUB_SCORED and s.score is not None]
+        key = (tuple((s.id, s.score) for s in scored), view.baseline_score)
+        if key == self.chart_key:
+            return  # plotext redraws everything: only on change
+        self.chart_key = key
+        chart = self.query_one("#chart", PlotextPlot)
+        plt = chart.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("score over run time (minutes)")
+        xs = [(s.received_at - start) / 60 for s in scored]
+        ys = [s.score for s in scored]
+        if xs:
+            plt.plot(xs, ys, marker="braille", label="submissions")
+            plt.scatter(xs, ys, marker="●")
+            best = view.best
+            if best is not None:
+                plt.scatter([(best.received_at - start) / 60], [best.score], marker="★", color="green", label="best")
+        if view.baseline_score is not None:
+            plt.hline(view.baseline_score, color="red")
+            if not xs:
+                plt.scatter([0], [view.baseline_score], marker="·", label="baseline")
+        hi = max([*ys, view.baseline_score or 0.0, 1.0])
+        plt.ylim(0, min(100.0, hi * 1.1 + 1))
+        span = max([*xs, view.budget(max([s.received_at for s in scored], default=start)).elapsed_s / 60, 0.1])
+        plt.xlim(0, span * 1.05)
+        plt.xlabel("minutes")
+        chart.refresh()
+
+    # -- selection --------------------------------------------------------------------
+    def current_submission(self) -> Submission | None:
+        table = self.query_one("#subs", VirtualTable)
+        return self.rows[table.cursor] if 0 <= table.cursor < len(self.rows) else None
+
+    @on(VirtualTable.CursorMoved, "#subs")
+    def highlighted(self) -> None:
+        self.show_items()
+
+    def show_items(self) -> None:
+        sub = self.current_submission()
+        view = self.view
+        if sub is None or view is None:
+            return
+        lines = [Text(f"submission {sub.id if sub.kind == 'agent' else 'baseline'}: {sub.status}",
+                      style="bold")]
+        if sub.error:
+            lines.append(Text(sub.error, style="red"))
+        items = read_items(view.path, sub.id)
+        if items:
+            correct = sum(1 for i in items if i.get("correct"))
+            lines.append(Text(f"{correct} of {len(items)} items correct"))
+            prev = view.previous_scored(sub.id) if sub.kind == "agent" else None
+            others = [("previous submission #%d" % prev.id, prev.id)] if prev else []
+            if sub.kind == "agent" and view.baseline is not None:
+                others.append(("baseline", view.baseline.id))
+            for label, other_id in others:
+                cmp = compare_items(items, read_items(view.path, other_id))
+                lines.append(Text(f"vs {label}: solved {len(cmp.solved)}, broke {len(cmp.broken)}, "
+                                  f"kept {cmp.kept}, still wrong {cmp.still_wrong}", style="bold"))
+                for tag, group, style in (("+", cmp.solved, "green"), ("-", cmp.broken, "red")):
+                    for item in group[:ITEMS_SHOWN]:
+                        prompt = str(item.get("prompt", "")).replace("\n", " ")[-50:]
+                        lines.append(Text(f" {tag} #{item['index']} {prompt!r} → {item.get('extracted')!r} "
+                                          f"(gold {item.get('gold')})", style=style))
+                    if len(group) > ITEMS_SHOWN:
+                        lines.append(Text(f"   … {len(group) - ITEMS_SHOWN} more", style="dim"))
+        self.query_one("#items-text", Static).update(Text("\n").join(lines))
+
+    def action_revision(self) -> None:
+        sub = self.current_submission()
+        if sub is None or sub.revision_seq is None:
+            self.notify("this submission has no recorded revision", severity="warning")
+            return
+        self.screen.show_revision(sub.revision_seq)  # type: ignore[attr-defined]
+
+    def action_diff(self) -> None:
+        sub = self.current_submission()
+        if sub is None or sub.revision_seq is None:
+            self.notify("this submission has no recorded revision", severity="warning")
+            return
+        self.screen.show_submission_diff(sub.id)  # type: ignore[attr-defined]
+
+    def action_transcript(self) -> None:
+        sub = self.current_submission()
+        if sub is not None:
+            self.screen.show_transcript_at(sub.received_at)  # type: ignore[attr-defined]

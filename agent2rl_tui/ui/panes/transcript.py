@@ -1,0 +1,126 @@
+"""Transcript: the agent's normalized steps, filtered by kind, searched, with full details.
+
+Rows come from run.db a page at a time (StepsView), so a transcript of any length opens at
+once. ``k`` cycles the kind filter, ``/`` searches (words, prefixes, in text, tool names
+and tool arguments), enter shows the whole step below.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Input, Static
+
+from agent2rl_tui.core.runview import RunView
+from agent2rl_tui.core.store import RunStore
+from agent2rl_tui.core.transcript_store import StepRow, step_near, transcript_totals
+from agent2rl_tui.ui.widgets.steps_view import StepsView
+
+KIND_FILTERS: list[tuple[str, tuple[str, ...] | None]] = [
+    ("all", None),
+    ("messages", ("message",)),
+    ("reasoning", ("reasoning",)),
+    ("tool calls", ("tool_call",)),
+    ("tool calls + results", ("tool_call", "tool_result")),
+    ("errors", ("error",)),
+    ("raw / stderr", ("raw",)),
+]
+
+
+class TranscriptPane(Vertical):
+    BINDINGS = [
+        Binding("k", "next_kind", "Kind filter", id="kind"),
+        Binding("slash", "search", "Search", key_display="/", id="search"),
+        Binding("escape", "clear_search", "Clear search", show=False, id="clear-search"),
+    ]
+
+    def __init__(self, run_dir: Path, start: float) -> None:
+        super().__init__(id="transcript-pane")
+        self.run_dir = run_dir
+        self.start = start
+        self.kind_index = 0
+        self.query_text = ""
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="transcript-bar"):
+            yield Input(placeholder="/ search the transcript", id="search")
+            yield Static("", id="transcript-filter")
+        yield StepsView(self.run_dir, start=self.start, id="steps")
+        with VerticalScroll(id="step-detail"):
+            yield Static("enter on a step shows it whole here", id="step-text")
+
+    def on_mount(self) -> None:
+        self._show_filter()
+
+    def update_view(self, view: RunView) -> None:
+        steps = self.query_one(StepsView)
+        if steps.search is None:
+            steps.reload()
+        self._show_filter()
+
+    def _show_filter(self) -> None:
+        label = KIND_FILTERS[self.kind_index][0]
+        steps = self.query_one(StepsView)
+        with RunStore.of_run(self.run_dir) as store:
+            totals = transcript_totals(store)
+        cost = f" · ${totals['cost_usd']:.4f}" if totals["cost_usd"] is not None else ""
+        self.query_one("#transcript-filter", Static).update(
+            f"kind: {label} · {steps.count} shown of {totals['steps']} · tokens {totals['tokens_in']:,} in, "
+            f"{totals['tokens_out']:,} out{cost}")
+
+    def _apply(self) -> None:
+        self.query_one(StepsView).set_filter(KIND_FILTERS[self.kind_index][1], self.query_text)
+        self._show_filter()
+
+    def action_next_kind(self) -> None:
+        self.kind_index = (self.kind_index + 1) % len(KIND_FILTERS)
+        self._apply()
+
+    def action_search(self) -> None:
+        self.query_one("#search", Input).focus()
+
+    def action_clear_search(self) -> None:
+        self.query_one("#search", Input).value = ""
+        self.query_text = ""
+        self._apply()
+        self.query_one(StepsView).focus()
+
+    @on(Input.Submitted, "#search")
+    def searched(self, event: Input.Submitted) -> None:
+        self.query_text = event.value
+        self._apply()
+        self.query_one(StepsView).focus()
+
+    @on(StepsView.Selected, "#steps")
+    def show_step(self, message: StepsView.Selected) -> None:
+        s: StepRow | None = self.query_one(StepsView).step_at(message.row)
+        if s is None:
+            return
+        parts = [Text(f"step {s.seq} · {s.kind} · {s.tool or s.role or ''} · line {s.line}", style="bold")]
+        if s.tokens_in or s.tokens_out or s.cost_usd:
+            parts.append(Text(f"tokens {s.tokens_in or 0} in, {s.tokens_out or 0} out"
+                              + (f", ${s.cost_usd:.4f}" if s.cost_usd else ""), style="dim"))
+        if s.args:
+            parts.append(Text(json.dumps(s.args, indent=2, ensure_ascii=False)))
+        if s.text:
+            parts.append(Text(s.text))
+        if s.size and s.size > len(s.text):
+            parts.append(Text(f"[{s.size - len(s.text):,} more characters not kept]", style="dim"))
+        self.query_one("#step-text", Static).update(Text("\n").join(parts))
+
+    def jump_to_time(self, at: float) -> None:
+        if self.query_text or self.kind_index:
+            self.kind_index, self.query_text = 0, ""
+            self.query_one("#search", Input).value = ""
+            self._apply()
+        steps = self.query_one(StepsView)
+        seq = step_near(steps.store, at)
+        if seq is not None:
+            steps.jump_to_seq(seq)
+            steps.focus()

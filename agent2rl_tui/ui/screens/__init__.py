@@ -1,0 +1,1 @@
+"""Screens of the TUI: Runs (home), Run, New run, Compare, and small modals."""

@@ -1,0 +1,36 @@
+"""Compare: marked runs grouped by task x agent x driver, mean +- spread of their results."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from agent2rl_tui.core.compare import compare
+from agent2rl_tui.core.runs import RunSummary
+from agent2rl_tui.ui.widgets.tables import RowTable
+
+
+def _pm(mean: float | None, sd: float | None) -> str:
+    return "-" if mean is None else f"{mean:.2f} ± {sd:.2f}"
+
+
+class CompareScreen(Screen[None]):
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back", id="back")]
+
+    def __init__(self, runs: list[RunSummary]) -> None:
+        super().__init__()
+        self.runs = runs
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(f"{len(self.runs)} runs, grouped by task × agent × driver (mean ± sample sd)", id="compare-title")
+        table = RowTable(id="compare")
+        for label in ("task", "agent", "driver", "runs", "finished", "best", "improvement", "submissions"):
+            table.add_column(label, key=label)
+        for g in compare(self.runs):
+            table.add_row(g.task, g.agent, g.driver, str(g.runs), str(g.finished), _pm(g.best_mean, g.best_sd),
+                          _pm(g.improvement_mean, g.improvement_sd), f"{g.submissions_mean:.1f}")
+        yield table
+        yield Footer()

@@ -1,0 +1,124 @@
+"""New run: a form for task, agent, driver, base model, budget and seed, validated in place.
+
+Pre-flight (the CLI, its key, the model really loading, the budget) runs in a thread worker;
+an error is shown under the form and nothing is created. On success the run folder is
+made, a detached supervisor is started, and the Run screen opens on the live run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
+
+from agent2rl_tui.core.profiles import load_profiles
+from agent2rl_tui.core.runs import RunRequest, create_run, launch_supervisor
+from agent2rl_tui.core.tasks import discover
+from agent2rl_tui.core.timeutil import parse_duration
+
+
+class NewRunScreen(Screen[None]):
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Cancel", id="cancel"),
+        Binding("ctrl+s", "start", "Start run", id="start"),
+    ]
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.root = root
+
+    def compose(self) -> ComposeResult:
+        tasks = sorted(discover())
+        profiles = sorted(load_profiles())
+        yield Header()
+        with VerticalScroll(id="new-run"):
+            yield Static("Start a run. Pre-flight checks run before anything is created.", id="new-run-intro")
+            with Vertical(classes="field"):
+                yield Label("task")
+                yield Select([(t, t) for t in tasks], value=tasks[0] if tasks else Select.BLANK, id="task",
+                             allow_blank=False)
+            with Vertical(classes="field"):
+                yield Label("agent profile")
+                yield Select([(p, p) for p in profiles], value="example", id="agent", allow_blank=False)
+            with Vertical(classes="field"):
+                yield Label("command (only for the 'command' agent)")
+                yield Input(placeholder="python code/train.py", id="command")
+            with Vertical(classes="field"):
+                yield Label("driver LLM (passed to the CLI as its model, and recorded)")
+                yield Input(placeholder="e.g. claude-sonnet-4-5", id="driver")
+            with Vertical(classes="field"):
+                yield Label("base model folder")
+                yield Input(placeholder="/path/to/model (config.json, weights, tokenizer)", id="model")
+            with Horizontal(classes="field-row"):
+                with Vertical(classes="field"):
+                    yield Label("budget")
+                    yield Input(value="30m", id="budget")
+                with Vertical(classes="field"):
+                    yield Label("seed")
+                    yield Input(value="0", id="seed", type="integer")
+            yield Static("", id="new-run-error")
+            with Horizontal(id="new-run-buttons"):
+                yield Button("Start (ctrl+s)", variant="success", id="start")
+                yield Button("Cancel (esc)", id="cancel")
+        yield Footer()
+
+    @on(Button.Pressed, "#start")
+    def start_pressed(self) -> None:
+        self.action_start()
+
+    @on(Button.Pressed, "#cancel")
+    def cancel_pressed(self) -> None:
+        self.app.pop_screen()
+
+    def show_error(self, text: str) -> None:
+        self.query_one("#new-run-error", Static).update(f"[b red]Cannot start:[/] {text}")
+
+    def action_start(self) -> None:
+        def value(widget_id: str) -> str:
+            return self.query_one(f"#{widget_id}", Input).value.strip()
+
+        try:
+            budget_s = parse_duration(value("budget"))
+        except ValueError as exc:
+            self.show_error(str(exc))
+            return
+        if not value("model"):
+            self.show_error("give the base model folder")
+            return
+        req = RunRequest(
+            task=str(self.query_one("#task", Select).value),
+            agent=str(self.query_one("#agent", Select).value),
+            model=Path(value("model")),
+            budget_s=budget_s,
+            driver=value("driver") or None,
+            seed=int(value("seed") or 0),
+            command=value("command") or None,
+            root=self.root,
+        )
+        self.query_one("#new-run-error", Static).update("checking…")
+        self.query_one("#start", Button).disabled = True
+        self.create(req)
+
+    @work(thread=True, exclusive=True, group="new-run", exit_on_error=False)
+    def create(self, req: RunRequest) -> None:
+        try:
+            run_dir = create_run(req)
+            launch_supervisor(run_dir)
+        except Exception as exc:  # noqa: BLE001 - every failure is shown in place
+            self.app.call_from_thread(self.failed, str(exc))
+            return
+        self.app.call_from_thread(self.started, run_dir)
+
+    def failed(self, text: str) -> None:
+        self.show_error(text)
+        self.query_one("#start", Button).disabled = False
+
+    def started(self, run_dir: Path) -> None:
+        self.app.pop_screen()
+        self.notify(f"run {run_dir.name} started")
+        self.app.open_run_screen(run_dir)  # type: ignore[attr-defined]

@@ -1,0 +1,183 @@
+"""The Run screen: budget header and the Scores, Revisions, Transcript, Logs and Report panes.
+
+It watches the run's folder, never its supervisor: every second a thread worker asks
+SQLite whether run.db changed (``PRAGMA data_version``) and, if so, reloads the run view;
+the header ticks from the clock while the run is live. Panes are filled when first shown
+and refreshed only while visible, so a run with thousands of revisions opens fast.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
+
+from agent2rl_tui.core.runs import stop_run
+from agent2rl_tui.core.runview import RunView, load_run_view
+from agent2rl_tui.core.store import ACTIVE_STATUSES
+from agent2rl_tui.ui.panes.logs import LogsPane
+from agent2rl_tui.ui.panes.report import ReportPane
+from agent2rl_tui.ui.panes.revisions import RevisionsPane
+from agent2rl_tui.ui.panes.scores import ScoresPane
+from agent2rl_tui.ui.panes.transcript import TranscriptPane
+from agent2rl_tui.ui.widgets.budget import BudgetHeader
+
+TABS = ("scores", "revisions", "transcript", "logs", "report")
+FOCUS = {"scores": "#subs", "revisions": "#revs", "transcript": "#steps", "logs": "#log", "report": "#report-pane"}
+
+
+@dataclass
+class ViewLoaded(Message):
+    view: RunView
+
+
+class RunScreen(Screen[None]):
+    BINDINGS = [
+        Binding("escape", "back", "Runs", id="back"),
+        Binding("1", "tab('scores')", "Scores", id="tab-scores"),
+        Binding("2", "tab('revisions')", "Revisions", id="tab-revisions"),
+        Binding("3", "tab('transcript')", "Transcript", id="tab-transcript"),
+        Binding("4", "tab('logs')", "Logs", id="tab-logs"),
+        Binding("5", "tab('report')", "Report", id="tab-report"),
+        Binding("s", "stop", "Stop run", id="stop-run"),
+    ]
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__()
+        self.run_dir = Path(run_dir).resolve()
+        self.view: RunView | None = None
+        self.filled: set[str] = set()
+        self.data_version: int | None = None
+        self.conn: sqlite3.Connection | None = None
+
+    def compose(self) -> ComposeResult:
+        self.view = load_run_view(self.run_dir)  # the header needs it before the first paint
+        yield Header()
+        yield BudgetHeader(id="budget")
+        start = self.view.run["budget_start"] or self.view.run["created_at"]
+        with TabbedContent(id="tabs", initial="scores"):
+            with TabPane("Scores", id="scores"):
+                yield ScoresPane()
+            with TabPane("Revisions", id="revisions"):
+                yield RevisionsPane()
+            with TabPane("Transcript", id="transcript"):
+                yield TranscriptPane(self.run_dir, start)
+            with TabPane("Logs", id="logs"):
+                yield LogsPane(self.run_dir)
+            with TabPane("Report", id="report"):
+                yield ReportPane(self.run_dir)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        assert self.view is not None
+        self.title = self.view.run["id"]
+        self.sub_title = str(self.run_dir)
+        self.apply_view(self.view)
+        self.conn = sqlite3.connect(self.run_dir / "run.db", check_same_thread=False)
+        self.data_version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        self.set_interval(1.0, self.tick)
+        self.set_interval(1.0, self.poll)
+        self.focus_pane("scores")
+
+    def focus_pane(self, tab: str) -> None:
+        self.query_one(FOCUS[tab]).focus()
+
+    def on_unmount(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+    # -- live updates -----------------------------------------------------------------
+    def tick(self) -> None:
+        if self.view is not None and self.view.live:
+            self.query_one(BudgetHeader).show(self.view, self.app.clock())  # type: ignore[attr-defined]
+
+    @work(thread=True, exclusive=True, group="run-poll", exit_on_error=False)
+    def poll(self) -> None:
+        assert self.conn is not None
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        if version == self.data_version:
+            return
+        self.data_version = version
+        self.post_message(ViewLoaded(load_run_view(self.run_dir)))
+
+    @on(ViewLoaded)
+    def view_loaded(self, message: ViewLoaded) -> None:
+        self.apply_view(message.view)
+
+    def apply_view(self, view: RunView) -> None:
+        self.view = view
+        self.query_one(BudgetHeader).show(view, self.app.clock())  # type: ignore[attr-defined]
+        self.filled.clear()
+        self.fill(self.query_one(TabbedContent).active or "scores")
+
+    def fill(self, tab: str) -> None:
+        """Bring the pane of ``tab`` up to date with the view (once per change)."""
+        if self.view is None or tab in self.filled:
+            return
+        self.filled.add(tab)
+        pane = {"scores": ScoresPane, "revisions": RevisionsPane, "transcript": TranscriptPane,
+                "logs": LogsPane, "report": ReportPane}[tab]
+        self.query_one(pane).update_view(self.view)
+
+    @on(TabbedContent.TabActivated)
+    def tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id:
+            self.fill(event.pane.id)
+            if not isinstance(self.focused, Input):
+                self.focus_pane(event.pane.id)
+
+    # -- navigation -------------------------------------------------------------------
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+        self.fill(tab)
+        self.focus_pane(tab)
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def show_revision(self, seq: int) -> None:
+        self.action_tab("revisions")
+        pane = self.query_one(RevisionsPane)
+        pane.select(seq)
+        pane.query_one("#revs").focus()
+
+    def show_submission_diff(self, sub_id: int) -> None:
+        assert self.view is not None
+        sub = self.view.submission(sub_id)
+        if sub is None or sub.revision_seq is None:
+            return
+        earlier = [s.revision_seq for s in self.view.submissions if s.id < sub_id and s.revision_seq is not None]
+        self.action_tab("revisions")
+        pane = self.query_one(RevisionsPane)
+        pane.select(sub.revision_seq, base=earlier[-1] if earlier else None, explicit_base=True)
+        self.notify(f"diff since the previous submission: revision {earlier[-1] if earlier else '(empty)'} → "
+                    f"{sub.revision_seq}")
+
+    def show_transcript_at(self, at: float) -> None:
+        self.action_tab("transcript")
+        self.query_one(TranscriptPane).jump_to_time(at)
+
+    def action_stop(self) -> None:
+        from agent2rl_tui.ui.screens.confirm import ConfirmScreen
+
+        if self.view is None or self.view.status not in ACTIVE_STATUSES:
+            self.notify("this run is not running", severity="warning")
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.stop_in_background()
+
+        self.app.push_screen(ConfirmScreen(f"Stop run {self.view.run['id']}?"), confirmed)
+
+    @work(thread=True, group="stop", exit_on_error=False)
+    def stop_in_background(self) -> None:
+        status = stop_run(self.run_dir, wait_s=0)
+        self.app.call_from_thread(self.notify, f"run {status}")

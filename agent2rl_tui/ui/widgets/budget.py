@@ -1,0 +1,60 @@
+"""The Run screen's header: who and what, the result so far, and the budget as a bar.
+
+It ticks once a second while the run is live (elapsed, remaining, bar) from the clock the
+app was given, so a frozen clock makes it deterministic for snapshot tests.
+"""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+from textual.widgets import Static
+
+from agent2rl_tui.core.runview import RunView
+from agent2rl_tui.core.timeutil import human_duration
+from agent2rl_tui.ui.format import fmt_score, status_text
+
+BAR_WIDTH = 40
+
+
+def budget_bar(fraction: float, width: int = BAR_WIDTH) -> Text:
+    filled = round(max(0.0, min(1.0, fraction)) * width)
+    style = "green" if fraction < 0.75 else ("yellow" if fraction < 0.95 else "red")
+    return Text.assemble(("█" * filled, style), ("░" * (width - filled), "dim"))
+
+
+class BudgetHeader(Static):
+    DEFAULT_CSS = """
+    BudgetHeader { height: 3; padding: 0 1; background: $boost; }
+    """
+
+    def show(self, view: RunView, t: float) -> None:
+        run = view.run
+        b = view.budget(t)
+        best = view.best
+        who = Text.assemble(
+            status_text(view.status), "  ",
+            ("task ", "dim"), run["task"], ("  agent ", "dim"), run["agent"],
+            ("  driver ", "dim"), run["driver"] or "-", ("  base ", "dim"), run["base_model"],
+        )
+        delta = best.score - view.baseline_score if best and view.baseline_score is not None else None
+        result = Text.assemble(
+            ("baseline ", "dim"), fmt_score(view.baseline_score),
+            ("  best ", "dim"), (fmt_score(best.score if best else None), "bold"),
+            (f" (#{best.id})" if best else "", "dim"),
+            ("  Δ ", "dim"), (fmt_score(delta, signed=True), "bold green" if delta and delta > 0 else ""),
+            ("  ·  ", "dim"), f"{len(view.submissions)} submissions, {len(view.revisions)} revisions",
+        )
+        if run["error"]:
+            result.append(f"  ·  {run['error'][:80]}", style="red")
+        if b.started:
+            budget = Text.assemble(
+                ("budget ", "dim"), budget_bar(b.fraction), " ",
+                f"{human_duration(b.elapsed_s)} / {human_duration(b.total_s)}",
+                ("  ·  ", "dim"), (f"{human_duration(b.remaining_s)} left" if b.live else "ended"),
+                ("  ·  scoring ", "dim"), human_duration(b.scoring_s),
+            )
+        else:
+            budget = Text(f"budget {human_duration(b.total_s)} (not started: preparing, or scoring the baseline)",
+                          style="dim")
+        self.update(Group(who, result, budget))

@@ -1,0 +1,141 @@
+"""Synthetic run folders built through the project's own store, for snapshots and benchmarks.
+
+Everything is written the way the real pipeline writes it (RunStore, the transcript
+recorder, evals/<n>/results.jsonl, git snapshots), with fixed times so that screens drawn
+from them are the same on every machine. Large histories (thousands of revisions) are made
+with ``git fast-import`` and recorded through the same revisions table.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+from pathlib import Path
+
+from agent2rl_tui.core.revisions import BRANCH, GitRepo, _parse_changes, init_repo
+from agent2rl_tui.core.store import RunStore
+from agent2rl_tui.core.timeutil import iso
+from agent2rl_tui.core.transcript_store import TranscriptRecorder
+from agent2rl_tui.core.workspace import make_run_folder
+
+T0 = 1_795_400_000.0  # 2026-11-22T23:33:20Z
+
+
+def make_run(root: Path, name: str, *, status: str = "finished", task: str = "arith", agent: str = "example",
+             driver: str | None = "scripted", budget_s: float = 300.0, t0: float = T0, scores: tuple[float, ...] = (44.0, 69.0),
+             baseline: float = 3.0, n_items: int = 20, heartbeat: float | None = None) -> Path:
+    run = root / name
+    make_run_folder(run)
+    rng = random.Random(name)
+    with RunStore(run / "run.db", create=True) as store:
+        ended = t0 + budget_s * 0.5 if status not in ("running", "lost") else None
+        store.create_run(id=name, task=task, agent=agent, driver=driver, base_model="tiny-llama",
+                         base_model_source="/models/tiny-llama", budget_s=budget_s, grace_s=10.0, status=status,
+                         created_at=t0 - 20, budget_start=t0, deadline=t0 + budget_s, ended_at=ended,
+                         agent_ended_at=ended, agent_exit_code=0 if ended else None,
+                         end_reason="agent_exited" if ended else None, heartbeat_at=heartbeat or ended or t0,
+                         config_json=json.dumps({"task_folder": "tasks/arith"}))
+        _submission(store, run, "baseline", None, baseline, t0 - 10, n_items, rng)
+        for i, score in enumerate(scores, start=1):
+            _submission(store, run, "agent", f"output/v{i}", score, t0 + 30.0 * i, n_items, rng, revision=i + 1)
+    return run
+
+
+def _submission(store: RunStore, run: Path, kind: str, path: str | None, score: float, at: float, n: int,
+                rng: random.Random, revision: int | None = None) -> None:
+    correct = round(score / 100 * n)
+    sub_id = store.add_submission(kind=kind, status="scored", model_path=path or "models/tiny-llama",
+                                  score=100.0 * correct / n, n_items=n, n_correct=correct, weights_hash=f"h{score}",
+                                  engine="transformers", revision_seq=revision)
+    store.update_submission(sub_id, received_at=at, started_at=at + 0.1, finished_at=at + 2.5)
+    hits = set(rng.sample(range(n), correct))
+    out = run / "evals" / str(sub_id)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "results.jsonl").open("w") as fh:
+        for i in range(n):
+            a, b = divmod(i * 7 + 3, 10)
+            fh.write(json.dumps({"index": i, "prompt": f"{a}+{b}=", "output": f"#### {a + b if i in hits else 0}",
+                                 "extracted": str(a + b if i in hits else 0), "gold": str(a + b),
+                                 "correct": i in hits}) + "\n")
+
+
+def add_revisions(run: Path, files_by_revision: list[dict[str, str]], t0: float = T0, step_s: float = 20.0) -> None:
+    """Commit each dict of {path: content} as one revision (git fast-import), and record them."""
+    git_dir = run / "snapshots.git"
+    init_repo(git_dir)
+    stream: list[bytes] = []
+    for i, files in enumerate(files_by_revision):
+        at = int(t0 + i * step_s)
+        msg = b"synthetic snapshot"
+        stream.append(b"commit " + BRANCH.encode() + b"\n")
+        stream.append(f"mark :{i + 1}\n".encode())
+        stream.append(f"committer agent2rl-tui <snapshots@agent2rl-tui> {at} +0000\n".encode())
+        stream.append(f"data {len(msg)}\n".encode() + msg + b"\n")
+        if i:
+            stream.append(f"from :{i}\n".encode())
+        for path, content in files.items():
+            data = content.encode()
+            if content == "":
+                stream.append(f"D {path}\n".encode())
+            else:
+                stream.append(f"M 100644 inline {path}\ndata {len(data)}\n".encode() + data + b"\n")
+        stream.append(b"\n")
+    subprocess.run(["git", f"--git-dir={git_dir}", "fast-import", "--quiet"],
+                   input=b"".join(stream), check=True)
+    repo = GitRepo(git_dir)
+    shas = repo.run("rev-list", "--reverse", BRANCH).split()
+    rows = []
+    parent = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+    for i, sha in enumerate(shas):
+        changes = _parse_changes(repo, parent, sha)
+        rows.append((i + 1, sha, t0 + i * step_s, "start" if i == 0 else "watch", len(changes),
+                     sum(c["added"] for c in changes), sum(c["removed"] for c in changes), json.dumps(changes),
+                     json.dumps({"output/": 1, "data/": 1, "models/": 1})))
+        parent = sha
+    with RunStore.of_run(run) as store, store.transaction() as conn:
+        conn.executemany("INSERT INTO revisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+def add_transcript(run: Path, lines: list[tuple[str, float]], fmt: str = "claude-stream-json") -> None:
+    rec = TranscriptRecorder(run, fmt)
+    for line, at in lines:
+        rec.stdout_line(line, at)
+    rec.close()
+
+
+def add_logs(run: Path, t0: float = T0) -> None:
+    logs = run / "logs"
+    (logs / "agent.log").write_text("".join(f"{iso(t0 + i)} [example-agent] step {i}\n" for i in range(50)))
+    (logs / "grader.log").write_text(f"{iso(t0)}Z INFO agent2rl.grader: submission 1 scored 44.00\n")
+    (logs / "supervisor.log").write_text(f"{iso(t0)} starting agent example\n")
+
+
+def claude_lines(n: int, t0: float = T0) -> list[tuple[str, float]]:
+    out = []
+    for i in range(n):
+        if i % 3 == 0:
+            ev = {"type": "assistant", "message": {"id": f"m{i}", "content": [
+                {"type": "text", "text": f"Plan step {i}: train with lr {1e-3 * (i % 5 + 1):.0e}"}],
+                "usage": {"input_tokens": 1200, "output_tokens": 40}}}
+        elif i % 3 == 1:
+            ev = {"type": "assistant", "message": {"id": f"m{i}", "content": [
+                {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": f"python code/train.py --step {i}"}}]}}
+        else:
+            ev = {"type": "user", "message": {"content": [
+                {"type": "tool_result", "tool_use_id": f"t{i - 1}", "content": f"loss {1.0 / (i + 1):.4f}"}]}}
+        out.append((json.dumps(ev), t0 + 2.0 * i))
+    return out
+
+
+def standard_run(root: Path) -> Path:
+    """The snapshot tests' run: two submissions, three revisions, a short transcript, logs."""
+    run = make_run(root, "20261122T233320-arith-example")
+    add_revisions(run, [
+        {"description.md": "# Task: arith\n", "code/train.py": "LR = 1e-3\nSTEPS = 100\n"},
+        {"code/train.py": "LR = 3e-4\nSTEPS = 1000\n", "code/NOTES.md": "- v1: SFT\n"},
+        {"code/train.py": "LR = 3e-4\nSTEPS = 1000\nGRPO = True\n", "code/NOTES.md": "- v1: SFT\n- v2: GRPO\n"},
+    ])
+    add_transcript(run, claude_lines(30))
+    add_logs(run)
+    return run

@@ -1,0 +1,60 @@
+"""Snapshot tests of the main screens (pytest-textual-snapshot), on fixed synthetic runs.
+
+The runs are written through the project's own store with fixed times, into a fixed folder,
+and the app gets a frozen clock, so a screen is the same on every machine. After a deliberate
+change of the UI, review the new pictures and accept them with ``pytest --snapshot-update``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agent2rl_tui.ui.app import Agent2RLApp
+from synthetic import T0, add_logs, make_run, standard_run
+
+ROOT = Path("/tmp/agent2rl-tui-snapshots")
+SIZE = (140, 40)
+
+
+@pytest.fixture(scope="module")
+def snapshot_root() -> Path:
+    shutil.rmtree(ROOT, ignore_errors=True)
+    ROOT.mkdir(parents=True)
+    standard_run(ROOT)
+    failed = make_run(ROOT, "20261122T203320-arith-command", status="failed", agent="command", driver=None,
+                      t0=T0 - 3 * 3600, scores=(), baseline=3.0)
+    add_logs(failed, T0 - 3 * 3600)
+    make_run(ROOT, "20261122T223320-arith-claude-code", status="lost", agent="claude-code",
+             driver="claude-sonnet-4-5", t0=T0 - 3600, scores=(10.0, 5.0, 25.0), heartbeat=T0 - 3000)
+    return ROOT
+
+
+def app_for(root: Path, open_run: str | None = None) -> Agent2RLApp:
+    return Agent2RLApp(root=root, open_run=root / open_run if open_run else None, clock=lambda: T0 + 400,
+                       refresh_s=3600)
+
+
+def test_runs_screen(snap_compare, snapshot_root: Path) -> None:
+    assert snap_compare(app_for(snapshot_root), terminal_size=SIZE, press=["_", "_"])
+
+
+def test_run_screen_scores(snap_compare, snapshot_root: Path) -> None:
+    assert snap_compare(app_for(snapshot_root, "20261122T233320-arith-example"), terminal_size=SIZE,
+                        press=["_", "down", "down", "_"])
+
+
+def test_run_screen_revisions(snap_compare, snapshot_root: Path) -> None:
+    assert snap_compare(app_for(snapshot_root, "20261122T233320-arith-example"), terminal_size=SIZE,
+                        press=["2", "_", "_"])
+
+
+def test_run_screen_transcript(snap_compare, snapshot_root: Path) -> None:
+    assert snap_compare(app_for(snapshot_root, "20261122T233320-arith-example"), terminal_size=SIZE,
+                        press=["3", "_", "down", "enter", "_"])
+
+
+def test_new_run_screen(snap_compare, snapshot_root: Path) -> None:
+    assert snap_compare(app_for(snapshot_root), terminal_size=SIZE, press=["_", "n", "_"])
