@@ -126,6 +126,48 @@ def prompt_cmd() -> None:
     click.echo(PROMPT_TEMPLATE)
 
 
+@main.group("data")
+def data_group() -> None:
+    """Prepare tasks' data in the local cache (runs never download)."""
+
+
+@data_group.command("prepare")
+@click.argument("task")
+@click.option("--from", "source", type=click.Path(path_type=Path),
+              help="Local files instead of the hub: a folder with the splits, or the one data file.")
+def data_prepare(task: str, source: Path | None) -> None:
+    """Put TASK's train and eval splits into the data cache."""
+    from agent2rl_tui.core.data import prepare, task_cache
+
+    try:
+        t = load_task(task)
+        meta = prepare(t, source)
+    except USER_ERRORS as exc:
+        _fail(exc)
+    click.echo(f"{t.name}: {meta['train']} train and {meta['eval']} eval rows from {meta['source']}")
+    click.echo(f"in {task_cache(t)}")
+
+
+@data_group.command("status")
+def data_status() -> None:
+    """Which tasks have their data ready, and where it came from."""
+    from agent2rl_tui.core.data import cache_root, task_cache
+
+    click.echo(f"data cache: {cache_root()}")
+    for name, folder in sorted(discover().items()):
+        t = load_task(folder)
+        if t.data.get("source") != "prepared":
+            click.echo(f"{name:12} built in ({t.data.get('source')})")
+            continue
+        meta_path = task_cache(t) / "source.json"
+        if meta_path.exists():
+            meta = json.loads(meta_path.read_text())
+            click.echo(f"{name:12} ready: {meta['train']} train / {meta['eval']} eval, from {meta['source']} "
+                       f"({meta['prepared_at']})")
+        else:
+            click.echo(f"{name:12} not prepared: agent2rl-tui data prepare {name}")
+
+
 @main.group("run")
 def run_group() -> None:
     """Start, show and stop runs."""

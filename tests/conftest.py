@@ -73,6 +73,26 @@ def review_root(tmp_path_factory: pytest.TempPathFactory, example_run: tuple[Pat
     return root
 
 
+@pytest.fixture(scope="session")
+def prepared_data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The data cache with GSM8K (from shared/data) and HumanEval (from its PyPI package).
+
+    Set in the environment, so CLI subprocesses, supervisors, graders and workers read it.
+    """
+    from agent2rl_tui.core.data import prepare
+
+    root = tmp_path_factory.mktemp("data-cache")
+    old = os.environ.get("AGENT2RL_DATA")
+    os.environ["AGENT2RL_DATA"] = str(root)
+    prepare(load_task("gsm8k"), SHARED_DATA / "gsm8k")
+    prepare(load_task("humaneval"))
+    yield root
+    if old is None:
+        os.environ.pop("AGENT2RL_DATA", None)
+    else:
+        os.environ["AGENT2RL_DATA"] = old
+
+
 def cli(*args: str, root: Path | None = None, timeout: float = 300, **kw) -> subprocess.CompletedProcess[str]:
     """Run the real ``agent2rl-tui`` command line in a subprocess."""
     cmd = [sys.executable, "-m", "agent2rl_tui.cli"]

@@ -50,4 +50,19 @@ def test_gsm8k_reference_answers_score_100_and_shuffled_ones_do_not() -> None:
     random.Random(0).shuffle(shuffled)
     wrong = [ev.judge(i, it, "", out) for i, (it, out) in enumerate(zip(items, shuffled))]
     assert ev.score(wrong) < 10.0
-    assert ev.messages(items[0], settings) == [{"role": "user", "content": items[0]["question"]}]
+    assert ev.prompt(items[0], settings) == [{"role": "user", "content": items[0]["question"]}]
+
+
+def test_fewshot_prompts_in_chat_and_completion_form(prepared_data) -> None:  # noqa: ANN001
+    from dataclasses import replace
+
+    from agent2rl_tui.core.tasks import load_task
+
+    task = load_task("gsm8k")
+    train, item = task.load_split("train"), task.load_split("eval")[0]
+    ev = get_evaluator("math_answer")
+    chat = ev.prompt(item, replace(task.inference, fewshot=8), train[:8])
+    assert [t["role"] for t in chat] == ["user", "assistant"] * 8 + ["user"]
+    assert chat[1]["content"] == train[0]["answer"] and chat[-1]["content"].startswith(item["question"])
+    plain = ev.prompt(item, replace(task.inference, fewshot=2, chat=False), train[:2])
+    assert isinstance(plain, str) and plain.index(train[0]["question"]) < plain.index(item["question"])

@@ -8,7 +8,8 @@ agent would, so its revisions show up in the record. It is the demo's agent and 
 test suite's, and a template for scripted baselines.
 
 Environment: the benchmark's (MODEL_PATH, DATA_PATH, OUTPUT_DIR, GRADING_SERVER_URL) plus
-optional EXAMPLE_SFT_STEPS, EXAMPLE_GRPO_STEPS, EXAMPLE_SEED.
+optional EXAMPLE_SFT_STEPS, EXAMPLE_GRPO_STEPS, EXAMPLE_MAX_COMPLETION (GRPO's completion
+length, 8 for arith; GSM8K needs hundreds), EXAMPLE_SEED.
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ def sft(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, see
     tok.save_pretrained(str(out))
 
 
-def grpo(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, seed: int) -> None:
+def grpo(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, seed: int,
+         max_completion: int = 8) -> None:
     from datasets import Dataset
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
@@ -110,7 +112,7 @@ def grpo(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, se
         learning_rate=5e-4,
         per_device_train_batch_size=16,
         num_generations=8,
-        max_completion_length=8,
+        max_completion_length=max_completion,
         temperature=1.0,
         beta=0.0,
         bf16=False,
@@ -164,7 +166,7 @@ def main() -> int:
                              "out": "output/v2"})
     t1 = time.time()
     v2 = output_dir / "v2"
-    grpo(v1, rows, v2, grpo_steps, seed)
+    grpo(v1, rows, v2, grpo_steps, seed, int(os.environ.get("EXAMPLE_MAX_COMPLETION", "8")))
     say(f"GRPO done in {time.time() - t1:.1f} s; submitting {v2}")
     r2 = submit(url, v2)
     say(f"submission v2: {json.dumps(r2)}")

@@ -94,6 +94,7 @@ def check_gpus(gpus: str) -> None:
 def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfile, Path]:
     """Everything checkable before a run exists: task, agent CLI and key, model, GPUs, budget."""
     task = load_task(req.task)
+    task.check_data()
     profile = get_profile(req.agent, req.profiles_path)
     preflight(profile, env, command=req.command, allow_missing_key=req.allow_missing_key)
     model = req.model.expanduser().resolve()
@@ -137,6 +138,7 @@ def create_run(req: RunRequest, env: dict[str, str] | None = None) -> Path:
 
 def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProfile, model: Path,
                    task_folder: Path, eval_timeout_s: float) -> None:
+    run_dir.chmod(0o700)  # the record is its owner's: sandboxed code (another uid) cannot read it
     make_run_folder(run_dir)
     agent = profile.name
     config = {
@@ -144,7 +146,6 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         "agent_command": req.command,
         "eval_timeout_s": eval_timeout_s,
         "eval_limit": req.eval_limit,
-        "engine": "transformers",
         "gpus": req.gpus,
         "profiles_path": str(req.profiles_path) if req.profiles_path else None,
         "agent_env": redacted(req.agent_env),

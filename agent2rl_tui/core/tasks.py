@@ -30,7 +30,14 @@ class InferenceSettings:
     """How the grader turns an eval item into a prompt and generates the answer."""
 
     prompt_template: str = "{question}"
+    """Filled with the item's fields: the user turn (chat) or the whole prompt (completion)."""
     system_prompt: str = ""
+    chat: bool = True
+    """Render prompts with the model's chat template; False: plain completion prompts."""
+    fewshot: int = 0
+    """Worked examples from the train split put before each question."""
+    answer_template: str = "{answer}"
+    """How a few-shot example's answer is written."""
     max_new_tokens: int = 256
     temperature: float = 0.0
     batch_size: int = 32
@@ -40,6 +47,25 @@ class InferenceSettings:
         d = self.__dict__.copy()
         d["stop"] = list(self.stop)
         return d
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Engine choices that change a score's cost, not its meaning; recorded with every score."""
+
+    engine: str = "auto"
+    """auto (vLLM when it is installed and a GPU is visible, else transformers), vllm, transformers."""
+    dtype: str = "auto"
+    gpu_memory_utilization: float = 0.4
+    """vLLM's share of each GPU: the agent's own training keeps the rest."""
+    max_model_len: int | None = None
+    tensor_parallel_size: int | None = None
+    """None: every visible GPU."""
+    enforce_eager: bool = False
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
 
 
 @dataclass(frozen=True)
@@ -55,6 +81,7 @@ class Task:
     inference: InferenceSettings
     eval_timeout_s: float
     raw: dict[str, Any] = field(repr=False)
+    engine: EngineSettings = field(default_factory=EngineSettings)
 
     @property
     def description(self) -> str:
@@ -75,6 +102,12 @@ class Task:
                 ) from None
             train, evals = gen(int(self.data.get("seed", 0)), dict(self.data.get("params", {})))
             return train if split == "train" else evals
+        if source == "prepared":
+            from agent2rl_tui.core import data
+
+            if not data.prepared(self):
+                raise data.not_prepared_error(self)
+            return read_jsonl(data.task_cache(self) / ("train.jsonl" if split == "train" else "eval.jsonl"))
         if source == "files":
             key = f"{split}_file"
             if key not in self.data:
@@ -83,7 +116,18 @@ class Task:
             if not path.is_absolute():
                 path = self.folder / path
             return read_jsonl(path)
-        raise TaskError(f"task {self.name}: [data] source must be 'generator' or 'files', not {source!r}")
+        raise TaskError(f"task {self.name}: [data] source must be 'generator', 'files' or 'prepared', "
+                        f"not {source!r}")
+
+    def check_data(self) -> None:
+        """Raise TaskError (naming the command to run) if the splits are not available."""
+        if self.data.get("source") == "prepared":
+            from agent2rl_tui.core import data
+
+            if not data.prepared(self):
+                raise data.not_prepared_error(self)
+        else:
+            self.load_split("train")
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -137,8 +181,9 @@ def load_task(name_or_path: str | Path) -> Task:
     inf["stop"] = tuple(inf.get("stop", ()))
     try:
         inference = InferenceSettings(**inf)
+        engine = EngineSettings(**raw.get("engine", {}))
     except TypeError as exc:
-        raise TaskError(f"{folder / 'task.toml'} [inference]: {exc}") from exc
+        raise TaskError(f"{folder / 'task.toml'} [inference] or [engine]: {exc}") from exc
     return Task(
         name=str(raw.get("name", folder.name)),
         folder=folder,
@@ -149,6 +194,7 @@ def load_task(name_or_path: str | Path) -> Task:
         inference=inference,
         eval_timeout_s=float(raw.get("grader", {}).get("eval_timeout_s", 1800)),
         raw=raw,
+        engine=engine,
     )
 
 

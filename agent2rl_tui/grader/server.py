@@ -62,7 +62,6 @@ class GraderConfig:
     task_folder: Path
     base_model_dir: Path
     eval_timeout_s: float
-    engine: str = "transformers"
     eval_limit: int | None = None
 
     @classmethod
@@ -77,7 +76,6 @@ class GraderConfig:
             task_folder=Path(cfg["task_folder"]),
             base_model_dir=workspace / "models" / run["base_model"],
             eval_timeout_s=float(cfg.get("eval_timeout_s", 1800)),
-            engine=str(cfg.get("engine", "transformers")),
             eval_limit=cfg.get("eval_limit"),
         )
 
@@ -95,6 +93,7 @@ class Grader:
         self.consumer: asyncio.Task[None] | None = None
         self.log_path = config.run_dir / "logs" / "grader.log"
         self.snapshotter = Snapshotter(config.run_dir)
+        self.engine_name = "-"
 
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
@@ -124,24 +123,28 @@ class Grader:
         self.store.close()
 
     # -- workers ----------------------------------------------------------------------
-    async def _spawn_spare(self) -> None:
+    async def _start_worker(self, gpu: str | None = None) -> asyncio.subprocess.Process:
         env = dict(os.environ)
         env.pop(SECRET_ENV, None)
         env.setdefault("TOKENIZERS_PARALLELISM", "false")
+        # vLLM in a worker that imported torch: spawn its engine processes, never fork.
+        env.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpu
         with self.log_path.open("ab") as logfh:
-            self.spare = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "agent2rl_tui.grader.worker",
-                stdin=asyncio.subprocess.PIPE,
-                stdout=logfh,
-                stderr=logfh,
-                start_new_session=True,
-                env=env,
+            return await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "agent2rl_tui.grader.worker", stdin=asyncio.subprocess.PIPE,
+                stdout=logfh, stderr=logfh, start_new_session=True, env=env,
             )
 
-    async def _take_worker(self) -> asyncio.subprocess.Process:
-        """The warm spare for this job; its successor starts importing at once."""
+    async def _spawn_spare(self) -> None:
+        self.spare = await self._start_worker()
+
+    async def _take_worker(self, gpu: str | None = None) -> asyncio.subprocess.Process:
+        """The warm spare for this job (its successor starts importing at once); a submission
+        that names its GPUs gets a worker started with them."""
+        if gpu is not None:
+            return await self._start_worker(gpu)
         if self.spare is None or self.spare.returncode is not None:
             await self._spawn_spare()
         proc = self.spare
@@ -175,14 +178,13 @@ class Grader:
         (out_dir / "summary.json").unlink(missing_ok=True)
         self.store.update_submission(sub_id, status=SUB_EVALUATING, started_at=now())
         log.info("evaluating submission %s: %s", sub_id, sub.resolved_path)
-        proc = await self._take_worker()
+        proc = await self._take_worker(sub.gpu)
         self.current = proc
         job = {
             "submission_id": sub_id,
             "model_path": sub.resolved_path,
             "task_folder": str(self.cfg.task_folder),
             "out_dir": str(out_dir),
-            "engine": self.cfg.engine,
             "limit": self.cfg.eval_limit,
         }
         error: str | None = None
@@ -217,6 +219,7 @@ class Grader:
             self.store.update_submission(sub_id, status=SUB_FAILED, finished_at=now(), error=error)
             return
         assert summary is not None
+        self.engine_name = summary["engine"]
         self.store.update_submission(
             sub_id,
             status=SUB_SCORED,
@@ -435,7 +438,7 @@ def build_app(config: GraderConfig, secret: str):  # -> Starlette
             {
                 "status": "ok" if ready else "starting",
                 "task": config.task_folder.name,
-                "engine": config.engine,
+                "engine": grader.engine_name,
                 "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
                 "queue": grader.queue.qsize(),
                 "baseline": grader.result_of(BASELINE_ID) if baseline else None,

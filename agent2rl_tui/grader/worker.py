@@ -18,7 +18,11 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent2rl_tui.core.tasks import Task
+    from agent2rl_tui.grader.evaluators.base import BaseEvaluator
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -32,32 +36,31 @@ def evaluate(job: dict[str, Any], started: float, ready: float) -> dict[str, Any
     from agent2rl_tui.core.modelfiles import weights_hash
     from agent2rl_tui.core.tasks import load_task
     from agent2rl_tui.grader.engines import make_engine
-    from agent2rl_tui.grader.evaluators import get_evaluator
 
     out_dir = Path(job["out_dir"])
     out_dir.mkdir(parents=True, exist_ok=True)
     model_path = Path(job["model_path"])
     task = load_task(job["task_folder"])
     settings = task.inference
-    evaluator = get_evaluator(task.evaluator)
+    evaluator = evaluator_for(task)
     items = task.load_split("eval")
     if job.get("limit"):
         items = items[: int(job["limit"])]
+    examples = task.load_split("train")[: settings.fewshot] if settings.fewshot else []
     timings = {"worker_start": ready - started}
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         hashing = pool.submit(weights_hash, model_path)
         t0 = time.perf_counter()
-        engine = make_engine(job.get("engine", "transformers"))
+        engine, why = make_engine(task.engine)
+        print(f"engine {engine.name} ({why})", file=sys.stderr, flush=True)
         engine.load(model_path)
         t1 = time.perf_counter()
-        prompts = [engine.render(evaluator.messages(item, settings)) for item in items]
+        asked = [evaluator.prompt(item, settings, examples) for item in items]
+        prompts = [p if isinstance(p, str) else engine.render(p) for p in asked]
         outputs = engine.generate(prompts, settings)
         t2 = time.perf_counter()
-        results = [
-            evaluator.judge(i, item, prompt, output)
-            for i, (item, prompt, output) in enumerate(zip(items, prompts, outputs))
-        ]
+        results = evaluator.judge_all(items, prompts, outputs)
         score = evaluator.score(results)
         t3 = time.perf_counter()
         digest = hashing.result()
@@ -75,9 +78,24 @@ def evaluate(job: dict[str, Any], started: float, ready: float) -> dict[str, Any
         "n_correct": sum(r.correct for r in results),
         "weights_hash": digest,
         "engine": engine.name,
-        "settings": {"evaluator": task.evaluator, **settings.to_dict()},
+        "settings": {"evaluator": task.evaluator, "engine_choice": why, **settings.to_dict(),
+                     "engine_settings": task.engine.to_dict()},
         "timings": timings,
     }
+
+
+def evaluator_for(task: Task) -> BaseEvaluator:
+    """The task's evaluator, with the options its [grader] section sets."""
+    from agent2rl_tui.grader.evaluators import get_evaluator
+
+    grader = task.raw.get("grader", {})
+    if task.evaluator == "humaneval":
+        from agent2rl_tui.grader.evaluators.humaneval import HumanEvalEvaluator
+
+        return HumanEvalEvaluator(timeout_s=float(grader.get("sandbox_timeout_s", 5)),
+                                  memory_mb=int(grader.get("sandbox_memory_mb", 1024)),
+                                  mode=grader.get("sandbox_mode"))
+    return get_evaluator(task.evaluator)
 
 
 def main() -> int:

@@ -68,7 +68,7 @@ class TransformersEngine:
         import torch
 
         tok = self.tokenizer
-        with_template = bool(getattr(tok, "chat_template", None))
+        with_template = settings.chat and bool(getattr(tok, "chat_template", None))
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         outputs: list[str] = [""] * len(prompts)
         greedy = settings.temperature <= 1e-5

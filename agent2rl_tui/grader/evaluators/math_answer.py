@@ -10,8 +10,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from agent2rl_tui.core.tasks import InferenceSettings
-from agent2rl_tui.grader.evaluators.base import ItemResult, Messages
+from agent2rl_tui.grader.evaluators.base import BaseEvaluator, ItemResult
 
 _NUMBER = re.compile(r"-?[$]?\d[\d,]*(?:\.\d+)?|-?[$]?\.\d+")
 _AFTER_HASHES = re.compile(r"####\s*(" + _NUMBER.pattern + ")")
@@ -41,15 +40,8 @@ def answers_match(predicted: str | None, gold: str | None) -> bool:
     return a is not None and b is not None and a == b
 
 
-class MathAnswerEvaluator:
+class MathAnswerEvaluator(BaseEvaluator):
     name = "math_answer"
-
-    def messages(self, item: dict[str, Any], settings: InferenceSettings) -> Messages:
-        turns: Messages = []
-        if settings.system_prompt:
-            turns.append({"role": "system", "content": settings.system_prompt})
-        turns.append({"role": "user", "content": settings.prompt_template.format(**item)})
-        return turns
 
     def judge(self, index: int, item: dict[str, Any], prompt: str, output: str) -> ItemResult:
         gold = extract_answer(str(item["answer"]))
@@ -60,10 +52,19 @@ class MathAnswerEvaluator:
             output=output,
             extracted=predicted,
             gold=gold or "",
-            correct=answers_match(predicted, gold),
+            correct=answers_match(predicted, gold) or _math_verify(predicted, gold),
         )
 
-    def score(self, results: list[ItemResult]) -> float:
-        if not results:
-            return 0.0
-        return 100.0 * sum(r.correct for r in results) / len(results)
+
+def _math_verify(predicted: str | None, gold: str | None) -> bool:
+    """HF math-verify, when installed, for answers the numeric rule cannot compare (e.g. 3/4)."""
+    if predicted is None or gold is None or normalize_number(predicted) is not None:
+        return False
+    try:
+        from math_verify import parse, verify
+    except ImportError:
+        return False
+    try:
+        return bool(verify(parse(gold), parse(predicted)))
+    except Exception:  # noqa: BLE001 - an unparsable answer is simply not correct
+        return False
