@@ -102,7 +102,7 @@ def _from_path(task: Task, path: Path) -> tuple[Rows, Rows, str]:
             raise TaskError(f"--from {path}: no file for the {split!r} split (looked for {split}.jsonl, "
                             f"{split}.json, {split}-*.parquet)")
         splits.append(read_rows(file))
-    return splits[0], splits[1], str(path)
+    return splits[0], splits[1], str(path.resolve())
 
 
 def _from_package(task: Task) -> tuple[Rows, Rows, str] | None:
