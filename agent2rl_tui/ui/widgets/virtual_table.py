@@ -31,6 +31,17 @@ class Column:
     right: bool = False
 
 
+@dataclass
+class _TableMessage(Message):
+    """A message from a table; ``control`` lets ``@on(..., "#id")`` pick the table."""
+
+    table: VirtualTable
+
+    @property
+    def control(self) -> VirtualTable:
+        return self.table
+
+
 class VirtualTable(ScrollView, can_focus=True):
     DEFAULT_CSS = """
     VirtualTable { height: 1fr; }
@@ -51,31 +62,16 @@ class VirtualTable(ScrollView, can_focus=True):
     cursor: reactive[int] = reactive(0, always_update=True)
 
     @dataclass
-    class CursorMoved(Message):
-        table: VirtualTable
+    class CursorMoved(_TableMessage):
         row: int
 
-        @property
-        def control(self) -> VirtualTable:
-            return self.table
-
     @dataclass
-    class Selected(Message):
-        table: VirtualTable
+    class Selected(_TableMessage):
         row: int
 
-        @property
-        def control(self) -> VirtualTable:
-            return self.table
-
     @dataclass
-    class HeaderSelected(Message):
-        table: VirtualTable
+    class HeaderSelected(_TableMessage):
         column: int
-
-        @property
-        def control(self) -> VirtualTable:
-            return self.table
 
     def __init__(self, columns: Sequence[Column], *, id: str | None = None) -> None:
         super().__init__(id=id)
