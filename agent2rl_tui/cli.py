@@ -19,11 +19,10 @@ from agent2rl_tui.core.profiles import ProfileError, load_profiles
 from agent2rl_tui.core.runs import (
     RunError,
     RunRequest,
-    create_run,
     default_root,
     find_run,
-    launch_supervisor,
     list_runs,
+    start_run,
     stop_run,
     summarize,
 )
@@ -214,10 +213,9 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
             eval_limit=eval_limit, agent_env=_parse_env(env), gpus=gpus,
             allow_missing_key=allow_missing_key, profiles_path=profiles,
         )
-        run_dir = create_run(req)
+        run_dir, pid = start_run(req)
     except USER_ERRORS as exc:
         _fail(exc)
-    pid = launch_supervisor(run_dir, req.agent_env)
     click.echo(f"run {run_dir.name} started (supervisor pid {pid})")
     click.echo(f"run folder: {run_dir}")
     if detach:
@@ -499,10 +497,9 @@ def demo(ctx: click.Context, budget: str, no_tui: bool) -> None:
     try:
         req = RunRequest(task="arith", agent="example", model=model, budget_s=parse_duration(budget),
                          grace_s=10.0, root=root)
-        run_dir = create_run(req)
+        run_dir, _pid = start_run(req)
     except USER_ERRORS as exc:
         _fail(exc)
-    launch_supervisor(run_dir)
     if tui:
         _run_tui(root, open_run=run_dir)
         click.echo(f"run folder: {run_dir}")

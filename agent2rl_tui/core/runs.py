@@ -72,7 +72,13 @@ SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 
 
 def redacted(env: dict[str, str]) -> dict[str, str]:
+    """A profile's fixed variables for the record, with secret-looking names' values hidden."""
     return {k: ("<redacted>" if any(w in k.upper() for w in SECRET_WORDS) else v) for k, v in env.items()}
+
+
+def names_only(env: dict[str, str]) -> dict[str, str]:
+    """Variables given on the command line (``--env``) for the record: names, never values."""
+    return {k: "<not recorded>" for k in env}
 
 
 def check_gpus(gpus: str) -> None:
@@ -148,7 +154,7 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         "eval_limit": req.eval_limit,
         "gpus": req.gpus,
         "profiles_path": str(req.profiles_path) if req.profiles_path else None,
-        "agent_env": redacted(req.agent_env),
+        "agent_env": names_only(req.agent_env),
         "profile": {**asdict(profile), "env": redacted(profile.env)},
     }
     with RunStore(run_dir / "run.db", create=True) as store:
@@ -192,6 +198,21 @@ def launch_supervisor(run_dir: Path, agent_env: dict[str, str] | None = None) ->
     with RunStore.of_run(run_dir) as store:
         store.update_run(supervisor_pid=proc.pid)
     return proc.pid
+
+
+def start_run(req: RunRequest) -> tuple[Path, int]:
+    """Pre-flight, make the run folder and start its detached supervisor: (run folder, pid).
+
+    If the supervisor cannot be started the new folder is removed, so a failed start
+    leaves nothing behind (no run stuck in ``created``).
+    """
+    run_dir = create_run(req)
+    try:
+        pid = launch_supervisor(run_dir, req.agent_env)
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return run_dir, pid
 
 
 @dataclass

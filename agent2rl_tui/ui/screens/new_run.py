@@ -16,8 +16,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
 
-from agent2rl_tui.core.profiles import load_profiles
-from agent2rl_tui.core.runs import RunRequest, create_run, launch_supervisor
+from agent2rl_tui.core.profiles import BUILTIN_PROFILES, ProfileError, load_profiles
+from agent2rl_tui.core.runs import RunRequest, start_run
 from agent2rl_tui.core.tasks import discover
 from agent2rl_tui.core.timeutil import parse_duration
 
@@ -31,13 +31,22 @@ class NewRunScreen(Screen[None]):
     def __init__(self, root: Path) -> None:
         super().__init__()
         self.root = root
+        self.busy = False
+        """True while a start is in flight: a second ctrl+s must not start a second run."""
 
     def compose(self) -> ComposeResult:
         tasks = sorted(discover())
-        profiles = sorted(load_profiles())
+        profile_problem = ""
+        try:
+            profiles = sorted(load_profiles())
+        except ProfileError as exc:  # a broken agents.toml: offer the built-ins and say why
+            profiles = sorted(BUILTIN_PROFILES)
+            profile_problem = f"[b red]Your agent profiles file has a problem:[/] {exc}\nOnly built-in profiles are offered."
         yield Header()
         with VerticalScroll(id="new-run"):
             yield Static("Start a run. Pre-flight checks run before anything is created.", id="new-run-intro")
+            if profile_problem:
+                yield Static(profile_problem, id="new-run-profiles-error")
             with Vertical(classes="field"):
                 yield Label("task")
                 yield Select([(t, t) for t in tasks], value=tasks[0] if tasks else Select.BLANK, id="task",
@@ -61,6 +70,14 @@ class NewRunScreen(Screen[None]):
                 with Vertical(classes="field"):
                     yield Label("seed")
                     yield Input(value="0", id="seed", type="integer")
+            with Horizontal(classes="field-row"):
+                with Vertical(classes="field"):
+                    yield Label("GPUs the run expects (e.g. 0 or 0,1; empty: none checked)")
+                    yield Input(placeholder="", id="gpus")
+                with Vertical(classes="field"):
+                    yield Label("agent logged in without an API key variable")
+                    yield Select([("no: require the key", False), ("yes: start without it", True)],
+                                 value=False, id="allow-missing-key", allow_blank=False)
             yield Static("", id="new-run-error")
             with Horizontal(id="new-run-buttons"):
                 yield Button("Start (ctrl+s)", variant="success", id="start")
@@ -79,6 +96,9 @@ class NewRunScreen(Screen[None]):
         self.query_one("#new-run-error", Static).update(f"[b red]Cannot start:[/] {text}")
 
     def action_start(self) -> None:
+        if self.busy:
+            return
+
         def value(widget_id: str) -> str:
             return self.query_one(f"#{widget_id}", Input).value.strip()
 
@@ -86,6 +106,11 @@ class NewRunScreen(Screen[None]):
             budget_s = parse_duration(value("budget"))
         except ValueError as exc:
             self.show_error(str(exc))
+            return
+        try:
+            seed = int(value("seed") or 0)
+        except ValueError:
+            self.show_error(f"seed {value('seed')!r}: give a whole number such as 0")
             return
         if not value("model"):
             self.show_error("give the base model folder")
@@ -96,10 +121,13 @@ class NewRunScreen(Screen[None]):
             model=Path(value("model")),
             budget_s=budget_s,
             driver=value("driver") or None,
-            seed=int(value("seed") or 0),
+            seed=seed,
             command=value("command") or None,
+            gpus=value("gpus") or None,
+            allow_missing_key=bool(self.query_one("#allow-missing-key", Select).value),
             root=self.root,
         )
+        self.busy = True
         self.query_one("#new-run-error", Static).update("checking…")
         self.query_one("#start", Button).disabled = True
         self.create(req)
@@ -107,14 +135,14 @@ class NewRunScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="new-run", exit_on_error=False)
     def create(self, req: RunRequest) -> None:
         try:
-            run_dir = create_run(req)
-            launch_supervisor(run_dir)
+            run_dir, _pid = start_run(req)
         except Exception as exc:  # noqa: BLE001 - every failure is shown in place
             self.app.call_from_thread(self.failed, str(exc))
             return
         self.app.call_from_thread(self.started, run_dir)
 
     def failed(self, text: str) -> None:
+        self.busy = False
         self.show_error(text)
         self.query_one("#start", Button).disabled = False
 
