@@ -120,7 +120,7 @@ pathlib.Path("code/seen.json").write_text(json.dumps({{
     "model": sys.argv[sys.argv.index("--model") + 1] if "--model" in sys.argv else None,
     "key_len": len(os.environ.get("ANTHROPIC_API_KEY", "")),
     "openai_key": "OPENAI_API_KEY" in os.environ,
-    "extra": len(os.environ.get("MY_TOKEN", "")),
+    "extra": len(os.environ.get("LLM_AUTH", "")),
 }}))
 lines = [
   {{"type": "system", "subtype": "init", "session_id": "s1", "model": "claude-test"}},
@@ -134,6 +134,10 @@ lines = [
 for line in lines:
     print(json.dumps(line), flush=True)
 print("not json at all", flush=True)
+# Half an emoji, as a stream cut mid-character writes it: JSON-valid, not storable as UTF-8.
+print('{{"type": "assistant", "message": {{"content": [{{"type": "text", "text": "cut \\\\ud83d here"}}]}}}}', flush=True)
+print(json.dumps({{"type": "assistant", "message": {{"content": [{{"type": "text", "text": "still recording"}}]}}}}),
+      flush=True)
 print("a warning on stderr", file=sys.stderr, flush=True)
 """
 
@@ -148,7 +152,7 @@ def test_a_cli_profile_runs_end_to_end_with_its_transcript(tmp_path: Path, tiny_
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ANTHROPIC_API_KEY": "sk-ant-supersecret",
            "OPENAI_API_KEY": "sk-other"}
     proc = cli("run", "start", "--task", "arith", "--agent", "claude-code", "--driver", "claude-opus-4-1",
-               "--model", str(tiny_model), "--budget", "60s", "--env", "MY_TOKEN=tok-supersecret",
+               "--model", str(tiny_model), "--budget", "60s", "--env", "LLM_AUTH=tok-supersecret",
                root=tmp_path / "runs", env=env, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
@@ -161,13 +165,17 @@ def test_a_cli_profile_runs_end_to_end_with_its_transcript(tmp_path: Path, tiny_
     kinds = [s["kind"] for s in steps if s["role"] != "stderr"]
     assert kinds[:5] == ["system", "message", "tool_call", "tool_result", "result"]
     assert "raw" in kinds  # the garbled line is kept, not dropped
+    texts = [s["text"] for s in steps]
+    assert any(t.startswith("cut ") and t.endswith(" here") for t in texts)  # half an emoji: kept, repaired
+    assert "still recording" in texts  # and the transcript goes on after it
+    assert json.loads((run / "report" / "report.json").read_text())["status"] == "finished"
     call = next(s for s in steps if s["kind"] == "tool_call")
     assert call["tool"] == "Bash" and json.loads(call["args_json"]) == {"command": "ls data"}
     assert any(s["role"] == "stderr" and "a warning on stderr" in s["text"] for s in steps)
     report = json.loads((run / "report" / "report.json").read_text())
     assert report["transcript"]["tokens_in"] == 100 and report["transcript"]["tokens_out"] == 20
     assert report["transcript"]["cost_usd"] == pytest.approx(0.0123)
-    assert (run / "logs" / "agent.jsonl").read_text().count("\n") == 5
+    assert (run / "logs" / "agent.jsonl").read_text().count("\n") == 7
     assert (run / "prompt.md").read_text().startswith("You are an ML engineer")
     # Secrets reach the agent but never the record.
     for path in run.rglob("*"):

@@ -10,12 +10,15 @@ a whole tool output.
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import IO
 
 from agent2rl_tui.core.timeutil import iso, now
 from agent2rl_tui.core.transcript_store import TranscriptRecorder
+
+log = logging.getLogger(__name__)
 
 
 class AgentOutput:
@@ -46,14 +49,20 @@ class AgentOutput:
                     self.raw.write(line + b"\n")
                     self.raw.flush()
             text = line.decode("utf-8", errors="replace")
-            if is_err:
-                self.recorder.stderr_line(text, at)
-            else:
-                self.recorder.stdout_line(text, at)
+            try:
+                if is_err:
+                    self.recorder.stderr_line(text, at)
+                else:
+                    self.recorder.stdout_line(text, at)
+            except Exception as exc:  # noqa: BLE001 - keep draining: the pipe must never fill up
+                log.warning("transcript recorder failed: %s", exc)
 
     def tick(self) -> None:
-        """Flush steps that have waited (called from the supervisor's loop)."""
-        self.recorder.flush()
+        """Flush steps that have waited (called from the supervisor's loop); never raises."""
+        try:
+            self.recorder.flush()
+        except Exception as exc:  # noqa: BLE001
+            log.warning("transcript flush failed: %s", exc)
 
     def close(self, timeout: float = 10.0) -> None:
         for t in self.threads:

@@ -9,6 +9,8 @@ loading it. Lines on stderr are kept as ``raw`` steps with role ``stderr``.
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -24,10 +26,27 @@ _COLUMNS = ("at", "kind", "role", "tool", "call_id", "text", "args_json", "size"
             "cost_usd", "line")
 
 
+MAX_PENDING = 20_000
+"""Steps kept in memory while the database refuses writes; beyond it the oldest are dropped
+from the transcript (they stay in logs/agent.log, which is written first)."""
+
+log = logging.getLogger(__name__)
+
+
+def _clean(value: Any) -> Any:
+    """Text SQLite can store: a JSON ``"\\ud83d"`` (half an emoji) decodes to a lone surrogate."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return value
+
+
 def _row(step: Step) -> tuple[Any, ...]:
-    return (step.at, step.kind, step.role, step.tool, step.call_id, step.text,
-            json.dumps(step.args) if step.args is not None else None, step.size, step.tokens_in,
-            step.tokens_out, step.cost_usd, step.line)
+    args = json.dumps(step.args) if step.args is not None else None  # ensure_ascii: always encodable
+    return (step.at, _clean(step.kind), _clean(step.role), _clean(step.tool), _clean(step.call_id),
+            _clean(step.text), args, step.size, step.tokens_in, step.tokens_out, step.cost_usd, step.line)
 
 
 class TranscriptRecorder:
@@ -43,7 +62,11 @@ class TranscriptRecorder:
 
     def stdout_line(self, line: str, at: float) -> None:
         with self.lock:
-            self.pending.extend(self.normalizer.feed(line, at))
+            try:
+                self.pending.extend(self.normalizer.feed(line, at))
+            except Exception as exc:  # noqa: BLE001 - a normalizer bug must not lose the line
+                log.warning("normalizer failed on line: %s", exc)
+                self.pending.append(Step(at=at, kind="raw", text=line[:TEXT_LIMIT]))
             self._maybe_flush()
 
     def stderr_line(self, line: str, at: float) -> None:
@@ -62,13 +85,44 @@ class TranscriptRecorder:
             self._flush()
 
     def _flush(self) -> None:
-        if self.pending:
+        """Write pending steps; never raises (the agent's output keeps flowing to agent.log).
+
+        A database that refuses writes (locked, disk full) keeps the steps pending for the
+        next flush; a step that cannot be stored at all becomes a ``raw`` step saying so.
+        """
+        self.last_flush = time.monotonic()
+        if not self.pending:
+            return
+        sql = f"INSERT INTO steps ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+        try:
             rows = [_row(s) for s in self.pending]
             with self.store.transaction() as conn:
-                conn.executemany(
-                    f"INSERT INTO steps ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})", rows)
+                conn.executemany(sql, rows)
             self.pending.clear()
-        self.last_flush = time.monotonic()
+            return
+        except (sqlite3.OperationalError, sqlite3.DatabaseError) as exc:
+            if isinstance(exc, sqlite3.OperationalError):  # locked, busy, disk full: try again later
+                log.warning("transcript write failed, will retry: %s", exc)
+                if len(self.pending) > MAX_PENDING:
+                    del self.pending[: len(self.pending) - MAX_PENDING]
+                return
+        except Exception:  # noqa: BLE001 - a bad row: store the good ones one by one below
+            pass
+        kept: list[Step] = []
+        for step in self.pending:
+            try:
+                with self.store.transaction() as conn:
+                    conn.execute(sql, _row(step))
+            except sqlite3.OperationalError:
+                kept.append(step)
+            except Exception as exc:  # noqa: BLE001
+                try:
+                    with self.store.transaction() as conn:
+                        conn.execute(sql, _row(Step(at=step.at, kind="raw", line=step.line,
+                                                    text=f"[step not storable: {type(exc).__name__}: {exc}]")))
+                except Exception:  # noqa: BLE001 - the line is still in logs/agent.log
+                    pass
+        self.pending = kept
 
     def flush(self) -> None:
         with self.lock:
