@@ -135,6 +135,35 @@ def test_a_failed_snapshot_raises_and_the_next_one_recovers(run_dir: Path) -> No
         assert "stale_lock" in [e["kind"] for e in store.events()]
 
 
+def refuse_revision_rows(run_dir: Path, refuse: bool) -> None:
+    """Make run.db refuse new revision rows, as a full disk does, after git has committed."""
+    with RunStore.of_run(run_dir) as store:
+        if refuse:
+            store.conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON revisions "
+                               "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+        else:
+            store.conn.execute("DROP TRIGGER refuse")
+
+
+def test_a_commit_the_database_refused_is_recorded_by_the_next_snapshot(run_dir: Path) -> None:
+    snap = Snapshotter(run_dir)
+    (code(run_dir) / "a.py").write_text("a = 1\n")
+    snap.snapshot("start")
+    refuse_revision_rows(run_dir, True)
+    (code(run_dir) / "b.py").write_text("b = 1\n")
+    with pytest.raises(SnapshotError, match="disk is full"):
+        snap.snapshot("watch")
+    refuse_revision_rows(run_dir, False)
+    (code(run_dir) / "c.py").write_text("c = 1\n")
+    rev, new = snap.snapshot("watch")
+    revs = list_revisions(run_dir)
+    assert [r.seq for r in revs] == [1, 2, 3] and new and rev.seq == 3
+    assert [c["path"] for c in revs[1].paths] == ["code/b.py"]  # b.py's revision is not lost
+    assert [c["path"] for c in revs[2].paths] == ["code/c.py"]
+    with RunStore.of_run(run_dir) as store:
+        assert "recovered" in [e["kind"] for e in store.events()]
+
+
 # -- the watcher --------------------------------------------------------------------------
 
 @pytest.fixture
@@ -157,6 +186,18 @@ def test_an_edit_becomes_a_revision_within_a_second(run_dir: Path, watcher: Revi
     wait_for(lambda: revision_count(run_dir) == 2, timeout=5, what="a revision")
     assert time.monotonic() - t0 < 1.5
     assert list_revisions(run_dir)[-1].trigger == "watch"
+
+
+def test_the_watcher_outlives_a_database_that_refuses_writes(run_dir: Path, watcher: RevisionWatcher) -> None:
+    refuse_revision_rows(run_dir, True)
+    (code(run_dir) / "b.py").write_text("b = 1\n")
+    wait_for(lambda: watcher.failures > 0, timeout=5, what="a failed snapshot")
+    refuse_revision_rows(run_dir, False)
+    (code(run_dir) / "c.py").write_text("c = 1\n")
+    wait_for(lambda: revision_count(run_dir) == 3, timeout=10, what="the watcher recording again")
+    assert watcher.thread is not None and watcher.thread.is_alive()
+    paths = {c["path"] for r in list_revisions(run_dir) for c in r.paths}
+    assert {"code/b.py", "code/c.py"} <= paths
 
 
 def test_sed_over_50_files_is_one_revision(run_dir: Path, watcher: RevisionWatcher) -> None:

@@ -178,16 +178,17 @@ class Snapshotter:
                 return self._snapshot(store, trigger)
         except SnapshotError:
             raise
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - sqlite (locked, disk full), git, OS: retried later
             raise SnapshotError(f"{type(exc).__name__}: {exc}") from exc
 
     def _snapshot(self, store: RunStore, trigger: str) -> tuple[Revision, bool]:
         init_repo(self.git_dir)
-        stale = self.git_dir / "index.lock"
-        if stale.exists():  # we hold the only lock that runs git here: it is a leftover
-            stale.unlink()
-            store.event("snapshots", "stale_lock", "removed a stale snapshots.git/index.lock")
+        for stale in (self.git_dir / "index.lock", self.git_dir / "HEAD.lock", self.git_dir / f"{BRANCH}.lock"):
+            if stale.exists():  # we hold the only lock that runs git here: it is a leftover
+                stale.unlink()
+                store.event("snapshots", "stale_lock", f"removed a stale snapshots.git/{stale.name}")
         repo = GitRepo(self.git_dir, self.workspace)
+        self._record_unrecorded(repo, store)
         result = walk(self.workspace, self.rules)
         indexed = set(filter(None, repo.run("ls-files", "-z").split("\0")))
         dropped = sorted(indexed - set(result.files))  # deleted, or now left out by a rule
@@ -221,6 +222,38 @@ class Snapshotter:
             )
         return Revision(seq, sha, at, trigger, len(changes), sum(c["added"] for c in changes),
                         sum(c["removed"] for c in changes), changes, dict(result.ignored)), True
+
+
+    def _record_unrecorded(self, repo: GitRepo, store: RunStore) -> None:
+        """Rows for commits that reached git but not run.db (the database refused the write).
+
+        Without them the changes of such a commit would be in no revision: the next one is
+        diffed against it.
+        """
+        head = repo.head()
+        if head is None:
+            return
+        if store.conn.execute("SELECT 1 FROM revisions WHERE sha = ?", (head,)).fetchone():
+            return
+        known = {r[0] for r in store.conn.execute("SELECT sha FROM revisions")}
+        for line in repo.run("rev-list", "--reverse", "--format=%H%x1f%P%x1f%ct%x1f%s", "--no-commit-header",
+                             BRANCH).splitlines():
+            sha, parents, committed, subject = line.split("\x1f", 3)
+            if sha in known:
+                continue
+            parent = parents.split(" ")[0] if parents else EMPTY_TREE
+            at, trigger = float(committed), subject.split(" ")[0]
+            changes = _parse_changes(repo, parent, sha)
+            with store.transaction() as conn:
+                seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM revisions").fetchone()[0]
+                conn.execute(
+                    "INSERT INTO revisions (seq, sha, at, trigger, files_changed, added, removed, paths_json,"
+                    " ignored_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (seq, sha, at, trigger, len(changes), sum(c["added"] for c in changes),
+                     sum(c["removed"] for c in changes), json.dumps(changes), "{}"),
+                )
+            store.event("snapshots", "recovered", f"recorded revision {seq} ({sha[:10]}), committed before "
+                        "the database could take it")
 
 
 # -- queries (used by the CLI and the TUI) -------------------------------------------------

@@ -29,7 +29,7 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 
-from agent2rl_tui.core.revisions import SnapshotError, Snapshotter
+from agent2rl_tui.core.revisions import Snapshotter
 from agent2rl_tui.core.store import RunStore
 
 log = logging.getLogger("agent2rl.watcher")
@@ -175,7 +175,7 @@ class RevisionWatcher:
                 self.snap.snapshot("watch")
                 self.snapshots_taken += 1
                 backoff = 0.0
-            except SnapshotError as exc:
+            except Exception as exc:  # noqa: BLE001 - SnapshotError, or a bug: the watcher must live on
                 self.failures += 1
                 backoff = min(30.0, max(1.0, backoff * 2))
                 log.warning("snapshot failed (retrying in %.0f s): %s", backoff, exc)
