@@ -11,7 +11,7 @@ import pytest
 from agent2rl_tui.core.tasks import InferenceSettings
 from agent2rl_tui.grader.engines import EngineError, choose_engine, visible_gpus, vllm_installed
 from agent2rl_tui.grader.engines.hf import TransformersEngine, load_tokenizer
-from agent2rl_tui.grader.engines.vllm_engine import portable_tokenizer_dir
+from agent2rl_tui.grader.engines.vllm_engine import portable_tokenizer_dir, tensor_parallel_size
 
 
 @pytest.mark.parametrize(
@@ -48,6 +48,16 @@ def trl_style_copy(tiny_model: Path, dst: Path) -> Path:
     cfg["tokenizer_class"] = "TokenizersBackend"
     cfg_path.write_text(json.dumps(cfg))
     return dst
+
+
+def test_tensor_parallel_size_is_checked_before_vllm_starts(tiny_model: Path) -> None:
+    heads = json.loads((tiny_model / "config.json").read_text())["num_attention_heads"]
+    assert tensor_parallel_size(tiny_model, 1, 8) == 1  # the default: one GPU, whatever is visible
+    with pytest.raises(EngineError, match="needs 2 GPUs; 1 visible"):
+        tensor_parallel_size(tiny_model, 2, 1)
+    odd = next(n for n in range(2, 64) if heads % n)
+    with pytest.raises(EngineError, match=f"{heads} attention heads"):
+        tensor_parallel_size(tiny_model, odd, 64)
 
 
 def test_list_valued_extra_special_tokens_are_tolerated(tiny_model: Path, tmp_path: Path) -> None:

@@ -107,6 +107,31 @@ def test_a_symlink_out_of_the_workspace_is_refused(live_grader: LiveGrader, tiny
     assert resp.json()["error"] == "outside_workspace"
 
 
+def test_a_weights_file_linked_from_outside_the_workspace_is_refused(live_grader: LiveGrader,
+                                                                     tiny_model: Path) -> None:
+    folder = live_grader.workspace / "output" / "linked-weights"
+    folder.mkdir()
+    shutil.copy(tiny_model / "config.json", folder / "config.json")
+    (folder / "model.safetensors").symlink_to(tiny_model / "model.safetensors")
+    resp = live_grader.client.submit("output/linked-weights")
+    assert resp.status_code == 403
+    assert resp.json()["error"] == "outside_workspace" and "model.safetensors" in resp.json()["detail"]
+
+
+def test_a_folder_swapped_for_a_link_while_queued_is_not_scored(live_grader: LiveGrader, model_copy: str,
+                                                                tiny_model: Path) -> None:
+    swapped = writable_copy(live_grader.workspace / model_copy, live_grader.workspace / "output" / "swapped")
+    first = live_grader.client.submit(model_copy, wait=False).json()["submission_id"]  # keeps the grader busy
+    queued = live_grader.client.submit("output/swapped", wait=False).json()["submission_id"]
+    shutil.rmtree(swapped)
+    swapped.symlink_to(tiny_model, target_is_directory=True)  # accepted, then pointed outside
+    wait_for(lambda: all(live_grader.client.submission(i)["status"] in ("scored", "failed")
+                         for i in (first, queued)), timeout=120, what="both submissions to finish")
+    body = live_grader.client.submission(queued)
+    assert body["status"] == "failed" and "outside_workspace" in body["error"], body
+    assert live_grader.client.submission(first)["status"] == "scored"
+
+
 def test_dotdot_out_of_the_workspace_is_refused(live_grader: LiveGrader, tiny_model: Path) -> None:
     escape = "output/../../" + "../" * 10 + str(tiny_model).lstrip("/")
     resp = live_grader.client.submit(escape)
@@ -249,3 +274,44 @@ def test_an_evaluation_past_its_timeout_is_killed_and_recorded(tmp_path: Path, t
         grader.close()
     with RunStore.of_run(run_dir) as store:
         assert store.baseline().status == "failed"
+
+
+def test_a_killed_grader_takes_its_workers_and_a_successor_scores_what_was_queued(
+        tmp_path: Path, tiny_model: Path) -> None:
+    import os
+    import signal
+
+    from agent2rl_tui.core import procs
+    from agent2rl_tui.grader.client import GraderClient
+    from agent2rl_tui.grader.launch import spawn_grader
+
+    run_dir = make_prepared_run(tmp_path, tiny_model)
+    base = next((run_dir / "workspace" / "models").iterdir())
+    writable_copy(base, run_dir / "workspace" / "output" / "v1")
+    first = spawn_grader(run_dir, run_dir / "logs" / "grader.log", keep_socket=True)
+    client = GraderClient(first.url, timeout=60)
+    try:
+        client.wait_ready(120, alive=lambda: first.popen.poll() is None)
+        workers = wait_for(lambda: procs.descendants(first.popen.pid), timeout=30, what="a warm eval worker")
+        with RunStore.of_run(run_dir) as store:  # as if /submit had queued it just before the crash
+            sub_id = store.add_submission(kind="agent", status="queued", model_path="output/v1",
+                                          resolved_path=str(run_dir / "workspace" / "output" / "v1"))
+        os.kill(first.popen.pid, signal.SIGKILL)
+        first.popen.wait()
+        wait_for(lambda: not any(procs.pid_alive(p) for p in workers), timeout=10,
+                 what="the dead grader's workers to exit")
+        second = spawn_grader(run_dir, run_dir / "logs" / "grader.log", successor_of=first)
+        try:
+            assert second.url == first.url  # the agent's GRADING_SERVER_URL still works
+            final = wait_for(lambda: client.submission(sub_id)["status"] in ("scored", "failed")
+                             and client.submission(sub_id), timeout=120, what="the queued submission")
+            assert final["status"] == "scored"
+        finally:
+            second.popen.terminate()
+            second.popen.wait(timeout=30)
+        with RunStore.of_run(run_dir) as store:
+            assert [s.id for s in store.submissions(kind="agent")] == [sub_id]  # scored once, not twice
+    finally:
+        client.close()
+        if first.sock is not None:
+            first.sock.close()

@@ -126,3 +126,53 @@ def test_a_run_whose_supervisor_dies_is_lost_and_reconciled(tmp_path: Path, tiny
     wait_for(lambda: not procs.group_alive(run["agent_pid"]), timeout=10, what="the orphaned agent to end")
     assert not procs.group_alive(run["grader_pid"])
     assert read_report(run_dir)["status"] == "lost"
+
+
+# An agent that makes a model, waits for the test to kill the grader, then submits.
+SUBMIT_AFTER_GO = (
+    "import json, os, pathlib, shutil, time, urllib.request\n"
+    "base = next(pathlib.Path('models').iterdir())\n"
+    "shutil.copytree(base, 'output/v1')\n"
+    "for p in pathlib.Path('output/v1').rglob('*'): p.chmod(0o644)\n"
+    "print('ready', flush=True)\n"
+    "while not pathlib.Path('go').exists(): time.sleep(0.1)\n"
+    "req = urllib.request.Request(os.environ['GRADING_SERVER_URL'] + '/submit',\n"
+    "    data=json.dumps({'model_path': 'output/v1'}).encode(), headers={'Content-Type': 'application/json'})\n"
+    "print(urllib.request.urlopen(req, timeout=120).read().decode(), flush=True)\n"
+)
+
+
+def test_a_grader_that_dies_is_restarted_on_the_same_url(tmp_path: Path, tiny_model: Path) -> None:
+    command = write_agent(tmp_path, SUBMIT_AFTER_GO)
+    proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
+               "--model", str(tiny_model), "--budget", "5m", "--detach", root=tmp_path / "runs", timeout=60)
+    run = run_dir_of(proc.stdout)
+
+    def agent_ready() -> int | None:
+        with RunStore.of_run(run) as store:
+            row = store.run()
+        log = run / "logs" / "agent.log"
+        return row["grader_pid"] if log.exists() and "ready" in log.read_text() else None
+
+    grader_pid = wait_for(agent_ready, timeout=120, what="the agent to be ready")
+    os.kill(grader_pid, signal.SIGKILL)
+    wait_for(lambda: RunStore.of_run(run).run()["grader_pid"] != grader_pid, timeout=30,
+             what="a new grader")
+    (run / "workspace" / "go").write_text("")
+    wait_for(lambda: summarize(run).status not in ACTIVE_STATUSES, timeout=180, what="the run to end")
+    report = read_report(run)
+    assert report["status"] == "finished"
+    assert [s["status"] for s in report["submissions"]] == ["scored"]
+    assert "grader_restarted" in [w["kind"] for w in report["warnings"]]
+    assert '"status":"scored"' in (run / "logs" / "agent.log").read_text()  # the agent's answer
+
+
+def test_reaping_orphans_leaves_our_own_childrens_exit_codes_alone() -> None:
+    own = subprocess.Popen([sys.executable, "-c", "raise SystemExit(7)"])  # like the watcher's git
+    other = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"], start_new_session=True)
+    wait_for(lambda: procs._stat_fields(own.pid)[0] == "Z" and procs._stat_fields(other.pid)[0] == "Z",
+             timeout=10, what="both children to exit")
+    procs.reap_zombie_children(keep=set())
+    assert own.wait(timeout=5) == 7  # not reaped behind its Popen's back (that would read as 0)
+    assert procs._stat_fields(other.pid) is None  # another session's zombie (an orphan's) is reaped
+    other.returncode = 3  # reaped above; tell Popen so it does not wait again

@@ -62,3 +62,25 @@ def test_a_run_without_submissions_has_empty_metrics(tmp_path: Path) -> None:
     assert report["metrics"]["valid_submission_rate"] is None
     assert report["metrics"]["first_valid_idx"] is None
     assert (run / "report" / "report.md").exists()
+
+
+def test_a_run_ended_at_the_deadline_used_exactly_its_budget(tmp_path: Path) -> None:
+    make_history(tmp_path / "run")
+    with RunStore.of_run(tmp_path / "run") as store:  # TERM at the deadline, then 5 s of grace
+        run = store.run()
+        store.update_run(agent_ended_at=run["deadline"] + 5.0, ended_at=run["deadline"] + 9.0)
+    m = build_report(tmp_path / "run")["metrics"]
+    assert m["time_used_ratio"] == pytest.approx(1.0)
+    assert m["last_submit_gap"] == pytest.approx(50)  # deadline (t0+100) - last submission (t0+50)
+
+
+def test_warnings_from_the_run_reach_the_report(tmp_path: Path) -> None:
+    make_history(tmp_path / "run")
+    with RunStore.of_run(tmp_path / "run") as store:
+        store.event("vitals", "disk_low", "disk nearly full: 1.2 GiB free under the run folder")
+        store.event("supervisor", "grader_restarted", "grader exited with code -9; restarted (pid 42)")
+        store.event("supervisor", "agent_start", "agent started (pid 7)")  # routine: not a warning
+    report = write_report(tmp_path / "run")
+    assert [w["kind"] for w in report["warnings"]] == ["disk_low", "grader_restarted"]
+    md = (tmp_path / "run" / "report" / "report.md").read_text()
+    assert "## Warnings (2)" in md and "disk nearly full" in md and "agent started" not in md

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,18 @@ def check_model_folder(folder: Path) -> ModelProblem | None:
             "Save the full model with save_pretrained(DIR).",
         )
     return None
+
+
+def files_leaving(folder: Path, root: Path) -> list[str]:
+    """Files under ``folder`` (paths relative to it) whose real location is outside ``root``."""
+    out: list[str] = []
+    root = Path(os.path.realpath(root))
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            full = os.path.join(dirpath, name)
+            if not Path(os.path.realpath(full)).is_relative_to(root):
+                out.append(os.path.relpath(full, folder))
+    return sorted(out)
 
 
 def _hash_safetensors(path: Path, names: dict[str, bytes]) -> None:

@@ -75,8 +75,12 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def descendants(root: int, exclude: set[int] | None = None) -> list[int]:
-    """Live descendants of ``root`` (not root itself), skipping subtrees rooted in ``exclude``."""
+def descendants(root: int, exclude: set[int] | None = None, *, other_sessions: bool = False) -> list[int]:
+    """Live descendants of ``root`` (not root itself), skipping subtrees rooted in ``exclude``.
+
+    ``other_sessions``: only those outside our own session (not the git and helper
+    processes this process starts for itself).
+    """
     table = process_table()
     children: dict[int, list[int]] = {}
     for pid, (_, ppid, _) in table.items():
@@ -91,14 +95,32 @@ def descendants(root: int, exclude: set[int] | None = None) -> list[int]:
         if table[pid][0] != "Z":
             out.append(pid)
         stack.extend(children.get(pid, []))
+    if other_sessions:
+        mine = os.getsid(0)
+        out = [pid for pid in out if _session_of(pid) not in (mine, None)]
     return out
 
 
+def _session_of(pid: int) -> int | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return int(raw[raw.rfind(")") + 2 :].split()[3])
+
+
 def reap_zombie_children(keep: set[int]) -> None:
-    """waitpid() our zombie children except those a Popen object will reap."""
+    """waitpid() orphans re-parented to us, never a child one of our own threads started.
+
+    Only zombies from another session are reaped: the agent and the grader run in sessions
+    of their own (and are in ``keep``), so their orphans are too, while the processes this
+    process starts for itself (git, in the watcher thread) share its session and are left
+    for their ``Popen`` to reap, which would otherwise read a failed git as exit code 0.
+    """
     me = os.getpid()
+    my_session = os.getsid(0)
     for pid, (state, ppid, _) in process_table().items():
-        if ppid == me and state == "Z" and pid not in keep:
+        if ppid == me and state == "Z" and pid not in keep and _session_of(pid) != my_session:
             try:
                 os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:

@@ -13,8 +13,9 @@ the hash of their weights, not by their path. Times are seconds from the budget'
 - ``time_to_first_improvement``: time of the first valid submission scoring above baseline.
 - ``time_to_best``: time of the best submission (the earliest of equal bests).
 - ``monotonic_ratio``: strict increases between consecutive valid scores / (valid - 1).
-- ``time_used_ratio``: (agent end - budget start) / budget.
-- ``last_submit_gap``: agent end - last submission.
+- ``time_used_ratio``: (agent end - budget start) / budget, the agent's end capped at the
+  deadline (TERM, the grace period and KILL come after it and are not the agent's time).
+- ``last_submit_gap``: agent end (capped the same way) - last submission.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def _ratio(num: float, den: float) -> float | None:
 def compute_metrics(run: dict[str, Any], subs: list[Submission], baseline: Submission | None) -> dict[str, Any]:
     start = run.get("budget_start")
     agent_end = run.get("agent_ended_at") or run.get("ended_at")
+    if agent_end is not None and run.get("deadline") is not None:
+        agent_end = min(agent_end, run["deadline"])
     base_score = baseline.score if baseline and baseline.status == SUB_SCORED else None
 
     def since_start(t: float | None) -> float | None:
@@ -82,6 +85,20 @@ def revisions_summary(revisions: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+WARNING_KINDS = {
+    "snapshot_failed", "recovered", "stale_lock", "watch_failed", "agent_killed", "strays_killed",
+    "workers_killed", "grader_restarted", "grader_died", "report_failed",
+}
+"""Events a reader of the report should see (with every event the vitals sampler raises)."""
+
+
+def warning_events(store: RunStore) -> list[dict[str, Any]]:
+    return [
+        {"at": iso(e["at"]), "source": e["source"], "kind": e["kind"], "message": e["message"]}
+        for e in store.events() if e["source"] == "vitals" or e["kind"] in WARNING_KINDS
+    ]
+
+
 def build_report(run_dir: Path) -> dict[str, Any]:
     with RunStore.of_run(run_dir) as store:
         run = store.run()
@@ -89,6 +106,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         subs = store.submissions(kind="agent")
         revisions = [dict(r) for r in store.conn.execute("SELECT * FROM revisions ORDER BY seq")]
         transcript = transcript_totals(store)
+        warnings = warning_events(store)
     base_score = baseline.score if baseline and baseline.status == SUB_SCORED else None
     valid = [s for s in subs if s.status == SUB_SCORED]
     best = max(valid, key=lambda s: (s.score, -s.id)) if valid else None
@@ -140,6 +158,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "revisions": revisions_summary(revisions),
         "transcript": transcript,
         "vitals": summarize_samples(run_dir),
+        "warnings": warnings,
         "generated_at": iso(now()),
     }
 
@@ -197,6 +216,12 @@ def render_markdown(report: dict[str, Any]) -> str:
                   f"{v['mem_used_max'] >> 20} of {v['mem_total'] >> 20} MiB; disk free min {v['disk_free_min'] >> 30} GiB",
                   f"- agent: up to {v['agent_procs_max']} processes, RSS max {v['agent_rss_max'] >> 20} MiB",
                   f"- {gpus}"]
+    warnings = report.get("warnings") or []
+    if warnings:
+        lines += ["", f"## Warnings ({len(warnings)})", ""]
+        lines += [f"- {w['at']} {w['source']}/{w['kind']}: {w['message']}" for w in warnings[:200]]
+        if len(warnings) > 200:
+            lines.append(f"- … and {len(warnings) - 200} more in run.db's events table")
     return "\n".join(lines) + "\n"
 
 

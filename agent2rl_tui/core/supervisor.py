@@ -38,11 +38,12 @@ from agent2rl_tui.core.vitals import VitalsSampler
 from agent2rl_tui.core.watcher import RevisionWatcher
 from agent2rl_tui.core.workspace import make_run_folder, populate_workspace, write_run_meta
 from agent2rl_tui.grader.client import GraderClient, GraderUnavailable
-from agent2rl_tui.grader.launch import spawn_grader
+from agent2rl_tui.grader.launch import GraderProcess, spawn_grader
 
 log = logging.getLogger("agent2rl.supervisor")
 HEARTBEAT_S = 2.0
 GRADER_STOP_S = 10.0
+GRADER_RESTARTS = 5
 
 
 class RunFailed(Exception):
@@ -60,6 +61,8 @@ class Supervisor:
         self.stop_count = 0
         self.done = threading.Event()
         self.grader: subprocess.Popen[bytes] | None = None
+        self.grader_process: GraderProcess | None = None
+        self.grader_restarts = 0
         self.agent: subprocess.Popen[bytes] | None = None
         self.grader_url: str | None = None
         self._announced: set[int] = set()
@@ -147,7 +150,9 @@ class Supervisor:
         self.store.event("supervisor", "workspace", "workspace ready")
 
     def start_grader(self) -> None:
-        started = spawn_grader(self.run_dir, self.run_dir / "logs" / "grader.log")
+        started = spawn_grader(self.run_dir, self.run_dir / "logs" / "grader.log", keep_socket=True,
+                               gpus=self.cfg.get("gpus"))
+        self.grader_process = started
         self.grader, self.grader_url, port = started.popen, started.url, started.port
         self.store.update_run(grader_pid=self.grader.pid, grader_port=port)
         log.info("grader started (pid %s, port %s); scoring the baseline", self.grader.pid, port)
@@ -266,10 +271,40 @@ class Supervisor:
             procs.reap_zombie_children(self._popen_pids())
             if self.output is not None:
                 self.output.tick()
+            if ticks % 5 == 0:
+                self.check_grader()
             time.sleep(0.2)
         self.store.update_run(end_reason=reason)
         log.info("agent phase over: %s", reason)
         return reason
+
+    def check_grader(self) -> None:
+        """Start a successor of a grader that died, on the same URL; the record says so.
+
+        The successor re-queues whatever was queued or being evaluated, so a submission the
+        agent made is scored, not lost.
+        """
+        old = self.grader_process
+        if old is None or self.grader is None or self.grader.poll() is None:
+            return
+        code = self.grader.returncode
+        # Its eval workers die with it (PR_SET_PDEATHSIG); anything else waits for the end of
+        # the run, where stop_grader() sweeps every process left under us.
+        if self.grader_restarts >= GRADER_RESTARTS:
+            log.error("the grader died (exit code %s) and has been restarted %d times; not again",
+                      code, self.grader_restarts)
+            self.store.event("supervisor", "grader_died", f"grader exited with code {code}; no restart left")
+            self.grader_process = None
+            return
+        self.grader_restarts += 1
+        log.error("the grader died (exit code %s); starting it again on the same URL", code)
+        started = spawn_grader(self.run_dir, self.run_dir / "logs" / "grader.log", successor_of=old,
+                               gpus=self.cfg.get("gpus"))
+        self.grader_process, self.grader = started, started.popen
+        self.store.update_run(grader_pid=started.popen.pid)
+        self.store.event("supervisor", "grader_restarted",
+                         f"grader exited with code {code}; restarted (pid {started.popen.pid})",
+                         {"exit_code": code, "restarts": self.grader_restarts})
 
     def _popen_pids(self) -> set[int]:
         return {p.pid for p in (self.agent, self.grader) if p is not None}
@@ -285,6 +320,8 @@ class Supervisor:
             killed = procs.end_group(agent.pid, grace, keep=self._popen_pids() | {agent.pid})
             if killed:
                 self.store.event("supervisor", "agent_killed", "the agent ignored SIGTERM and was killed")
+        if self.watcher is not None:  # its git must not be among the strays killed next
+            self.watcher.stop()
         grader_pid = self.grader.pid if self.grader else None
         strays = procs.descendants(os.getpid(), exclude={grader_pid} if grader_pid else set())
         if strays:
@@ -296,6 +333,7 @@ class Supervisor:
         except subprocess.TimeoutExpired:
             agent.kill()
             code = agent.wait()
+        self.vitals.agent_pgid = None  # gone by design from here on: not an "agent group gone" event
         self.store.update_run(agent_exit_code=code, agent_ended_at=now())
         self.store.event("supervisor", "agent_end", f"agent exited with code {code}")
         log.info("agent exit code %s", code)
@@ -304,7 +342,10 @@ class Supervisor:
         """Let submissions received before the deadline be scored (a second stop cuts this)."""
         timeout = float(self.cfg.get("eval_timeout_s", 1800))
         last, waited_since = -1, time.monotonic()
-        while self.grader and self.grader.poll() is None:
+        while self.grader:
+            self.check_grader()
+            if self.grader.poll() is not None:
+                return
             pending = self.store.pending_count()
             self._report_new_results()
             if pending == 0:
@@ -317,6 +358,11 @@ class Supervisor:
             time.sleep(0.5)
 
     def stop_grader(self) -> None:
+        """Stop the grader, then every process still under us: its eval workers (they run in
+        sessions of their own, and re-parent to this subreaper if the grader is killed)."""
+        if self.grader_process is not None and self.grader_process.sock is not None:
+            self.grader_process.sock.close()
+        self.grader_process = None
         if not self.grader:
             return
         grader, self.grader = self.grader, None
@@ -327,7 +373,12 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 procs.signal_group(grader.pid, signal.SIGKILL)
                 grader.wait()
-        procs.signal_group(grader.pid, signal.SIGKILL)  # any eval worker left behind
+        procs.signal_group(grader.pid, signal.SIGKILL)
+        left = procs.descendants(os.getpid(), other_sessions=True)
+        if left:
+            procs.kill_pids(left)
+            self.store.event("supervisor", "workers_killed", f"killed {len(left)} process(es) left by the grader",
+                             {"pids": left})
 
     def fail_unfinished(self) -> None:
         for sub in self.store.submissions():

@@ -55,12 +55,15 @@ class EngineSettings:
 
     engine: str = "auto"
     """auto (vLLM when it is installed and a GPU is visible, else transformers), vllm, transformers."""
-    dtype: str = "auto"
+    dtype: str = "bfloat16"
+    """vLLM's ``auto`` runs FP32-saved checkpoints (what TRL often writes) in FP16 while bf16
+    ones run in BF16: one fixed dtype keeps every submission and the baseline comparable."""
     gpu_memory_utilization: float = 0.4
     """vLLM's share of each GPU: the agent's own training keeps the rest."""
     max_model_len: int | None = None
     tensor_parallel_size: int | None = None
-    """None: every visible GPU."""
+    """None: 1. More only when asked: a small model's head count rarely divides 4 or 8 GPUs,
+    and the other GPUs may belong to the agent's training."""
     enforce_eager: bool = False
     seed: int = 0
 

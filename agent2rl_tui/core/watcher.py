@@ -111,6 +111,7 @@ class RevisionWatcher:
         self.thread.start()
 
     def stop(self) -> None:
+        """Stop watching (waits for a snapshot in progress); calling it again does nothing."""
         with self.cond:
             self.stopping = True
             self.cond.notify()

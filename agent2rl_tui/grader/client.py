@@ -101,3 +101,6 @@ class GraderClient:
 
     def submissions(self) -> list[dict[str, Any]]:
         return self._ok_json("/submissions")["submissions"]
+
+    def submission(self, sub_id: int) -> dict[str, Any]:
+        return self._ok_json(f"/submissions/{sub_id}")

@@ -23,15 +23,28 @@ class GraderProcess:
     popen: subprocess.Popen[bytes]
     port: int
     url: str  # http://127.0.0.1:PORT/SECRET
+    secret: str
+    sock: socket.socket | None = None
+    """The listening socket, when the caller keeps it to start a successor on the same URL."""
 
 
-def spawn_grader(run_dir: Path, log_path: Path) -> GraderProcess:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
+def spawn_grader(run_dir: Path, log_path: Path, *, keep_socket: bool = False, gpus: str | None = None,
+                 successor_of: GraderProcess | None = None) -> GraderProcess:
+    """Start a grader; ``successor_of`` a dead one: the same socket and secret, so the agent's
+    URL keeps working (connections made meanwhile wait in the socket's backlog)."""
+    if successor_of is not None and successor_of.sock is not None:
+        sock, secret = successor_of.sock, successor_of.secret
+    else:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         sock.listen(64)
-        port = sock.getsockname()[1]
         secret = secrets.token_urlsafe(16)
+    keep = keep_socket or successor_of is not None
+    env = {**os.environ, SECRET_ENV: secret}
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = gpus  # the run's GPUs only, not every GPU of the machine
+    try:
+        port = sock.getsockname()[1]
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as logfh:
             popen = subprocess.Popen(
@@ -41,9 +54,10 @@ def spawn_grader(run_dir: Path, log_path: Path) -> GraderProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=logfh,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, SECRET_ENV: secret},
+                env=env,
                 start_new_session=True,
             )
     finally:
-        sock.close()
-    return GraderProcess(popen, port, f"http://127.0.0.1:{port}/{secret}")
+        if not keep:
+            sock.close()
+    return GraderProcess(popen, port, f"http://127.0.0.1:{port}/{secret}", secret, sock if keep else None)

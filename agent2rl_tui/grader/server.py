@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.core.modelfiles import check_model_folder
+from agent2rl_tui.core.modelfiles import check_model_folder, files_leaving
 from agent2rl_tui.core.revisions import Revision, SnapshotError, Snapshotter
 from agent2rl_tui.core.store import (
     BASELINE_ID,
@@ -44,6 +44,33 @@ from agent2rl_tui.grader.launch import SECRET_ENV
 
 log = logging.getLogger("agent2rl.grader")
 MAX_BODY_BYTES = 1 << 20
+PR_SET_PDEATHSIG = 1
+WORKER_LOG_TAIL = 1500  # characters of a failed worker's output quoted to the agent
+
+
+def _die_with_parent() -> None:
+    """In a worker, before exec: SIGKILL when the grader dies, however it dies (Linux).
+
+    Workers run in sessions of their own (so a timeout can kill a worker's whole group), out
+    of reach of a signal to the grader's group; without this a grader killed outright would
+    leave a worker evaluating (and holding a GPU) after the run.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _tail(path: Path, limit: int = WORKER_LOG_TAIL) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - limit))
+            return fh.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
 
 
 @dataclass
@@ -94,6 +121,8 @@ class Grader:
         self.log_path = config.run_dir / "logs" / "grader.log"
         self.snapshotter = Snapshotter(config.run_dir)
         self.engine_name = "-"
+        self.worker_logs: dict[int, Path] = {}  # worker pid -> its output file
+        self.workers_started = 0
 
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
@@ -131,11 +160,29 @@ class Grader:
         env.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpu
-        with self.log_path.open("ab") as logfh:
-            return await asyncio.create_subprocess_exec(
+        self.workers_started += 1
+        log_path = self.cfg.run_dir / "logs" / "workers" / f"worker-{self.workers_started}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as logfh:
+            proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "agent2rl_tui.grader.worker", stdin=asyncio.subprocess.PIPE,
-                stdout=logfh, stderr=logfh, start_new_session=True, env=env,
+                stdout=logfh, stderr=logfh, start_new_session=True, env=env, preexec_fn=_die_with_parent,
             )
+        self.worker_logs[proc.pid] = log_path
+        return proc
+
+    def _keep_worker_log(self, proc: asyncio.subprocess.Process, sub_id: int, out_dir: Path) -> str:
+        """Move a used worker's output to evals/<n>/worker.log; its last lines."""
+        path = self.worker_logs.pop(proc.pid, None)
+        if path is None or not path.exists():
+            return ""
+        kept = out_dir / "worker.log"
+        try:
+            path.replace(kept)
+        except OSError:
+            kept = path
+        log.info("submission %s: eval worker output in %s", sub_id, kept.relative_to(self.cfg.run_dir))
+        return _tail(kept)
 
     async def _spawn_spare(self) -> None:
         self.spare = await self._start_worker()
@@ -162,10 +209,18 @@ class Grader:
                 raise
             except Exception as exc:  # noqa: BLE001 - the grader must outlive any one eval
                 log.exception("evaluation of submission %s crashed the grader's consumer", sub_id)
-                self.store.update_submission(
-                    sub_id, status=SUB_FAILED, finished_at=now(), error=f"grader error: {exc}"
-                )
-            result = self.result_of(sub_id)
+                try:
+                    self.store.update_submission(
+                        sub_id, status=SUB_FAILED, finished_at=now(), error=f"grader error: {exc}"
+                    )
+                except Exception:  # noqa: BLE001 - a restarted grader re-queues it
+                    log.exception("could not record the failure of submission %s", sub_id)
+            try:
+                result: dict[str, Any] = self.result_of(sub_id)
+            except Exception as exc:  # noqa: BLE001 - the waiter must get an answer all the same
+                log.exception("could not read the result of submission %s", sub_id)
+                result = {"submission_id": sub_id, "status": "unknown",
+                          "error": f"the grader could not read the result ({exc}); ask GET /submissions/{sub_id}"}
             for fut in self.waiters.pop(sub_id, []):
                 if not fut.done():
                     fut.set_result(result)
@@ -176,6 +231,14 @@ class Grader:
         out_dir = self.cfg.run_dir / "evals" / str(sub_id)
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "summary.json").unlink(missing_ok=True)
+        if sub.kind == "agent":  # the folder may have changed while it waited in the queue
+            try:
+                self.check_model_path(sub.model_path or "", expected=Path(sub.resolved_path))
+            except Rejection as rej:
+                log.warning("submission %s failed its re-check: %s", sub_id, rej.code)
+                self.store.update_submission(sub_id, status=SUB_FAILED, finished_at=now(),
+                                             error=f"{rej.code}: {rej.detail}")
+                return
         self.store.update_submission(sub_id, status=SUB_EVALUATING, started_at=now())
         log.info("evaluating submission %s: %s", sub_id, sub.resolved_path)
         proc = await self._take_worker(sub.gpu)
@@ -205,12 +268,16 @@ class Grader:
             await proc.wait()
         finally:
             self.current = None
+        worker_tail = self._keep_worker_log(proc, sub_id, out_dir)
         summary_path = out_dir / "summary.json"
-        summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
+        try:
+            summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
+        except (OSError, ValueError):
+            summary = None
         if error is None and summary is None:
             error = (
                 f"the eval worker exited with code {proc.returncode} without a result "
-                "(killed, or out of memory?); see logs/grader.log"
+                "(killed, or out of memory?)" + (f"; its last output:\n{worker_tail}" if worker_tail else "")
             )
         if error is None and summary and not summary.get("ok"):
             error = str(summary.get("error"))
@@ -297,6 +364,16 @@ class Grader:
         gpu = body.get("gpu")
         if gpu is not None and not isinstance(gpu, (str, int)):
             raise Rejection(400, "invalid_gpu", '"gpu" must be a string such as "0" or "0,1".')
+        resolved = self.check_model_path(raw)
+        return raw, resolved, None if gpu is None else str(gpu)
+
+    def check_model_path(self, raw: str, expected: Path | None = None) -> Path:
+        """The real folder of ``raw``: inside the workspace, every file in it too, a full model.
+
+        Run when a submission arrives and again when its evaluation starts (``expected``:
+        the folder it resolved to then), so a folder swapped for a symlink in between is
+        caught.
+        """
         if "\x00" in raw:
             raise Rejection(400, "invalid_path", "model_path contains a NUL byte.")
         path = Path(raw)
@@ -311,10 +388,23 @@ class Grader:
                 f"{self.cfg.workspace}. Save models under $OUTPUT_DIR and submit that path; "
                 "symlinks and '..' that leave the workspace are refused.",
             )
+        if expected is not None and resolved != expected:
+            raise Rejection(409, "path_changed",
+                            f"{raw} resolved to {expected} when submitted and to {resolved} now; "
+                            "keep a submitted folder in place until it is scored.")
         problem = check_model_folder(resolved)
         if problem:
             raise Rejection(404 if problem.code == "not_found" else 422, problem.code, problem.detail)
-        return raw, resolved, None if gpu is None else str(gpu)
+        leaving = files_leaving(resolved, self.cfg.workspace)
+        if leaving:
+            raise Rejection(
+                403,
+                "outside_workspace",
+                f"{leaving[0]} in {raw} is a link to a file outside the workspace"
+                f"{f' (and {len(leaving) - 1} more)' if len(leaving) > 1 else ''}. "
+                "Copy the files into the model folder instead of linking them.",
+            )
+        return resolved
 
 
 def _kill_group(pid: int) -> None:
@@ -515,7 +605,10 @@ def main(argv: list[str] | None = None) -> int:
     log.info("grader for %s on 127.0.0.1:%s", config.run_dir.name, sock.getsockname()[1])
     app = build_app(config, secret)
     server = uvicorn.Server(
-        uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", timeout_keep_alive=75)
+        # A /submit waiting on its score must not hold a stopping grader up: after 3 s the
+        # lifespan shutdown runs and kills the workers.
+        uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", timeout_keep_alive=75,
+                       timeout_graceful_shutdown=3)
     )
     asyncio.run(server.serve(sockets=[sock]))
     return 0

@@ -29,7 +29,7 @@ def portable_tokenizer_dir(model_path: Path) -> Path:
     """The model folder, or a copy of its tokenizer files whose config older loaders accept.
 
     TRL with transformers 5 writes ``extra_special_tokens`` as a list; transformers 4.x (what
-    vLLM runs on) expects a dict and fails to load such a tokenizer.
+    vLLM before 0.32 runs on) expects a dict and fails to load such a tokenizer.
     """
     cfg_path = model_path / "tokenizer_config.json"
     if not cfg_path.exists():
@@ -48,6 +48,26 @@ def portable_tokenizer_dir(model_path: Path) -> Path:
     return out
 
 
+def tensor_parallel_size(model_path: Path, wanted: int, visible: int) -> int:
+    """``wanted``, checked against the visible GPUs and the model's attention heads.
+
+    vLLM needs the number of attention heads to divide by the tensor-parallel size; it says
+    so only after minutes of start-up, so the grader says it first and what to change.
+    """
+    if wanted > max(1, visible):
+        raise EngineError(f"tensor_parallel_size {wanted} needs {wanted} GPUs; {visible} visible. "
+                          "Lower [engine] tensor_parallel_size in the task's task.toml.")
+    try:
+        heads = int(json.loads((model_path / "config.json").read_text())["num_attention_heads"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return wanted  # not a config we can read: vLLM will judge
+    if heads % wanted:
+        raise EngineError(f"the model has {heads} attention heads, which {wanted} GPUs cannot split "
+                          "evenly; set [engine] tensor_parallel_size in task.toml to a divisor of "
+                          f"{heads}, e.g. 1.")
+    return wanted
+
+
 class VLLMEngine:
     name = "vllm"
 
@@ -64,7 +84,7 @@ class VLLMEngine:
         s = self.settings
         kwargs: dict[str, Any] = {
             "model": str(model_path), "tokenizer": str(tok_dir), "dtype": s.dtype,
-            "tensor_parallel_size": s.tensor_parallel_size or max(1, self.gpus),
+            "tensor_parallel_size": tensor_parallel_size(model_path, s.tensor_parallel_size or 1, self.gpus),
             "gpu_memory_utilization": s.gpu_memory_utilization, "enforce_eager": s.enforce_eager, "seed": s.seed,
         }
         if s.max_model_len:
