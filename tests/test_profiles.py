@@ -190,11 +190,11 @@ def test_preflight_failures_leave_no_run_behind(tmp_path: Path, tiny_model: Path
     env["PATH"] = "/usr/bin:/bin"
     cases = [
         (["--agent", "claude-code"], "is not on PATH"),
-        (["--agent", "example", "--gpus", "0"], "no NVIDIA GPU is visible"),
+        (["--agent", "example", "--gpus", "99"], r"no NVIDIA GPU is visible|only \d+ GPU\(s\) visible"),
     ]
     for args, message in cases:
         proc = cli("run", "start", "--task", "arith", "--model", str(tiny_model), *args, root=root, env=env)
-        assert proc.returncode == 1 and message in proc.stderr, proc.stderr
+        assert proc.returncode == 1 and re.search(message, proc.stderr), proc.stderr
     broken = tmp_path / "broken-model"
     broken.mkdir()
     (broken / "config.json").write_text('{"model_type": "no-such-architecture"}')
