@@ -70,7 +70,8 @@ def main() -> None:
     ev = get_evaluator(task.evaluator)
     engine = TransformersEngine()
     engine.load(model)
-    prompts = [engine.render(ev.messages(it, task.inference)) for it in items]
+    asked = [ev.prompt(it, task.inference) for it in items]  # as the eval worker asks them
+    prompts = [p if isinstance(p, str) else engine.render(p) for p in asked]
     for batch in (100, 16, 1):
         settings = task.inference.__class__(**{**task.inference.__dict__, "batch_size": batch})
         engine.generate(prompts[:4], settings)  # warm-up
