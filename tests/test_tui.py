@@ -15,20 +15,28 @@ from pathlib import Path
 import pytest
 from rich.console import Group
 from rich.text import Text
-from textual.widgets import DataTable, Input, Markdown, Static, TabbedContent
+from textual.binding import Binding
+from textual.widgets import DataTable, Footer, Input, Markdown, Static, TabbedContent
+from textual.widgets._footer import FooterKey
 
-from agent2rl_tui.core.runs import summarize
+from agent2rl_tui.core.runs import LOST_AFTER_S, summarize
 from agent2rl_tui.core.store import RunStore
 from agent2rl_tui.ui.app import Agent2RLApp
+from agent2rl_tui.ui.panes.logs import LogsPane
+from agent2rl_tui.ui.panes.revisions import RevisionsPane
+from agent2rl_tui.ui.panes.scores import ScoresPane
+from agent2rl_tui.ui.panes.transcript import TranscriptPane
 from agent2rl_tui.ui.screens.compare import CompareScreen
+from agent2rl_tui.ui.screens.confirm import ConfirmScreen
+from agent2rl_tui.ui.screens.items import ItemsScreen
 from agent2rl_tui.ui.screens.new_run import NewRunScreen
 from agent2rl_tui.ui.screens.run import RunScreen
 from agent2rl_tui.ui.screens.runs import RunsScreen
-from agent2rl_tui.ui.widgets.diff_view import DiffView
+from agent2rl_tui.ui.widgets.diff_view import SIDE_BY_SIDE_MIN_WIDTH, DiffView
 from agent2rl_tui.ui.widgets.log_view import LogView
-from agent2rl_tui.ui.panes.revisions import RevisionsPane
 from agent2rl_tui.ui.widgets.steps_view import StepsView
 from agent2rl_tui.ui.widgets.virtual_table import VirtualTable
+from synthetic import add_revisions, make_run
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 SIZE = (160, 48)
@@ -61,6 +69,27 @@ def table_rows(table: DataTable | VirtualTable) -> list[list[str]]:
     return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
 
 
+def footer_keys(screen) -> dict[str, str]:  # noqa: ANN001
+    """What the footer shows: each key with its description (a group's keys: the group's)."""
+    shown: dict[str, str] = {}
+    group: list[str] = []
+    for child in screen.query_one(Footer).children:
+        if isinstance(child, FooterKey):
+            shown[child.key] = child.description
+            continue
+        keys = [k.key for k in child.query(FooterKey)]
+        if keys:
+            group = keys
+        elif group and isinstance(child, Static):
+            shown.update(dict.fromkeys(group, plain(child)))
+            group = []
+    return shown
+
+
+def palette_titles(app: Agent2RLApp) -> list[str]:
+    return [c.title for c in app.get_system_commands(app.screen)]
+
+
 async def open_runs(pilot) -> RunsScreen:  # noqa: ANN001
     await settle(pilot, lambda: isinstance(pilot.app.screen, RunsScreen) and pilot.app.screen.loaded,
                  what="the runs to load")
@@ -77,20 +106,50 @@ async def test_runs_screen_lists_filters_sorts_marks_and_compares(review_root: P
         assert sorted(r[1] for r in rows) == ["finished", "lost"]
         assert all(r[2] == "arith" and r[3] == "example" and r[4] == "scripted" for r in rows)
         assert all(r[9] == "2" for r in rows)  # submissions
-        # Typing on the table filters.
+        # Typing on the table filters: the first letter is kept, and once the filter has
+        # focus every letter goes to it, action keys (o, s, r, n, c) included.
         await pilot.press("l", "o", "s", "t")
         await settle(pilot, lambda: table.row_count == 1, what="the filter")
+        assert screen.filter_text == "lost"
         assert table_rows(table)[0][1] == "lost"
         assert isinstance(app.focused, Input)
         await pilot.press("escape")
         await settle(pilot, lambda: table.row_count == 2, what="the filter to clear")
-        # Sorting: o moves to the next column, O reverses.
-        before = screen.sort_column
-        await pilot.press("o")
-        assert screen.sort_column != before
-        reverse = screen.sort_reverse
+        assert screen.filter_text == "" and app.focused is table
+        for word, rows in (("arith", 2), ("finished", 1)):
+            await type_text(pilot, word)
+            assert screen.filter_text == word and len(screen.shown) == rows
+            await pilot.press("escape")
+        # A word that starts with an action's key: / first, and no action fires.
+        for word in ("stopped", "codex", "running", "none", "reload"):
+            await pilot.press("slash")
+            await type_text(pilot, word)
+            assert isinstance(app.screen, RunsScreen), f"typing {word!r} left Runs"
+            assert screen.filter_text == word and table.row_count == 0
+            await pilot.press("escape")
+            assert screen.filter_text == "" and table.row_count == 2
+        # enter leaves the filter on and goes back to the table, where keys act again.
+        await pilot.press("slash")
+        await type_text(pilot, "lost")
+        await pilot.press("enter")
+        assert app.focused is table and table.row_count == 1
+        await pilot.press("escape")
+        assert table.row_count == 2
+        # Sorting: o moves to the next column, O reverses; the rows really move.
+        screen.sort_column, screen.sort_reverse = "id", False
+        screen.populate()
+        ids = [r[-1] for r in table_rows(table)]
+        assert ids == sorted(ids) and ids[1].endswith("-lost")
         await pilot.press("O")
-        assert screen.sort_reverse is not reverse
+        assert screen.sort_reverse is True
+        assert [r[-1] for r in table_rows(table)] == ids[::-1]
+        await pilot.press("o")  # id -> the first sortable column: status, still descending
+        assert screen.sort_column == "status"
+        assert [r[1] for r in table_rows(table)] == ["lost", "finished"]
+        await pilot.press("O")
+        assert [r[1] for r in table_rows(table)] == ["finished", "lost"]
+        await pilot.press("o")
+        assert screen.sort_column == "task"
         # Marking and comparing.
         table.focus()
         await pilot.press("home", "space")
@@ -135,6 +194,38 @@ async def test_run_screen_panes_and_jumps(review_root: Path) -> None:
         items = plain(run.query_one("#items-text", Static))
         assert "vs previous submission #1" in items
 
+        # i: every item of submission 2, from its own evals/2/results.jsonl.
+        def results(sub_id: int) -> list[dict]:
+            path = view.path / "evals" / str(sub_id) / "results.jsonl"
+            return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+        mine, before = results(2), {i["index"]: i["correct"] for i in results(1)}
+        await pilot.press("i")
+        await settle(pilot, lambda: isinstance(app.screen, ItemsScreen), what="the items of submission 2")
+        items_screen = app.screen
+        itable = items_screen.query_one("#items-table", VirtualTable)
+        rows = table_rows(itable)
+        assert len(rows) == len(mine) > 0
+        for row, item in zip(rows, mine):
+            index, ok, vs_prev, _vs_base, extracted, gold, _prompt = row
+            assert index == str(item["index"]) and ok == ("✓" if item["correct"] else "✗")
+            assert extracted == str(item["extracted"]) and gold == str(item["gold"])
+            was = before[item["index"]]
+            assert vs_prev == ("solved" if item["correct"] and not was else "broke" if was and not item["correct"]
+                               else "")
+        assert f"{sum(i['correct'] for i in mine)} of {len(mine)} items correct" in plain(
+            items_screen.query_one("#items-title", Static))
+        await pilot.press("end")
+        detail = plain(items_screen.query_one("#item-text", Static))
+        assert f"item {mine[-1]['index']}" in detail and str(mine[-1]["prompt"]) in detail
+        await pilot.press("f")  # wrong ones only
+        assert [r[0] for r in table_rows(itable)] == [str(i["index"]) for i in mine if not i["correct"]]
+        await pilot.press("f", "f")  # changed since submission 1
+        assert [r[0] for r in table_rows(itable)] == [str(i["index"]) for i in mine
+                                                      if bool(i["correct"]) != bool(before[i["index"]])]
+        await pilot.press("escape")
+        await settle(pilot, lambda: app.screen is run, what="back to the Run screen")
+
         # r: the revision submission 2 was made from.
         await pilot.press("r")
         await settle(pilot, lambda: run.query_one(TabbedContent).active == "revisions", what="Revisions")
@@ -154,8 +245,24 @@ async def test_run_screen_panes_and_jumps(review_root: Path) -> None:
         # m marks a base; another revision is then diffed against it.
         await pilot.press("2", "home", "m", "end")
         await settle(pilot, lambda: diff.diff_title.startswith("revision 1 →"), what="diff against the mark")
-        await pilot.press("v")  # layout toggle works from the keyboard
+        # 160 columns: the diff beside the revision list is wide enough for side by side.
+        assert diff.side_by_side is None and diff.size.width >= SIDE_BY_SIDE_MIN_WIDTH
         assert diff.is_side_by_side
+        changed = [y for y in range(diff.line_count) if "grpo" in diff.row_text(y)]
+        assert changed and all(len(diff.row_text(y).split("│")) == 2 for y in changed)
+        await pilot.press("v")  # layout toggle works from the keyboard
+        assert not diff.is_side_by_side
+        assert all("│" not in diff.row_text(y) for y in range(diff.line_count))
+        await pilot.press("v")
+        assert diff.is_side_by_side
+        # A narrower terminal: the diff falls back to unified by itself.
+        diff.side_by_side = None
+        await pilot.resize_terminal(120, 48)
+        await settle(pilot, lambda: not diff.is_side_by_side, what="unified when narrow")
+        assert diff.size.width < SIDE_BY_SIDE_MIN_WIDTH
+        assert all("│" not in diff.row_text(y) for y in range(diff.line_count))
+        await pilot.resize_terminal(*SIZE)
+        await settle(pilot, lambda: diff.is_side_by_side, what="side by side again")
 
         # Transcript: filter by kind, search, details, jump from a submission.
         await pilot.press("3")
@@ -172,6 +279,13 @@ async def test_run_screen_panes_and_jumps(review_root: Path) -> None:
         await pilot.press("enter")
         detail = plain(run.query_one("#step-text", Static))
         assert "submission v2" in detail
+        # escape first clears the search (the footer says so), and the Run screen stays.
+        await settle(pilot, lambda: footer_keys(run).get("escape") == "Clear search", what="Clear search shown")
+        searched = steps.count
+        await pilot.press("escape")
+        assert isinstance(app.screen, RunScreen) and run.query_one(TranscriptPane).query_text == ""
+        await settle(pilot, lambda: steps.count > searched, what="the search to clear")
+        await settle(pilot, lambda: footer_keys(run).get("escape") == "Runs", what="escape back to Runs shown")
         await pilot.press("1", "end", "t")
         await settle(pilot, lambda: run.query_one(TabbedContent).active == "transcript", what="jump to transcript")
         at = view.submissions[-1].received_at
@@ -280,3 +394,134 @@ async def test_open_a_single_run_folder(review_root: Path) -> None:
         await pilot.press("escape")
         await settle(pilot, lambda: isinstance(app.screen, RunsScreen), what="Runs")
 
+
+
+async def test_every_action_key_is_in_the_footer_and_the_palette_once(review_root: Path) -> None:
+    # Every binding of our screens and panes is shown, or is another key for a shown action.
+    for cls in (RunsScreen, RunScreen, ScoresPane, RevisionsPane, TranscriptPane, LogsPane, ItemsScreen,
+                DiffView, LogView, CompareScreen, NewRunScreen, ConfirmScreen):
+        bindings = [b for b in cls.BINDINGS if isinstance(b, Binding)]
+        shown = {b.action for b in bindings if b.show}
+        assert all(b.action in shown for b in bindings if b.description), cls.__name__
+
+    app = Agent2RLApp(root=review_root)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_runs(pilot)
+        await settle(pilot, lambda: "enter" in footer_keys(screen), what="the footer")
+        keys = footer_keys(screen)
+        for key, label in (("enter", "Open"), ("n", "New run"), ("s", "Stop"), ("space", "Mark"), ("c", "Compare"),
+                           ("o", "Sort"), ("O", "Sort"), ("slash", "Filter"), ("ctrl+r", "Refresh"),
+                           ("question_mark", "Keys"), ("q", "Quit")):
+            assert keys.get(key) == label, (key, keys)
+        assert "escape" not in keys  # nothing to clear yet
+        await type_text(pilot, "lo")
+        await settle(pilot, lambda: footer_keys(screen).get("escape") == "Clear filter", what="Clear filter shown")
+        await pilot.press("escape")
+        await settle(pilot, lambda: "escape" not in footer_keys(screen), what="Clear filter hidden again")
+        titles = palette_titles(app)
+        assert len(titles) == len(set(titles)), titles
+        for title in ("Reverse sort", "Refresh", "Quit", "Keys"):
+            assert title in titles
+
+        table = screen.query_one("#runs", VirtualTable)
+        table.move_to(next(i for i, r in enumerate(table_rows(table)) if r[1] == "finished"))
+        await pilot.press("enter")
+        await settle(pilot, lambda: isinstance(app.screen, RunScreen), what="the Run screen")
+        run: RunScreen = app.screen
+        expected = {
+            "scores": {"1": "Panes", "5": "Panes", "escape": "Runs", "s": "Stop run", "r": "Its revision",
+                       "d": "Diff since previous", "t": "Transcript there", "i": "All items"},
+            "revisions": {"m": "Mark base", "v": "Layout", "n": "Hunk", "p": "Hunk", "right_square_bracket": "File",
+                          "left_square_bracket": "File", "escape": "Runs"},
+            "transcript": {"k": "Kind filter", "slash": "Search", "escape": "Runs", "enter": "Show step"},
+            "logs": {"a": "Agent log", "g": "Grader log", "u": "Supervisor log", "f": "Follow"},
+            "report": {"escape": "Runs", "s": "Stop run"},
+        }
+        for i, (tab, want) in enumerate(expected.items(), start=1):
+            await pilot.press(str(i))
+            await settle(pilot, lambda: all(footer_keys(run).get(k) == v for k, v in want.items()),
+                         what=f"the footer of {tab}: {want}, not {footer_keys(run)}")
+            titles = palette_titles(app)
+            assert len(titles) == len(set(titles)), (tab, titles)
+        # The diff's own keys, with the diff focused.
+        await pilot.press("2")
+        run.query_one(DiffView).focus()
+        want = {"n": "Hunk", "p": "Hunk", "right_square_bracket": "File", "left_square_bracket": "File",
+                "v": "Layout"}
+        await settle(pilot, lambda: isinstance(app.focused, DiffView)
+                     and {k: footer_keys(run).get(k) for k in want} == want, what="the diff's keys")
+        # Escape on the Transcript pane with no search goes back to Runs.
+        await pilot.press("3")
+        await settle(pilot, lambda: isinstance(app.focused, StepsView), what="the transcript")
+        await pilot.press("escape")
+        await settle(pilot, lambda: isinstance(app.screen, RunsScreen), what="back to Runs from the Transcript")
+
+
+async def test_run_screen_notices_the_run_became_lost(tmp_path: Path) -> None:
+    """No one writes when a supervisor dies: the Run screen must see the heartbeat age out."""
+    start = time.time()
+    run_dir = make_run(tmp_path, "20261122T233321-arith-live", status="running", t0=start - 60, budget_s=600,
+                       heartbeat=start - LOST_AFTER_S + 4)
+    app = Agent2RLApp(root=tmp_path, open_run=run_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, lambda: isinstance(app.screen, RunScreen), what="the Run screen")
+        run: RunScreen = app.screen
+        header = run.query_one("#budget", Static)
+        assert run.view.status == "running" and "left" in plain(header)
+        await settle(pilot, lambda: run.view.status == "lost", timeout=15, what="the run to be seen lost")
+        await settle(pilot, lambda: plain(header).startswith("lost"), what="the header to say lost")
+        assert "ended" in plain(header) and "left" not in plain(header)
+        frozen = plain(header)
+        await pilot.pause(1.5)
+        assert plain(header) == frozen  # the budget stopped ticking
+    assert summarize(run_dir).status == "lost"  # the same verdict as the Runs screen's
+
+
+@pytest.mark.parametrize("row_keys, seq, previous", [(("end", "up"), 4, 2), (("end",), 6, 4)])
+async def test_diff_since_previous_submission_before_revisions_was_ever_opened(
+        tmp_path: Path, row_keys: tuple[str, ...], seq: int, previous: int) -> None:
+    """Submissions made from revisions 2, 4 and 6 (the last): d shows 2 → 4 and 4 → 6."""
+    run_dir = make_run(tmp_path, "20261122T233320-arith-example", scores=(44.0, 69.0, 80.0))
+    add_revisions(run_dir, [{"code/a.py": f"X = {i}\n"} for i in range(6)])  # revision k holds X = k-1
+    with RunStore.of_run(run_dir) as store:
+        store.update_submission(2, revision_seq=4)
+        store.update_submission(3, revision_seq=6)
+    app = Agent2RLApp(root=tmp_path, open_run=run_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, lambda: isinstance(app.screen, RunScreen), what="the Run screen")
+        run: RunScreen = app.screen
+        subs = run.query_one("#subs", VirtualTable)
+        await settle(pilot, lambda: subs.row_count == 4, what="the submissions")
+        await pilot.press(*row_keys, "d")
+        diff = run.query_one(DiffView)
+        await settle(pilot, lambda: diff.line_count > 1, what="the diff")
+        await pilot.pause(1.0)  # anything still queued from the first fill has been handled
+        assert diff.diff_title == f"revision {previous} → {seq}"
+        assert run.query_one(RevisionsPane).current_seq() == seq
+        text = "\n".join(diff.row_text(y) for y in range(diff.line_count))
+        assert f"X = {previous - 1}" in text and f"X = {seq - 1}" in text
+        assert f"X = {seq - 2}" not in text  # not the diff against the revision before
+
+
+async def test_a_lost_runs_record_can_be_closed_from_its_run_screen(review_root: Path, tmp_path: Path) -> None:
+    lost_src = next(p for p in review_root.iterdir() if p.name.endswith("-lost"))
+    run_dir = tmp_path / lost_src.name
+    shutil.copytree(lost_src, run_dir)
+    app = Agent2RLApp(root=tmp_path, open_run=run_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, lambda: isinstance(app.screen, RunScreen), what="the Run screen")
+        run: RunScreen = app.screen
+        assert run.view.status == "lost" and run.view.run["ended_at"] is None
+        await pilot.press("s")
+        await settle(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        assert "Close the record of lost run" in app.screen.question
+        await pilot.press("y")
+        await settle(pilot, lambda: app.screen is run and run.view.run["ended_at"] is not None, timeout=30,
+                     what="the record to be closed")
+        assert run.view.status == "lost"
+        await pilot.press("s")  # closed now: nothing left to stop
+        await pilot.pause(0.2)
+        assert app.screen is run
+    with RunStore.of_run(run_dir) as store:
+        assert store.run()["status"] == "lost"
+    assert json.loads((run_dir / "report" / "report.json").read_text())["status"] == "lost"

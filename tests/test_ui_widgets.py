@@ -22,7 +22,7 @@ from textual.widgets import Footer
 
 from agent2rl_tui.ui.tailfile import TailFile
 from agent2rl_tui.ui.widgets import DiffView, LogView
-from agent2rl_tui.ui.widgets.diff_view import pair_rows, parse_diff
+from agent2rl_tui.ui.widgets.diff_view import SIDE_BY_SIDE_MIN_WIDTH, pair_rows, parse_diff
 
 # -- helpers ------------------------------------------------------------------------------
 
@@ -356,7 +356,7 @@ def find_row(view: DiffView, pattern: str) -> int:
 @pytest.mark.asyncio
 async def test_diffview_unified_rows(repo_diff: str) -> None:
     view = DiffView()
-    async with WidgetApp(view).run_test(size=(120, 40)) as pilot:
+    async with WidgetApp(view).run_test(size=(100, 40)) as pilot:
         view.set_diff(repo_diff, "base..work")
         await pilot.pause()
         assert not view.is_side_by_side
@@ -435,6 +435,16 @@ async def test_diffview_layout_follows_width_and_toggles(repo_diff: str) -> None
         await pilot.resize_terminal(100, 40)
         await pilot.pause()
         assert not view.is_side_by_side
+        # The view's own width decides: side by side from SIDE_BY_SIDE_MIN_WIDTH cells,
+        # where each half still holds a 50-column line beside its gutter.
+        await pilot.resize_terminal(SIDE_BY_SIDE_MIN_WIDTH - 1, 40)
+        await pilot.pause()
+        assert view.size.width == SIDE_BY_SIDE_MIN_WIDTH - 1 and not view.is_side_by_side
+        await pilot.resize_terminal(SIDE_BY_SIDE_MIN_WIDTH, 40)
+        await pilot.pause()
+        assert view.is_side_by_side
+        left, right = view.row_text(find_row(view, r"def step_5\(x\):")).split("│")
+        assert len(left) >= 50
         await pilot.resize_terminal(200, 40)
         await pilot.pause()
         assert view.is_side_by_side
@@ -454,7 +464,7 @@ async def test_diffview_empty_diff_says_no_changes() -> None:
 @pytest.mark.asyncio
 async def test_diffview_colours_follow_the_theme(repo_diff: str) -> None:
     view = DiffView()
-    async with WidgetApp(view).run_test(size=(120, 40)) as pilot:
+    async with WidgetApp(view).run_test(size=(100, 40)) as pilot:
         view.set_diff(repo_diff)
         await pilot.pause()
 
@@ -484,7 +494,7 @@ async def test_diffview_loads_a_2000_line_rewrite_quickly(tmp_path: Path) -> Non
     diff = subprocess.run(["git", "diff", "--no-index", str(old), str(new)],
                           capture_output=True, text=True).stdout
     view = DiffView()
-    async with WidgetApp(view).run_test(size=(120, 40)) as pilot:
+    async with WidgetApp(view).run_test(size=(100, 40)) as pilot:
         t0 = time.perf_counter()
         view.set_diff(diff)
         strips = [view.render_line(y) for y in range(view.size.height)]

@@ -56,16 +56,26 @@ class Agent2RLApp(App[None]):
             self.action_show_help_panel()
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """The palette offers every action bound on the current screen, with its key."""
-        yield from super().get_system_commands(screen)
+        """The palette offers every action bound on the current screen, with its key.
+
+        Each title once: Textual's own commands that a binding also offers (Quit, Keys)
+        are given with the binding's key instead.
+        """
         seen: set[str] = set()
+        titles: set[str] = set()
+        ours: list[SystemCommand] = []
         # The screen's own bindings first (a focused table may shadow one, like enter),
         # then whatever the focused widget and its panes add.
-        candidates = [(b.key, screen, b) for b in screen.BINDINGS if isinstance(b, Binding)]
+        candidates = [(b.key, screen, b) for b in screen.BINDINGS
+                      if isinstance(b, Binding) and screen.check_action(b.action, ()) is not False]
         candidates += [(key, a.node, a.binding) for key, a in screen.active_bindings.items()]
         for key, node, binding in candidates:
-            if not binding.description or binding.action in seen or binding.action == "command_palette":
+            if not binding.description or binding.action in seen or binding.action == "command_palette" \
+                    or binding.description in titles:
                 continue
             seen.add(binding.action)
-            yield SystemCommand(binding.description, f"key {binding.key_display or key}",
-                                partial(node.run_action, binding.action))
+            titles.add(binding.description)
+            ours.append(SystemCommand(binding.description, f"key {binding.key_display or key}",
+                                      partial(node.run_action, binding.action)))
+        yield from (c for c in super().get_system_commands(screen) if c.title not in titles)
+        yield from ours

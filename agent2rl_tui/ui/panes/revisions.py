@@ -21,7 +21,7 @@ from agent2rl_tui.core.revisions import Revision, diff
 from agent2rl_tui.core.runview import RunView
 from agent2rl_tui.core.timeutil import human_duration
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
-from agent2rl_tui.ui.widgets.diff_view import DiffView
+from agent2rl_tui.ui.widgets.diff_view import FILES, HUNKS, DiffView
 
 
 COLUMNS = [Column("rev", 5, right=True), Column("at", 8, right=True), Column("trigger", 10), Column("files", 5, right=True),
@@ -32,6 +32,7 @@ COLUMNS = [Column("rev", 5, right=True), Column("at", 8, right=True), Column("tr
 class DiffReady(Message):
     text: str
     title: str
+    key: tuple[int | None, int]
 
 
 class RevisionsPane(Horizontal):
@@ -40,10 +41,12 @@ class RevisionsPane(Horizontal):
         Binding("t", "transcript", "Transcript there", id="rev-transcript"),
         # The diff's own keys, also from the list, so browsing revisions needs no focus change.
         Binding("v", "diff('toggle_layout')", "Layout", id="rev-layout"),
-        Binding("n", "diff('next_hunk')", "Next hunk", show=False, id="rev-next-hunk"),
-        Binding("p", "diff('previous_hunk')", "Prev hunk", show=False, id="rev-prev-hunk"),
-        Binding("right_square_bracket", "diff('next_file')", "Next file", show=False, id="rev-next-file"),
-        Binding("left_square_bracket", "diff('previous_file')", "Prev file", show=False, id="rev-prev-file"),
+        Binding("n", "diff('next_hunk')", "Next hunk", id="rev-next-hunk", group=HUNKS),
+        Binding("p", "diff('previous_hunk')", "Prev hunk", id="rev-prev-hunk", group=HUNKS),
+        Binding("right_square_bracket", "diff('next_file')", "Next file", key_display="]", id="rev-next-file",
+                group=FILES),
+        Binding("left_square_bracket", "diff('previous_file')", "Prev file", key_display="[",
+                id="rev-prev-file", group=FILES),
     ]
 
     def __init__(self) -> None:
@@ -51,7 +54,11 @@ class RevisionsPane(Horizontal):
         self.view: RunView | None = None
         self.revisions: list[Revision] = []
         self.anchor: int | None = None
-        self.pending: tuple[int | None, int] | None = None  # (base, seq) asked for explicitly
+        # (base, seq) asked for explicitly (the diff since the previous submission): kept while
+        # the cursor stays on seq, so a CursorMoved still queued from the first fill (handled
+        # after select()) shows the same diff instead of the one against the previous revision.
+        self.pending: tuple[int | None, int] | None = None
+        self.shown: tuple[int | None, int] | None = None  # (old seq, new seq) of the diff asked for
         self.start = 0.0
 
     def compose(self) -> ComposeResult:
@@ -104,13 +111,13 @@ class RevisionsPane(Horizontal):
 
     @on(VirtualTable.CursorMoved, "#revs")
     def cursor_moved(self) -> None:
-        seq = self.current_seq()
+        seq = self.current_seq()  # where the cursor is now, not where the message says it was
         if seq is None:
             return
         if self.pending is not None and self.pending[1] == seq:
-            base, self.pending = self.pending[0], None
-            self.show_diff(seq, base, explicit=True)
+            self.show_diff(seq, self.pending[0], explicit=True)
         else:
+            self.pending = None
             self.show_diff(seq, self.anchor)
 
     def show_diff(self, seq: int, base: int | None, explicit: bool = False) -> None:
@@ -121,18 +128,23 @@ class RevisionsPane(Horizontal):
             old = self.revision(seq - 1)
         else:
             old = self.revision(base)
+        key = (old.seq if old else None, new.seq)
+        if key == self.shown:
+            return  # already shown (or on its way)
+        self.shown = key
         title = f"revision {old.seq if old else '(empty)'} → {new.seq}"
-        self.load_diff(old, new, title)
+        self.load_diff(old, new, title, key)
 
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
-    def load_diff(self, old: Revision | None, new: Revision, title: str) -> None:
+    def load_diff(self, old: Revision | None, new: Revision, title: str, key: tuple[int | None, int]) -> None:
         assert self.view is not None
         text = diff(self.view.path, old, new)
-        self.post_message(DiffReady(text, title))
+        self.post_message(DiffReady(text, title, key))
 
     @on(DiffReady)
     def diff_ready(self, message: DiffReady) -> None:
-        self.query_one("#diff", DiffView).set_diff(message.text, message.title)
+        if message.key == self.shown:  # a slower, superseded diff is dropped
+            self.query_one("#diff", DiffView).set_diff(message.text, message.title)
 
     def action_diff(self, action: str) -> None:
         getattr(self.query_one("#diff", DiffView), f"action_{action}")()
@@ -142,6 +154,7 @@ class RevisionsPane(Horizontal):
         if seq is None:
             return
         self.anchor = None if self.anchor == seq else seq
+        self.pending = None
         self.notify(f"diffs now against revision {seq}" if self.anchor else "diffs against the previous revision")
 
     def action_transcript(self) -> None:

@@ -1,9 +1,9 @@
 """Scores: the score history chart, the submissions table, and what a submission changed.
 
 Selecting a submission shows its per-item results against the previous scored submission
-and against the baseline: which items it solved and which it broke. Keys jump to the
-revision it was made from, to the diff since the previous submission, and to what the
-agent was doing when it submitted.
+and against the baseline: which items it solved and which it broke; ``i`` opens all of its
+items (Items screen). Keys jump to the revision it was made from, to the diff since the
+previous submission, and to what the agent was doing when it submitted.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ class ScoresPane(Vertical):
         Binding("r", "revision", "Its revision", id="sub-revision"),
         Binding("d", "diff", "Diff since previous", id="sub-diff"),
         Binding("t", "transcript", "Transcript there", id="sub-transcript"),
+        Binding("i", "items", "All items", id="sub-items"),
     ]
 
     def __init__(self) -> None:
@@ -138,7 +139,7 @@ class ScoresPane(Vertical):
         items = read_items(view.path, sub.id)
         if items:
             correct = sum(1 for i in items if i.get("correct"))
-            lines.append(Text(f"{correct} of {len(items)} items correct"))
+            lines.append(Text(f"{correct} of {len(items)} items correct (i: browse them all)"))
             prev = view.previous_scored(sub.id) if sub.kind == "agent" else None
             others = [("previous submission #%d" % prev.id, prev.id)] if prev else []
             if sub.kind == "agent" and view.baseline is not None:
@@ -169,6 +170,14 @@ class ScoresPane(Vertical):
             self.notify("this submission has no recorded revision", severity="warning")
             return
         self.screen.show_submission_diff(sub.id)  # type: ignore[attr-defined]
+
+    def action_items(self) -> None:
+        from agent2rl_tui.ui.screens.items import ItemsScreen
+
+        sub = self.current_submission()
+        if sub is None or self.view is None:
+            return
+        self.app.push_screen(ItemsScreen(self.view, sub))
 
     def action_transcript(self) -> None:
         sub = self.current_submission()

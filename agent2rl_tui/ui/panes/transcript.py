@@ -13,6 +13,7 @@ from pathlib import Path
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Static
@@ -37,7 +38,9 @@ class TranscriptPane(Vertical):
     BINDINGS = [
         Binding("k", "next_kind", "Kind filter", id="kind"),
         Binding("slash", "search", "Search", key_display="/", id="search"),
-        Binding("escape", "clear_search", "Clear search", show=False, id="clear-search"),
+        # Active (and shown) only while there is a search to clear or the search box has
+        # focus; otherwise escape falls through to the screen's (back to Runs).
+        Binding("escape", "clear_search", "Clear search", id="clear-search"),
     ]
 
     def __init__(self, run_dir: Path, start: float) -> None:
@@ -85,17 +88,35 @@ class TranscriptPane(Vertical):
     def action_search(self) -> None:
         self.query_one("#search", Input).focus()
 
+    def _search_active(self) -> bool:
+        box = self.query_one("#search", Input)
+        return bool(self.query_text or box.value) or self.screen.focused is box
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "clear_search":
+            return self._search_active()
+        return True
+
     def action_clear_search(self) -> None:
+        if not self._search_active():
+            raise SkipAction()
         self.query_one("#search", Input).value = ""
-        self.query_text = ""
-        self._apply()
+        if self.query_text:
+            self.query_text = ""
+            self._apply()
         self.query_one(StepsView).focus()
+        self.screen.refresh_bindings()
+
+    @on(Input.Changed, "#search")
+    def search_typed(self) -> None:
+        self.screen.refresh_bindings()
 
     @on(Input.Submitted, "#search")
     def searched(self, event: Input.Submitted) -> None:
         self.query_text = event.value
         self._apply()
         self.query_one(StepsView).focus()
+        self.screen.refresh_bindings()
 
     @on(StepsView.Selected, "#steps")
     def show_step(self, message: StepsView.Selected) -> None:
@@ -119,6 +140,7 @@ class TranscriptPane(Vertical):
             self.kind_index, self.query_text = 0, ""
             self.query_one("#search", Input).value = ""
             self._apply()
+            self.screen.refresh_bindings()
         steps = self.query_one(StepsView)
         seq = step_near(steps.store, at)
         if seq is not None:

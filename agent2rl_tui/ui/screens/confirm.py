@@ -8,6 +8,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from agent2rl_tui.core.store import ACTIVE_STATUSES
+
 
 class ConfirmScreen(ModalScreen[bool]):
     BINDINGS = [
@@ -31,3 +33,18 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
+
+
+def stop_question(run_id: str, status: str, ended_at: float | None) -> str | None:
+    """What ``s`` asks before stopping a run, the same on Runs and on Run; None: nothing to stop.
+
+    An active run is stopped through its supervisor; a lost run whose record is still open
+    (its supervisor died without closing it) has its record closed. Both go through
+    ``core.runs.stop_run``, which reconciles a run whose supervisor is gone.
+    """
+    if status == "lost" and ended_at is None:
+        return (f"Close the record of lost run {run_id}?\nIts leftover processes are ended and the report "
+                "is written.")
+    if status in ACTIVE_STATUSES:
+        return f"Stop run {run_id}?\nThe agent is ended, queued evaluations finish, and the report is written."
+    return None

@@ -2,7 +2,9 @@
 
 It watches the run's folder, never its supervisor: every second a thread worker asks
 SQLite whether run.db changed (``PRAGMA data_version``) and, if so, reloads the run view;
-the header ticks from the clock while the run is live. Panes are filled when first shown
+the header ticks from the clock while the run is live, and each tick also re-derives the
+status from the heartbeat's age, so a run whose supervisor stopped beating (which writes
+nothing) is shown lost and the header stops. Panes are filled when first shown
 and refreshed only while visible, so a run with thousands of revisions opens fast.
 """
 
@@ -19,9 +21,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 
-from agent2rl_tui.core.runs import stop_run
+from agent2rl_tui.core.runs import effective_status, stop_run
 from agent2rl_tui.core.runview import RunView, load_run_view
-from agent2rl_tui.core.store import ACTIVE_STATUSES
 from agent2rl_tui.ui.panes.logs import LogsPane
 from agent2rl_tui.ui.panes.report import ReportPane
 from agent2rl_tui.ui.panes.revisions import RevisionsPane
@@ -38,14 +39,17 @@ class ViewLoaded(Message):
     view: RunView
 
 
+PANES = Binding.Group("Panes")
+
+
 class RunScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "back", "Runs", id="back"),
-        Binding("1", "tab('scores')", "Scores", id="tab-scores"),
-        Binding("2", "tab('revisions')", "Revisions", id="tab-revisions"),
-        Binding("3", "tab('transcript')", "Transcript", id="tab-transcript"),
-        Binding("4", "tab('logs')", "Logs", id="tab-logs"),
-        Binding("5", "tab('report')", "Report", id="tab-report"),
+        Binding("1", "tab('scores')", "Scores", id="tab-scores", group=PANES),
+        Binding("2", "tab('revisions')", "Revisions", id="tab-revisions", group=PANES),
+        Binding("3", "tab('transcript')", "Transcript", id="tab-transcript", group=PANES),
+        Binding("4", "tab('logs')", "Logs", id="tab-logs", group=PANES),
+        Binding("5", "tab('report')", "Report", id="tab-report", group=PANES),
         Binding("s", "stop", "Stop run", id="stop-run"),
     ]
 
@@ -95,8 +99,16 @@ class RunScreen(Screen[None]):
 
     # -- live updates -----------------------------------------------------------------
     def tick(self) -> None:
-        if self.view is not None and self.view.live:
-            self.query_one(BudgetHeader).show(self.view, self.app.clock())  # type: ignore[attr-defined]
+        view = self.view
+        if view is None or not view.live:
+            return
+        # A dead supervisor writes nothing, so no reload comes: "lost" is the heartbeat's age.
+        status = effective_status(view.run)
+        if status != view.status:
+            view.status = status
+            if status == "lost":
+                self.notify("the run's supervisor stopped beating: the run is lost", severity="warning")
+        self.query_one(BudgetHeader).show(view, self.app.clock())  # type: ignore[attr-defined]
 
     @work(thread=True, exclusive=True, group="run-poll", exit_on_error=False)
     def poll(self) -> None:
@@ -165,19 +177,24 @@ class RunScreen(Screen[None]):
         self.query_one(TranscriptPane).jump_to_time(at)
 
     def action_stop(self) -> None:
-        from agent2rl_tui.ui.screens.confirm import ConfirmScreen
+        """Stop a live run, or close the record of a lost one (as ``s`` on Runs does)."""
+        from agent2rl_tui.ui.screens.confirm import ConfirmScreen, stop_question
 
-        if self.view is None or self.view.status not in ACTIVE_STATUSES:
-            self.notify("this run is not running", severity="warning")
+        if self.view is None:
+            return
+        question = stop_question(self.view.run["id"], self.view.status, self.view.run["ended_at"])
+        if question is None:
+            self.notify(f"this run is {self.view.status}; nothing to stop", severity="warning")
             return
 
         def confirmed(yes: bool | None) -> None:
             if yes:
                 self.stop_in_background()
 
-        self.app.push_screen(ConfirmScreen(f"Stop run {self.view.run['id']}?"), confirmed)
+        self.app.push_screen(ConfirmScreen(question), confirmed)
 
     @work(thread=True, group="stop", exit_on_error=False)
     def stop_in_background(self) -> None:
         status = stop_run(self.run_dir, wait_s=0)
         self.app.call_from_thread(self.notify, f"run {status}")
+        self.post_message(ViewLoaded(load_run_view(self.run_dir)))

@@ -2,7 +2,9 @@
 
 Summaries are read in a thread worker; a refresh re-reads only the runs whose run.db
 changed (file times) or that are still active (their status depends on the heartbeat's age).
-Typing filters the table; a header click or ``o`` sorts; space marks runs for Compare.
+Typing filters the table: any printable key that is not an action's key (or ``/`` first,
+for a word that starts with one) moves to the filter, which then takes every key typed until
+enter or escape. A header click or ``o`` sorts; space marks runs for Compare.
 """
 
 from __future__ import annotations
@@ -70,6 +72,15 @@ class RunsLoaded(Message):
     complete: bool = True
 
 
+SORT = Binding.Group("Sort")
+
+
+class RunsTable(VirtualTable):
+    """The runs list: enter (open the run) is shown in the footer, not shadowed unseen."""
+
+    BINDINGS = [Binding("enter", "select", "Open", id="runs-open")]
+
+
 class RunsScreen(Screen[None]):
     BINDINGS = [
         Binding("enter", "open", "Open", id="open"),
@@ -77,11 +88,12 @@ class RunsScreen(Screen[None]):
         Binding("s", "stop", "Stop", id="stop"),
         Binding("space", "mark", "Mark", id="mark"),
         Binding("c", "compare", "Compare", id="compare"),
-        Binding("o", "sort_next", "Sort", id="sort"),
-        Binding("O", "sort_reverse", "Reverse", show=False, id="sort-reverse"),
+        Binding("o", "sort_next", "Sort", id="sort", group=SORT),
+        Binding("O", "sort_reverse", "Reverse sort", id="sort-reverse", group=SORT),
         Binding("slash", "filter", "Filter", key_display="/", id="filter"),
-        Binding("escape", "clear_filter", "Clear filter", show=False, id="clear-filter"),
-        Binding("r", "reload", "Refresh", show=False, id="reload"),
+        # Shown (and active) only while there is a filter to clear or the filter has focus.
+        Binding("escape", "clear_filter", "Clear filter", id="clear-filter"),
+        Binding("ctrl+r", "reload", "Refresh", id="reload"),
     ]
 
     def __init__(self, root: Path) -> None:
@@ -99,8 +111,9 @@ class RunsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Input(placeholder="type to filter runs (task, agent, driver, status, id)", id="filter")
-        yield VirtualTable([c for _, c in COLUMNS], id="runs")
+        yield Input(placeholder="type to filter runs by task, agent, driver, status or id (/ first if the word "
+                                "starts with an action's key)", id="filter", select_on_focus=False)
+        yield RunsTable([c for _, c in COLUMNS], id="runs")
         yield Static("", id="runs-status")
         yield Footer()
 
@@ -191,27 +204,47 @@ class RunsScreen(Screen[None]):
     def filter_changed(self, event: Input.Changed) -> None:
         self.filter_text = event.value
         self.populate()
+        self.refresh_bindings()
 
     @on(Input.Submitted, "#filter")
     def filter_done(self) -> None:
         self.query_one("#runs", VirtualTable).focus()
 
     def on_key(self, event: Key) -> None:
-        """Typing a letter on the table starts filtering."""
+        """A letter, digit, ``-`` or ``.`` that is no action's key, typed on the table, starts
+        filtering.
+
+        Once the filter has focus it takes every printable key itself (the Input handles
+        them before any binding), so a word like "stopped" or "codex" can be typed whole
+        after ``/`` or after a first letter that is not bound.
+        """
         table = self.query_one("#runs", VirtualTable)
-        if self.focused is table and event.is_printable and event.character and event.character.isalnum() \
-                and event.character not in {b.key for b in self.BINDINGS}:
+        char = event.character if event.is_printable else None
+        if self.focused is table and char and (char.isalnum() or char in "-.") \
+                and event.key not in self.active_bindings:
             flt = self.query_one("#filter", Input)
+            flt.cursor_position = len(flt.value)
+            flt.insert_text_at_cursor(char)
             flt.focus()
-            flt.insert_text_at_cursor(event.character)
             event.stop()
+            event.prevent_default()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "clear_filter":
+            return bool(self.filter_text) or isinstance(self.focused, Input)
+        return True
 
     def action_filter(self) -> None:
-        self.query_one("#filter", Input).focus()
+        flt = self.query_one("#filter", Input)
+        flt.focus()
+        flt.cursor_position = len(flt.value)
 
     def action_clear_filter(self) -> None:
         self.query_one("#filter", Input).value = ""
+        self.filter_text = ""
+        self.populate()
         self.query_one("#runs", VirtualTable).focus()
+        self.refresh_bindings()
 
     @on(VirtualTable.HeaderSelected, "#runs")
     def header_clicked(self, event: VirtualTable.HeaderSelected) -> None:
@@ -263,14 +296,14 @@ class RunsScreen(Screen[None]):
         self.load_all()
 
     def action_stop(self) -> None:
-        from agent2rl_tui.ui.screens.confirm import ConfirmScreen
+        from agent2rl_tui.ui.screens.confirm import ConfirmScreen, stop_question
 
         run_id = self.current_run_id()
         if not run_id:
             return
         run = self.runs[run_id]
-        lost_open = run.status == "lost" and run.ended_at is None
-        if run.status not in ACTIVE_STATUSES and not lost_open:
+        question = stop_question(run_id, run.status, run.ended_at)
+        if question is None:
             self.notify(f"{run_id} is {run.status}; nothing to stop", severity="warning")
             return
 
@@ -278,9 +311,6 @@ class RunsScreen(Screen[None]):
             if yes:
                 self.stop_in_background(run.path)
 
-        question = (f"Close the record of lost run {run_id}?\nIts leftover processes are ended and the report "
-                    "is written." if lost_open else
-                    f"Stop run {run_id}?\nThe agent is ended, queued evaluations finish, and the report is written.")
         self.app.push_screen(ConfirmScreen(question), confirmed)
 
     @work(thread=True, group="stop", exit_on_error=False)

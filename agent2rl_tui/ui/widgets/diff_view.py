@@ -12,7 +12,9 @@ syntax colours follow the theme's darkness (monokai / default Pygments styles).
 
 Layouts: unified (old and new line-number gutters) or side by side (a run of removed lines
 paired row by row with the run of added lines that follows it). ``side_by_side = None``
-picks side by side when the view is at least ``SIDE_BY_SIDE_MIN_WIDTH`` cells wide.
+picks side by side when the view itself (not the terminal: on the Revisions pane it sits
+beside the list) is at least ``SIDE_BY_SIDE_MIN_WIDTH`` cells wide, each half then being
+at least 51 cells, gutter included.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from textual.strip import Strip
 
 LineKind = Literal["file", "meta", "hunk", "context", "added", "removed", "nonewline", "empty"]
 FULL_WIDTH = frozenset({"file", "meta", "hunk", "empty"})
-SIDE_BY_SIDE_MIN_WIDTH = 160
+SIDE_BY_SIDE_MIN_WIDTH = 104
+HUNKS = Binding.Group("Hunk")
+FILES = Binding.Group("File")
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
@@ -354,10 +358,10 @@ class DiffView(ScrollView, can_focus=True):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("v", "toggle_layout", "Layout", id="diff-layout",
                 tooltip="Switch between unified and side-by-side"),
-        Binding("n", "next_hunk", "Next hunk", id="diff-next-hunk"),
-        Binding("p", "previous_hunk", "Prev hunk", id="diff-prev-hunk"),
-        Binding("]", "next_file", "Next file", id="diff-next-file"),
-        Binding("[", "previous_file", "Prev file", id="diff-prev-file"),
+        Binding("n", "next_hunk", "Next hunk", id="diff-next-hunk", group=HUNKS),
+        Binding("p", "previous_hunk", "Prev hunk", id="diff-prev-hunk", group=HUNKS),
+        Binding("]", "next_file", "Next file", id="diff-next-file", group=FILES),
+        Binding("[", "previous_file", "Prev file", id="diff-prev-file", group=FILES),
     ]
 
     side_by_side: reactive[bool | None] = reactive(None, init=False)

@@ -12,6 +12,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from rich.text import Text
+from textual.binding import Binding
 
 from agent2rl_tui.core.store import RunStore
 from agent2rl_tui.core.timeutil import human_duration
@@ -36,6 +37,8 @@ COLUMNS = [Column("#", 6, right=True), Column("at", 8, right=True), Column("kind
 
 
 class StepsView(VirtualTable):
+    BINDINGS = [Binding("enter", "select", "Show step", id="step-show")]
+
     def __init__(self, run_dir: Path, *, start: float = 0.0, id: str | None = None) -> None:
         super().__init__(COLUMNS, id=id)
         self.store = RunStore.of_run(run_dir)

@@ -1,0 +1,148 @@
+"""Items: every per-item result of one evaluation, browsable, with the item shown whole.
+
+Opened with ``i`` from Scores. The rows are the submission's own ``evals/<n>/results.jsonl``
+(as the grader wrote them), each marked against the previous scored submission and the
+baseline (solved / broke); ``f`` cycles a filter (all, wrong, correct, changed since the
+previous submission, changed since the baseline); the highlighted item is shown whole
+below the table: prompt, output, extracted answer, gold and any other field recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+
+from agent2rl_tui.core.runview import RunView, read_items
+from agent2rl_tui.core.store import Submission
+from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
+
+COLUMNS = [Column("#", 6, right=True), Column("ok", 3), Column("vs prev", 7), Column("vs base", 7),
+           Column("extracted", 16), Column("gold", 16), Column("prompt", 0)]
+FILTERS = ("all", "wrong", "correct", "changed vs previous", "changed vs baseline")
+
+
+def _short(value: Any, width: int = 200) -> str:
+    text = "-" if value is None else str(value)
+    text = text.replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _change(now_ok: bool, other: dict[int, bool] | None, index: int) -> str:
+    if other is None or index not in other:
+        return ""
+    was = other[index]
+    return "solved" if now_ok and not was else ("broke" if was and not now_ok else "")
+
+
+class ItemsScreen(Screen[None]):
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back", id="items-back"),
+        Binding("f", "next_filter", "Filter", id="items-filter"),
+    ]
+
+    def __init__(self, view: RunView, sub: Submission) -> None:
+        super().__init__()
+        self.view = view
+        self.sub = sub
+        self.items = read_items(view.path, sub.id)
+        agent = sub.kind == "agent"
+        prev = view.previous_scored(sub.id) if agent else None
+        self.prev_label = f"#{prev.id}" if prev else None
+        self.prev = self._correct_by_index(prev.id) if prev else None
+        self.base = (self._correct_by_index(view.baseline.id)
+                     if agent and view.baseline is not None else None)
+        self.filter_index = 0
+        self.shown: list[dict[str, Any]] = []
+
+    def _correct_by_index(self, sub_id: int) -> dict[int, bool]:
+        return {item["index"]: bool(item.get("correct")) for item in read_items(self.view.path, sub_id)}
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="items-title")
+        yield VirtualTable(COLUMNS, id="items-table")
+        with VerticalScroll(id="item-detail"):
+            yield Static("", id="item-text")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = self.view.run["id"]
+        self.sub_title = f"items of submission {self.label}"
+        self.populate()
+        self.query_one("#items-table", VirtualTable).focus()
+
+    @property
+    def label(self) -> str:
+        return str(self.sub.id) if self.sub.kind == "agent" else "baseline"
+
+    def _row_change(self, item: dict[str, Any], other: dict[int, bool] | None) -> str:
+        return _change(bool(item.get("correct")), other, item["index"])
+
+    def visible(self) -> list[dict[str, Any]]:
+        name = FILTERS[self.filter_index]
+        if name == "wrong":
+            return [i for i in self.items if not i.get("correct")]
+        if name == "correct":
+            return [i for i in self.items if i.get("correct")]
+        if name == "changed vs previous":
+            return [i for i in self.items if self._row_change(i, self.prev)]
+        if name == "changed vs baseline":
+            return [i for i in self.items if self._row_change(i, self.base)]
+        return list(self.items)
+
+    def populate(self) -> None:
+        self.shown = self.visible()
+        correct = sum(1 for i in self.items if i.get("correct"))
+        against = " · ".join(p for p in (f"vs prev: previous submission {self.prev_label}" if self.prev_label else "",
+                                         "vs base: the baseline" if self.base is not None else "") if p)
+        self.query_one("#items-title", Static).update(
+            f"submission {self.label}: {correct} of {len(self.items)} items correct · filter: "
+            f"{FILTERS[self.filter_index]} ({len(self.shown)} shown)" + (f" · {against}" if against else "")
+            if self.items else f"submission {self.label}: no per-item results recorded")
+        table = self.query_one("#items-table", VirtualTable)
+        table.set_rows(len(self.shown), self._cells, cursor=0)
+        if not self.shown:
+            self.query_one("#item-text", Static).update("")
+
+    def _cells(self, i: int) -> list[str | Text]:
+        item = self.shown[i]
+        ok = bool(item.get("correct"))
+        styles = {"solved": "green", "broke": "red", "": ""}
+        prev, base = self._row_change(item, self.prev), self._row_change(item, self.base)
+        return [str(item["index"]), Text("✓" if ok else "✗", style="green" if ok else "red"),
+                Text(prev, style=styles[prev]), Text(base, style=styles[base]),
+                _short(item.get("extracted"), 40), _short(item.get("gold"), 40), _short(item.get("prompt"))]
+
+    def current_item(self) -> dict[str, Any] | None:
+        table = self.query_one("#items-table", VirtualTable)
+        return self.shown[table.cursor] if 0 <= table.cursor < len(self.shown) else None
+
+    @on(VirtualTable.CursorMoved, "#items-table")
+    def show_item(self) -> None:
+        item = self.current_item()
+        if item is None:
+            return
+        ok = bool(item.get("correct"))
+        parts = [Text(f"item {item['index']} · {'correct' if ok else 'wrong'} · extracted {item.get('extracted')!r}"
+                      f" · gold {item.get('gold')!r}", style="bold green" if ok else "bold red")]
+        for key in ("prompt", "output"):
+            if item.get(key) is not None:
+                parts += [Text(key, style="dim"), Text(str(item[key]))]
+        rest = {k: v for k, v in item.items()
+                if k not in ("index", "correct", "extracted", "gold", "prompt", "output")}
+        if rest:
+            parts += [Text("other fields", style="dim"), Text(json.dumps(rest, indent=2, ensure_ascii=False,
+                                                                         default=str))]
+        self.query_one("#item-text", Static).update(Text("\n").join(parts))
+
+    def action_next_filter(self) -> None:
+        self.filter_index = (self.filter_index + 1) % len(FILTERS)
+        self.populate()
