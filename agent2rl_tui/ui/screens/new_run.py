@@ -70,13 +70,12 @@ class NewRunScreen(Screen[None]):
                 with Vertical(classes="field"):
                     yield Label("seed")
                     yield Input(value="0", id="seed", type="integer")
-            with Horizontal(classes="field-row"):
                 with Vertical(classes="field"):
-                    yield Label("GPUs the run expects (e.g. 0 or 0,1; empty: none checked)")
-                    yield Input(placeholder="", id="gpus")
+                    yield Label("GPUs (e.g. 0 or 0,1)")
+                    yield Input(placeholder="none checked", id="gpus")
                 with Vertical(classes="field"):
-                    yield Label("agent logged in without an API key variable")
-                    yield Select([("no: require the key", False), ("yes: start without it", True)],
+                    yield Label("API key variable")
+                    yield Select([("required", False), ("not needed (logged in)", True)],
                                  value=False, id="allow-missing-key", allow_blank=False)
             yield Static("", id="new-run-error")
             with Horizontal(id="new-run-buttons"):
