@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dis
 import os
 import socket
 import threading
@@ -11,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from agent2rl_tui.core.tasks import load_task
-from agent2rl_tui.grader.evaluators.humaneval import HumanEvalEvaluator, build_program
-from agent2rl_tui.grader.sandbox import UID_BASE, Sandbox
+from agent2rl_tui.grader import sandbox as sandbox_module
+from agent2rl_tui.grader.evaluators.humaneval import MODE_NOTES, HumanEvalEvaluator, build_program
+from agent2rl_tui.grader.sandbox import RUNNER, UID_BASE, Sandbox
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +88,7 @@ def test_writing_outside_its_dir_does_not_reach_the_host(sandbox: Sandbox, tmp_p
     result = sandbox.run(f"open({marker!r}, 'w').write('escaped')\nopen('{tmp_path}/x', 'w').write('escaped')\n")
     assert not os.path.exists(marker)
     assert not (tmp_path / "x").exists()
-    if sandbox.mode == "full":
-        assert not result.passed  # the second write is refused: another user's folder
+    assert not result.passed and "sandbox" in result.detail  # refused, in every mode
 
 
 def test_the_network_is_unreachable(sandbox: Sandbox) -> None:
@@ -129,3 +130,332 @@ def test_canonical_solutions_score_100_and_a_broken_one_0(prepared_data: Path) -
         f"def {item['entry_point']}", 1)[1] + item["canonical_solution"] + "```\n"
     assert ev.judge_all([item], [item["prompt"]], [fenced])[0].correct
     assert f"check({item['entry_point']})" in build_program(item, item["prompt"], item["canonical_solution"])
+
+
+
+# --- Every mode this machine runs: forged verdicts, writes outside, leftover processes ---------
+
+@pytest.fixture(scope="module", params=["full", "userns", "rlimits"])
+def box(request: pytest.FixtureRequest):
+    try:
+        b = Sandbox(timeout_s=2.0, memory_bytes=512 << 20, mode=request.param)
+    except RuntimeError:
+        pytest.skip(f"mode {request.param} does not run on this machine")
+    yield b
+    b.close()
+
+
+WRONG = "def add(a, b):\n    return a - b\n\n"
+CHECK = "\n\ndef check(candidate):\n    assert candidate(1, 2) == 3\n\ncheck(add)\n"
+# Writes "OK <key>" to the result pipe, once, if it found something that looks like the key:
+# exactly what a forged pass needs (test_a_found_key_would_pass shows it is enough).
+FORGE = r"""
+import os, re, stat, sys
+def _forge(found):
+    keys = []
+    for c in found:
+        if isinstance(c, bytes):
+            c = c.decode("latin-1")
+        if isinstance(c, str) and re.fullmatch(r"\s*[0-9a-f]{32}\s*", c):
+            keys.append(c.strip())
+    for fd in range(64):
+        try:
+            if keys and stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, b"OK " + keys[0].encode())
+                return
+        except OSError:
+            pass
+def _values(d):
+    out = []
+    for v in list(d.values()):
+        out.append(v)
+        if isinstance(v, (list, tuple, set, frozenset)):
+            out.extend(v)
+    return out
+"""
+FORGERIES = {
+    "call stack": """
+found = list(sys.argv)
+f = sys._getframe()
+while f is not None:
+    found += _values(f.f_locals) + _values(f.f_globals)
+    f = f.f_back
+import __main__
+found += _values(vars(__main__))
+_forge(found)
+""",
+    "gc": """
+import gc
+found = []
+for get in (gc.get_objects, lambda: gc.get_referrers(sys._getframe())):
+    try:
+        for o in get():
+            if type(o).__name__ == "frame":  # the runner's frame, with its locals
+                found += _values(o.f_locals)
+            elif isinstance(o, dict):
+                found += [v for v in o.values() if isinstance(v, (str, bytes)) and len(v) < 40]
+    except Exception:
+        pass
+_forge(found)
+""",
+    "the key file": """
+import pathlib, shutil
+found = []
+readers = [lambda p: open(p).read(), lambda p: os.read(os.open(p, os.O_RDONLY), 100),
+           lambda p: pathlib.Path(p).read_text(), lambda p: (shutil.copy(p, "copy"), open("copy").read())[1],
+           lambda p: (os.link(p, "linked"), open("linked").read())[1],
+           lambda p: (os.symlink(p, "sym"), open("sym").read())[1],
+           lambda p: open("/proc/self/cwd/" + os.path.basename(p)).read(),
+           lambda p: (os.chmod(p, 0o644), open(p).read())[1],
+           lambda p: (os.rename(p, "moved"), open("moved").read())[1]]
+for name in os.listdir("."):
+    for read in readers:
+        try:
+            found.append(read(os.path.abspath(name)))
+        except Exception:
+            pass
+_forge(found)
+""",
+    "races on names": """
+found = []
+key = os.path.abspath(".verdict-key")
+pid = os.fork()
+if pid == 0:  # swap names under the parent's checks: the key to "a", a file and a folder at "d"
+    for _ in range(1000):
+        for step in (lambda: os.rename(key, "a"), lambda: os.rename("a", key), lambda: os.mkdir("d"),
+                     lambda: os.rmdir("d"), lambda: open("d", "w").close(), lambda: os.remove("d")):
+            try:
+                step()
+            except OSError:
+                pass
+    os._exit(0)
+for _ in range(1000):
+    d = lambda: os.open(os.path.abspath("d"), os.O_RDONLY)  # a folder fd, if "d" is a folder by then
+    for read in (lambda: open("a").read(), lambda: open("d/e/../../" + os.path.basename(key)).read(),
+                 lambda: os.read(os.open(os.path.abspath("a"), os.O_RDONLY), 64),
+                 lambda: os.read(os.open("../.verdict-key", os.O_RDONLY, dir_fd=d()), 64),
+                 lambda: open("../.verdict-key", opener=lambda p, f: os.open(p, f, dir_fd=d())).read()):
+        try:
+            found.append(read())
+        except (OSError, ValueError):
+            pass
+os.waitpid(pid, 0)
+_forge(found)
+""",
+    "the verdict event": """
+import atexit
+try:
+    sys.audit("agent2rl.verdict")
+except Exception:
+    pass
+atexit.register(sys.audit, "agent2rl.verdict")
+main = sys.modules["__main__"]
+main._failed = main._exit = lambda *a: None  # so that the interpreter finalizes and runs atexit
+top = sys._getframe()
+while top.f_back is not None:
+    top = top.f_back
+fake = dict(vars(sys.modules["__main__"]), _setup=lambda: (compile("pass", "x", "exec"), {}),
+            _guard=0, _confine=0, _drop_caps=0, _fork_reaper=0)
+try:
+    exec(top.f_code, fake)  # a copy of the runner's own code reaches its verdict line
+except Exception:
+    pass
+""",
+    "tracing": """
+def jump(frame, event, arg):  # jump the program's frame past the failing check
+    lines = open("prog.py").read().splitlines()
+    if event == "line" and frame.f_code.co_filename == "prog.py" and "check(add)" in lines[frame.f_lineno - 1]:
+        frame.f_lineno += 1
+    return jump
+try:
+    sys.settrace(jump)
+    sys._getframe().f_trace = jump
+except Exception:
+    pass
+""",
+    "memory": """
+found = []
+for path in ("/proc/self/mem", "/dev/fd/../mem", "/proc/self/environ"):
+    try:
+        found.append(open(path, "rb").read(100))
+    except Exception:
+        pass
+try:
+    import ctypes
+    found.append(ctypes.string_at(id(sys), 64))
+except Exception:
+    pass
+_forge(found)
+""",
+    "a fresh interpreter": """
+found = []
+cat = [sys.executable, "-c", "print(open('.verdict-key').read())"]
+for run in (lambda: __import__("subprocess").run(cat, capture_output=True).stdout,
+            lambda: os.system("cat .verdict-key > /dev/null"),
+            lambda: os.posix_spawn("/bin/cat", ["cat", ".verdict-key"], {})):
+    try:
+        found.append(run())
+    except Exception:
+        pass
+_forge(found)
+""",
+    "signal and thread frames": """
+import signal, threading
+found = []
+def grab(signum, frame):
+    while frame is not None:
+        found.extend(_values(frame.f_locals))
+        frame = frame.f_back
+for attempt in (lambda: (signal.signal(signal.SIGALRM, grab), signal.setitimer(signal.ITIMER_REAL, 0.001)),
+                lambda: threading.Thread(target=lambda: found.extend(_values(sys._current_frames()))).start()):
+    try:
+        attempt()
+    except Exception:
+        pass
+for _ in range(100000):
+    pass
+_forge(found)
+""",
+}
+
+
+@pytest.mark.parametrize("attack", sorted(FORGERIES))
+def test_a_wrong_function_cannot_forge_its_pass(box: Sandbox, attack: str) -> None:
+    """The old runner held the verdict nonce in its frame: walking f_back (or gc) found it."""
+    body = "".join("    " + line + "\n" for line in FORGE.splitlines() + FORGERIES[attack].splitlines())
+    program = WRONG + "if True:\n" + body + CHECK
+    result = box.run(program)
+    assert not result.passed, (attack, result)
+    # It ran to the failing check (the last line of its stderr; for the verdict event, the
+    # refusal of its atexit attempt comes after, unless its copy of the runner exited first).
+    last = ["AssertionError"] + (["sandbox: only the runner reports a verdict"] if attack == "the verdict event" else [])
+    assert result.status == "failed" and any(s in result.detail for s in last), (attack, result)
+
+
+def test_a_found_key_would_pass(box: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forgeries above write exactly what a pass needs; only the key is missing."""
+    monkeypatch.setattr(sandbox_module.secrets, "token_hex", lambda n: "0123456789abcdef" * 2)
+    program = WRONG + "if True:\n" + "".join("    " + line + "\n" for line in FORGE.splitlines()) + \
+        "    _forge(['0123456789abcdef' * 2])\n    os._exit(0)\n" + CHECK
+    assert box.run(program).passed
+
+
+@pytest.mark.parametrize("snippet", [
+    "import ctypes", "import _ctypes", "open('/proc/self/mem', 'rb')", "open('/dev/fd/../mem', 'rb')",
+    "import os; os.open('/', os.O_RDONLY)", "import os; os.system('true')", "import subprocess",
+    "import os; os.execv('/bin/true', ['true'])", "import sys; sys.settrace(lambda *a: None)",
+    "import gc; gc.get_objects()",
+    # refused silently (CPython swallows a hook's Exception here): the new hook never runs
+    "import sys; seen = []; sys.addaudithook(lambda *a: seen.append(a)); sys.audit('probe');"
+    " assert seen, 'sandbox refused the hook'",
+    "import signal; signal.signal(signal.SIGALRM, lambda *a: None)",
+    "import threading; threading.Thread(target=print).start()",
+    "import _imp, types; _imp.create_builtin(types.SimpleNamespace(name='_thread'))",
+    "import marshal; marshal.loads(marshal.dumps(compile('1', 'x', 'eval')))",
+    "(lambda: 0).__code__.replace(co_consts=(1,))", "open('.verdict-key').read()",
+    "import os; os.kill(os.getppid(), 9)",
+    "import shutil, glob, importlib.util, sys; so = glob.glob(sys.prefix + '/lib/python3*/lib-dynload/_json*.so')"
+    " or glob.glob('/usr/lib/python3*/lib-dynload/_json*.so'); shutil.copy(so[0], '_json2.so');"
+    " importlib.util.module_from_spec(importlib.util.spec_from_file_location('_json', '_json2.so'))",
+])
+def test_the_hook_refuses_the_ways_around_it(box: Sandbox, snippet: str) -> None:
+    result = box.run(snippet + "\n")
+    assert not result.passed and "sandbox" in result.detail, (snippet, result)
+
+
+def test_ordinary_programs_still_run(box: Sandbox) -> None:
+    program = (
+        "from typing import List, Tuple\n"
+        "import collections, copy, hashlib, heapq, itertools, math, random, re, string, tempfile, enum\n"
+        "import dataclasses, fractions, statistics, functools, json\n"
+        "Point = collections.namedtuple('Point', 'x y')\n"
+        "assert Point(1, 2).x == 1 and math.gcd(4, 6) == 2 and re.sub('a', 'b', 'aa') == 'bb'\n"
+        "assert hashlib.md5(b'x').hexdigest() and statistics.mean([1, 2, 3]) == 2\n"
+        "open('mine.txt', 'w').write('ok'); assert open('mine.txt').read() == 'ok'\n"
+        "fd, name = tempfile.mkstemp(); assert name.startswith(__import__('os').getcwd())\n"
+        "with open('/dev/null', 'w') as fh: fh.write('x')\n"
+    )
+    result = box.run(program)
+    assert result.passed, result
+
+
+def test_writing_outside_its_folder_fails_in_every_mode(box: Sandbox, tmp_path: Path) -> None:
+    shared = tmp_path / "run"
+    shared.mkdir()
+    shared.chmod(0o777)
+    db = shared / "run.db"
+    db.write_text("answers")
+    db.chmod(0o666)
+    marker = Path(f"/tmp/agent2rl-escape-{os.getpid()}-{box.mode}")
+    program = "import os\n" + "".join(f"try:\n    {op}\nexcept OSError:\n    pass\n" for op in [
+        f"open({str(db)!r}, 'a').write('pwned')", f"open({str(shared / 'new')!r}, 'w').write('x')",
+        f"os.remove({str(db)!r})", f"os.rename({str(db)!r}, 'stolen')", f"os.chmod({str(db)!r}, 0o600)",
+        f"open({str(marker)!r}, 'w').write('x')", f"os.mkdir({str(shared / 'dir')!r})"])
+    assert box.run(program).passed  # it ran to the end; every write was refused
+    assert db.read_text() == "answers" and db.stat().st_mode & 0o777 == 0o666
+    assert sorted(p.name for p in shared.iterdir()) == ["run.db"]
+    assert not marker.exists()
+
+
+def test_the_file_system_layer_under_the_hook(box: Sandbox, tmp_path: Path) -> None:
+    """Where the OS can enforce it, writes outside are stopped below the interpreter too; where
+    it cannot, the notes say so plainly."""
+    if box.variant == "userns":
+        here = str(Path(__file__).resolve().parent)  # the checkout: not under a masked /tmp
+        program = f"import os\nassert os.statvfs({here!r}).f_flag & os.ST_RDONLY\n" \
+                  "assert not os.statvfs('.').f_flag & os.ST_RDONLY\n"
+        assert box.run(program).passed
+    elif box.variant == "full":
+        assert box.run(f"import os\nassert not os.access({str(tmp_path)!r}, os.W_OK)\n").passed
+    else:
+        assert "can write where the grader's user can write" in box.notes
+    assert box.notes == MODE_NOTES[box.variant]
+
+
+def _processes_of(box: Sandbox) -> list[int]:
+    """Live processes started by this sandbox (their HOME is a folder under box.root)."""
+    marker = f"HOME={box.root}/".encode()
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if marker in Path(f"/proc/{entry}/environ").read_bytes():
+                    if Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                        out.append(int(entry))
+            except OSError:
+                pass
+    return out
+
+
+@pytest.mark.parametrize("ending", ["returns", "times out"])
+def test_a_setsid_grandchild_does_not_outlive_the_run(box: Sandbox, ending: str) -> None:
+    program = ("import os, time\n"
+               "if os.fork() == 0:\n"
+               "    os.setsid()\n"
+               "    if os.fork() == 0:\n"
+               "        time.sleep(30)\n"
+               "    os._exit(0)\n"
+               "time.sleep(0.3)\n" + ("while True:\n    pass\n" if ending == "times out" else ""))
+    result = box.run(program)
+    assert result.status == ("timeout" if ending == "times out" else "passed"), result
+    deadline = time.monotonic() + 5
+    while _processes_of(box) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_of(box) == []
+
+
+def test_the_hook_uses_no_globals() -> None:
+    """A program can rebind builtins and the runner's globals; the hook and its helpers read only
+    what they captured at install time."""
+    def walk(code):
+        yield code
+        for const in code.co_consts:
+            if hasattr(const, "co_code"):
+                yield from walk(const)
+    guard = next(c for c in walk(compile(RUNNER, "<runner>", "exec")) if c.co_name == "_guard")
+    inner = [c for c in walk(guard) if c is not guard]
+    assert {c.co_name for c in inner} >= {"hook", "within", "check_open", "check_import", "check_marshal",
+                                          "check_paths", "create_builtin", "make_builtin"}
+    for code in inner:
+        loads = [i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+        assert loads == [], (code.co_name, loads)

@@ -3,7 +3,9 @@
 The model completes the function whose signature and docstring are the prompt (or, with a
 chat template, writes it in a fenced block); the program is the prompt, the completion,
 the problem's tests and ``check(entry_point)``. It passes only if ``check`` returns inside
-the sandbox (grader/sandbox.py), several problems at once across cores.
+the sandbox (grader/sandbox.py: the verdict comes from a key the program never sees, see
+its docstring), several problems at once across cores. What the sandbox in use does not
+stop (MODE_NOTES, by variant) is printed with the results.
 """
 
 from __future__ import annotations
@@ -13,13 +15,9 @@ import sys
 from typing import Any
 
 from agent2rl_tui.grader.evaluators.base import BaseEvaluator, ItemResult
-from agent2rl_tui.grader.sandbox import Sandbox
+from agent2rl_tui.grader.sandbox import MODE_NOTES, Sandbox
 
-MODE_NOTES = {
-    "full": "own uid, no network, private pid/mount namespaces, rlimits",
-    "userns": "no network, private pid namespace, rlimits; same uid: the run folder is readable",
-    "rlimits": "rlimits only: NO network isolation, same uid; run the grader as root for more",
-}
+__all__ = ["MODE_NOTES", "HumanEvalEvaluator", "build_program", "completion_code"]
 _FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)(?:```|$)", re.DOTALL)
 
 
@@ -49,7 +47,7 @@ class HumanEvalEvaluator(BaseEvaluator):
     def judge_all(self, items: list[dict[str, Any]], prompts: list[str], outputs: list[str]) -> list[ItemResult]:
         programs = [build_program(item, p, o) for item, p, o in zip(items, prompts, outputs)]
         sandbox = Sandbox(timeout_s=self.timeout_s, memory_bytes=self.memory_mb << 20, mode=self.mode)
-        print(f"sandbox: mode {sandbox.mode} ({MODE_NOTES[sandbox.mode]}), {sandbox.workers} workers",
+        print(f"sandbox: mode {sandbox.mode} ({sandbox.notes}), {sandbox.workers} workers",
               file=sys.stderr, flush=True)
         try:
             verdicts = sandbox.run_many(programs)
