@@ -44,23 +44,7 @@ from agent2rl_tui.grader.launch import SECRET_ENV
 
 log = logging.getLogger("agent2rl.grader")
 MAX_BODY_BYTES = 1 << 20
-PR_SET_PDEATHSIG = 1
 WORKER_LOG_TAIL = 1500  # characters of a failed worker's output quoted to the agent
-
-
-def _die_with_parent() -> None:
-    """In a worker, before exec: SIGKILL when the grader dies, however it dies (Linux).
-
-    Workers run in sessions of their own (so a timeout can kill a worker's whole group), out
-    of reach of a signal to the grader's group; without this a grader killed outright would
-    leave a worker evaluating (and holding a GPU) after the run.
-    """
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _tail(path: Path, limit: int = WORKER_LOG_TAIL) -> str:
@@ -166,7 +150,7 @@ class Grader:
         with log_path.open("ab") as logfh:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "agent2rl_tui.grader.worker", stdin=asyncio.subprocess.PIPE,
-                stdout=logfh, stderr=logfh, start_new_session=True, env=env, preexec_fn=_die_with_parent,
+                stdout=logfh, stderr=logfh, start_new_session=True, env=env,
             )
         self.worker_logs[proc.pid] = log_path
         return proc
