@@ -15,20 +15,12 @@ from typing import Any, NoReturn
 
 import click
 
-from agent2rl_tui.core.profiles import ProfileError, load_profiles
-from agent2rl_tui.core.runs import (
-    RunError,
-    RunRequest,
-    default_root,
-    find_run,
-    list_runs,
-    start_run,
-    stop_run,
-    summarize,
-)
-from agent2rl_tui.core.store import ACTIVE_STATUSES, RunStore, StoreError
-from agent2rl_tui.core.tasks import TaskError, discover, load_task
-from agent2rl_tui.core.timeutil import human_duration, iso, parse_duration
+from agent2rl_tui.record.index import RunError, default_root, find_run, list_runs, summarize
+from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore, StoreError
+from agent2rl_tui.run.lifecycle import RunRequest, start_run, stop_run
+from agent2rl_tui.run.profiles import ProfileError, load_profiles
+from agent2rl_tui.tasks.registry import TaskError, discover, load_task
+from agent2rl_tui.util.timeutil import human_duration, iso, parse_duration
 
 USER_ERRORS = (RunError, TaskError, ProfileError, StoreError, ValueError)
 
@@ -87,7 +79,7 @@ def open_cmd(path: Path) -> None:
 @click.option("--seed", default=0, show_default=True)
 def tiny_model(path: Path, seed: int) -> None:
     """Build the tiny Llama model and tokenizer at PATH (offline, under a second)."""
-    from agent2rl_tui.core.tinymodel import build_tiny_model
+    from agent2rl_tui.tasks.tinymodel import build_tiny_model
 
     out = build_tiny_model(path, seed=seed)
     click.echo(f"tiny model written to {out}")
@@ -120,7 +112,7 @@ def agents_cmd(profiles: Path | None) -> None:
 @main.command("prompt")
 def prompt_cmd() -> None:
     """Print the prompt template every coding agent gets."""
-    from agent2rl_tui.core.prompt import PROMPT_TEMPLATE
+    from agent2rl_tui.run.prompt import PROMPT_TEMPLATE
 
     click.echo(PROMPT_TEMPLATE)
 
@@ -136,7 +128,8 @@ def data_group() -> None:
               help="Local files instead of the hub: a folder with the splits, or the one data file.")
 def data_prepare(task: str, source: Path | None) -> None:
     """Put TASK's train and eval splits into the data cache."""
-    from agent2rl_tui.core.data import prepare, task_cache
+    from agent2rl_tui.tasks.data import prepare
+    from agent2rl_tui.tasks.registry import task_cache
 
     try:
         t = load_task(task)
@@ -150,7 +143,7 @@ def data_prepare(task: str, source: Path | None) -> None:
 @data_group.command("status")
 def data_status() -> None:
     """Which tasks have their data ready, and where it came from."""
-    from agent2rl_tui.core.data import cache_root, task_cache
+    from agent2rl_tui.tasks.registry import cache_root, task_cache
 
     click.echo(f"data cache: {cache_root()}")
     for name, folder in sorted(discover().items()):
@@ -323,7 +316,7 @@ def run_show(ctx: click.Context, run: str, as_json: bool) -> None:
     except USER_ERRORS as exc:
         _fail(exc)
     if as_json:
-        from agent2rl_tui.core.report import build_report
+        from agent2rl_tui.record.report import build_report
 
         click.echo(json.dumps({**build_report(run_dir), "status": s.status}, indent=2))
         return
@@ -365,7 +358,7 @@ def run_stop(ctx: click.Context, run: str, wait_s: float) -> None:
 @click.pass_context
 def run_revisions(ctx: click.Context, run: str) -> None:
     """List the code revisions of a run (workspace snapshots)."""
-    from agent2rl_tui.core.revisions import list_revisions
+    from agent2rl_tui.record.revisions import list_revisions
 
     try:
         run_dir = find_run(run, ctx.obj["root"])
@@ -398,7 +391,7 @@ def run_revisions(ctx: click.Context, run: str) -> None:
 @click.pass_context
 def run_diff(ctx: click.Context, run: str, a: str | None, b: str | None, submission: int | None) -> None:
     """Unified diff between revisions: A..B, A's parent..A, or around a submission."""
-    from agent2rl_tui.core.revisions import RevisionNotFound, diff, get_revision, submission_revisions
+    from agent2rl_tui.record.revisions import RevisionNotFound, diff, get_revision, submission_revisions
 
     try:
         run_dir = find_run(run, ctx.obj["root"])
@@ -425,7 +418,7 @@ def run_diff(ctx: click.Context, run: str, a: str | None, b: str | None, submiss
 @click.pass_context
 def run_cat(ctx: click.Context, run: str, rev: str, path: str) -> None:
     """Print a workspace file as it was at a revision."""
-    from agent2rl_tui.core.revisions import RevisionNotFound, file_at, get_revision
+    from agent2rl_tui.record.revisions import RevisionNotFound, file_at, get_revision
 
     try:
         run_dir = find_run(run, ctx.obj["root"])
@@ -446,7 +439,7 @@ def run_cat(ctx: click.Context, run: str, rev: str, path: str) -> None:
 def run_steps(ctx: click.Context, run: str, kinds: tuple[str, ...], search: str | None, offset: int,
               limit: int) -> None:
     """Print the agent's transcript: normalized steps, a page at a time."""
-    from agent2rl_tui.core.transcript_store import (
+    from agent2rl_tui.record.transcripts import (
         count_steps,
         page_steps,
         search_steps,
@@ -486,7 +479,7 @@ def demo(ctx: click.Context, budget: str, no_tui: bool) -> None:
 
     In a terminal the TUI opens on the live run; otherwise progress and the result are printed.
     """
-    from agent2rl_tui.core.tinymodel import build_tiny_model
+    from agent2rl_tui.tasks.tinymodel import build_tiny_model
 
     root = ctx.obj["root"] or default_root()
     model = root / ".models" / "tiny-llama"

@@ -23,11 +23,12 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from agent2rl_tui.core.tasks import load_task  # noqa: E402
-from agent2rl_tui.core.tinymodel import build_tiny_model  # noqa: E402
+from conftest import LiveGrader, make_prepared_run  # noqa: E402
+
 from agent2rl_tui.grader.engines.hf import TransformersEngine  # noqa: E402
 from agent2rl_tui.grader.evaluators import get_evaluator  # noqa: E402
-from conftest import LiveGrader, make_prepared_run  # noqa: E402
+from agent2rl_tui.tasks.registry import load_task  # noqa: E402
+from agent2rl_tui.tasks.tinymodel import build_tiny_model  # noqa: E402
 
 
 def submit_series(grader: LiveGrader, path: str, n: int, gap_s: float) -> list[dict[str, float]]:

@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 PLAIN = r"""
 import json, sys, time
 from vllm import LLM, SamplingParams
-from agent2rl_tui.core.tasks import load_task
-from agent2rl_tui.grader.engines.hf import load_tokenizer
+from agent2rl_tui.tasks.registry import load_task
+from agent2rl_tui.tasks.modelfiles import load_tokenizer
 from agent2rl_tui.grader.evaluators import get_evaluator
 from pathlib import Path
 model = Path(sys.argv[1]); task = load_task("gsm8k"); s = task.inference
@@ -49,8 +49,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-gsm8k-"))
     run_dir = make_prepared_run(tmp / "runs", model, budget_s=3600)
     # make_prepared_run makes an arith run; point its task at gsm8k.
-    from agent2rl_tui.core.store import RunStore
-    from agent2rl_tui.core.tasks import load_task
+    from agent2rl_tui.record.store import RunStore
+    from agent2rl_tui.tasks.registry import load_task
 
     with RunStore.of_run(run_dir) as store:
         cfg = json.loads(store.run()["config_json"])

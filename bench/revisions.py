@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent2rl_tui.core.revisions import Snapshotter
-from agent2rl_tui.core.store import RunStore
+from agent2rl_tui.record.revisions import Snapshotter
+from agent2rl_tui.record.store import RunStore
 
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -51,7 +51,7 @@ def settle(run_dir: Path, quiet: float = 3.0) -> None:
 
 
 def watch_forever(run_dir: Path) -> None:
-    from agent2rl_tui.core.watcher import RevisionWatcher
+    from agent2rl_tui.run.watcher import RevisionWatcher
 
     watcher = RevisionWatcher(Snapshotter(run_dir))
     watcher.start()

@@ -13,14 +13,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent2rl_tui.core.store import RunStore
-from agent2rl_tui.core.transcript_store import (
+from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.record.transcripts import (
     TranscriptRecorder,
     count_steps,
     page_steps,
     search_steps,
     transcript_totals,
 )
+from agent2rl_tui.run.formats import make_normalizer
 
 N = 100_000
 
@@ -56,7 +57,7 @@ def main() -> None:
         store.create_run(id="b", task="arith", agent="claude-code", base_model="m", base_model_source="/m",
                          budget_s=3600, grace_s=1, status="running", created_at=0.0)
     stream = lines()
-    rec = TranscriptRecorder(run, "claude-stream-json")
+    rec = TranscriptRecorder(run, make_normalizer("claude-stream-json"))
 
     def record() -> None:
         t0 = time.time()

@@ -21,20 +21,20 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-from agent2rl_tui.core.runs import RunRequest, create_run  # noqa: E402
-from agent2rl_tui.core.store import RunStore  # noqa: E402
-from agent2rl_tui.core.tasks import load_task  # noqa: E402
-from agent2rl_tui.core.timeutil import now  # noqa: E402
-from agent2rl_tui.core.workspace import populate_workspace  # noqa: E402
 from agent2rl_tui.grader.client import GraderClient  # noqa: E402
 from agent2rl_tui.grader.launch import GraderProcess, spawn_grader  # noqa: E402
+from agent2rl_tui.record.store import RunStore  # noqa: E402
+from agent2rl_tui.run.lifecycle import RunRequest, create_run  # noqa: E402
+from agent2rl_tui.run.workspace import populate_workspace  # noqa: E402
+from agent2rl_tui.tasks.registry import load_task  # noqa: E402
+from agent2rl_tui.util.timeutil import now  # noqa: E402
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from agent2rl_tui.core.tinymodel import build_tiny_model
+    from agent2rl_tui.tasks.tinymodel import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-llama")
 
@@ -79,7 +79,7 @@ def prepared_data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
     Set in the environment, so CLI subprocesses, supervisors, graders and workers read it.
     """
-    from agent2rl_tui.core.data import prepare
+    from agent2rl_tui.tasks.data import prepare
 
     root = tmp_path_factory.mktemp("data-cache")
     old = os.environ.get("AGENT2RL_DATA")

@@ -13,11 +13,12 @@ import random
 import subprocess
 from pathlib import Path
 
-from agent2rl_tui.core.revisions import BRANCH, GitRepo, _parse_changes, init_repo
-from agent2rl_tui.core.store import RunStore
-from agent2rl_tui.core.timeutil import iso
-from agent2rl_tui.core.transcript_store import TranscriptRecorder
-from agent2rl_tui.core.workspace import make_run_folder
+from agent2rl_tui.record.revisions import BRANCH, GitRepo, _parse_changes, init_repo
+from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.record.transcripts import TranscriptRecorder
+from agent2rl_tui.run.formats import make_normalizer
+from agent2rl_tui.run.workspace import make_run_folder
+from agent2rl_tui.util.timeutil import iso
 
 T0 = 1_795_400_000.0  # 2026-11-22T23:33:20Z
 
@@ -98,7 +99,7 @@ def add_revisions(run: Path, files_by_revision: list[dict[str, str]], t0: float 
 
 
 def add_transcript(run: Path, lines: list[tuple[str, float]], fmt: str = "claude-stream-json") -> None:
-    rec = TranscriptRecorder(run, fmt)
+    rec = TranscriptRecorder(run, make_normalizer(fmt))
     for line, at in lines:
         rec.stdout_line(line, at)
     rec.close()

@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
-
-from agent2rl_tui.core.data import prepare, task_cache
-from agent2rl_tui.core.tasks import TaskError, load_task
 from conftest import SHARED_DATA, cli
+
+from agent2rl_tui.tasks.data import prepare
+from agent2rl_tui.tasks.registry import TaskError, load_task, task_cache
 
 
 @pytest.fixture

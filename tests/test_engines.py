@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from agent2rl_tui.core.tasks import InferenceSettings
 from agent2rl_tui.grader.engines import EngineError, choose_engine, visible_gpus, vllm_installed
-from agent2rl_tui.grader.engines.hf import TransformersEngine, load_tokenizer
+from agent2rl_tui.grader.engines.hf import TransformersEngine
 from agent2rl_tui.grader.engines.vllm_engine import portable_tokenizer_dir, tensor_parallel_size
+from agent2rl_tui.tasks.modelfiles import load_tokenizer
+from agent2rl_tui.tasks.registry import InferenceSettings
 
 
 @pytest.mark.parametrize(
@@ -97,8 +98,8 @@ needs_vllm = pytest.mark.skipif(not vllm_installed() or visible_gpus() == 0, rea
 @pytest.mark.gpu
 @needs_vllm
 def test_vllm_engine_generates_like_transformers(tiny_model: Path, tmp_path: Path) -> None:
-    from agent2rl_tui.core.tasks import EngineSettings
     from agent2rl_tui.grader.engines.vllm_engine import VLLMEngine
+    from agent2rl_tui.tasks.registry import EngineSettings
 
     model = trl_style_copy(tiny_model, tmp_path / "trl")
     settings = InferenceSettings(max_new_tokens=6, batch_size=8)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from agent2rl_tui.core.store import RunStore
-from agent2rl_tui.core.timeutil import now
 from conftest import LiveGrader, make_prepared_run, wait_for
+
+from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.util.timeutil import now
 
 
 def writable_copy(src: Path, dst: Path) -> Path:
@@ -281,9 +281,9 @@ def test_a_killed_grader_takes_its_workers_and_a_successor_scores_what_was_queue
     import os
     import signal
 
-    from agent2rl_tui.core import procs
     from agent2rl_tui.grader.client import GraderClient
     from agent2rl_tui.grader.launch import spawn_grader
+    from agent2rl_tui.util import procs as procs
 
     run_dir = make_prepared_run(tmp_path, tiny_model)
     base = next((run_dir / "workspace" / "models").iterdir())

@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
-
-from agent2rl_tui.core.store import RunStore
 from conftest import cli
+
+from agent2rl_tui.record.store import RunStore
 
 pytestmark = pytest.mark.slow
 

@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-
-from agent2rl_tui.core import procs
-from agent2rl_tui.core.runs import summarize
-from agent2rl_tui.core.store import ACTIVE_STATUSES, RunStore
 from conftest import cli, read_report, wait_for
+
+from agent2rl_tui.record.index import summarize
+from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
+from agent2rl_tui.util import procs as procs
 
 pytestmark = pytest.mark.slow
 

@@ -6,11 +6,11 @@ import json
 import random
 
 import pytest
-
-from agent2rl_tui.core.tasks import InferenceSettings
-from agent2rl_tui.grader.evaluators import get_evaluator
-from agent2rl_tui.grader.evaluators.math_answer import answers_match, extract_answer
 from conftest import SHARED_DATA
+
+from agent2rl_tui.grader.evaluators import get_evaluator
+from agent2rl_tui.tasks.answers import answers_match, extract_answer
+from agent2rl_tui.tasks.registry import InferenceSettings
 
 
 @pytest.mark.parametrize(
@@ -56,7 +56,7 @@ def test_gsm8k_reference_answers_score_100_and_shuffled_ones_do_not() -> None:
 def test_fewshot_prompts_in_chat_and_completion_form(prepared_data) -> None:  # noqa: ANN001
     from dataclasses import replace
 
-    from agent2rl_tui.core.tasks import load_task
+    from agent2rl_tui.tasks.registry import load_task
 
     task = load_task("gsm8k")
     train, item = task.load_split("train"), task.load_split("eval")[0]

@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from agent2rl_tui.core.modelfiles import check_model_folder, weights_hash
+from agent2rl_tui.tasks.modelfiles import check_model_folder, weights_hash
 
 
 def test_the_tiny_model_is_a_valid_model(tiny_model: Path) -> None:

@@ -11,11 +11,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from agent2rl_tui.core.profiles import BUILTIN_PROFILES, ProfileError, get_profile, load_profiles, preflight
-from agent2rl_tui.core.prompt import build_prompt
-from agent2rl_tui.core.store import RunStore
 from conftest import cli
+
+from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.run.profiles import BUILTIN_PROFILES, ProfileError, get_profile, load_profiles, preflight
+from agent2rl_tui.run.prompt import build_prompt
 
 WS = Path("/ws")
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent2rl_tui.core.report import build_report, write_report
-from agent2rl_tui.core.store import RunStore
+from agent2rl_tui.record.report import build_report, write_report
+from agent2rl_tui.record.store import RunStore
 
 
 def make_history(run_dir: Path) -> None:

@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import LiveGrader, cli, make_prepared_run, wait_for
 
-from agent2rl_tui.core.capture import walk
-from agent2rl_tui.core.revisions import (
+from agent2rl_tui.record.capture import walk
+from agent2rl_tui.record.revisions import (
     SnapshotError,
     Snapshotter,
     diff,
@@ -22,9 +23,8 @@ from agent2rl_tui.core.revisions import (
     list_revisions,
     submission_revisions,
 )
-from agent2rl_tui.core.store import RunStore
-from agent2rl_tui.core.watcher import RevisionWatcher
-from conftest import LiveGrader, cli, make_prepared_run, wait_for
+from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.run.watcher import RevisionWatcher
 
 
 @pytest.fixture

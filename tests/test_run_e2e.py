@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-
-from agent2rl_tui.core.store import RunStore
-from agent2rl_tui.core.tasks import load_task
 from conftest import cli, read_report
+
+from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.tasks.registry import load_task
 
 pytestmark = pytest.mark.slow
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agent2rl_tui.core.tasks import load_task
 from agent2rl_tui.grader import sandbox as sandbox_module
 from agent2rl_tui.grader.evaluators.humaneval import MODE_NOTES, HumanEvalEvaluator, build_program
 from agent2rl_tui.grader.sandbox import RUNNER, UID_BASE, Sandbox
+from agent2rl_tui.tasks.registry import load_task
 
 
 @pytest.fixture(scope="module")

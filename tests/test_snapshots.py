@@ -11,9 +11,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from synthetic import T0, add_logs, make_run, standard_run
 
 from agent2rl_tui.ui.app import Agent2RLApp
-from synthetic import T0, add_logs, make_run, standard_run
 
 ROOT = Path("/tmp/agent2rl-tui-snapshots")
 SIZE = (140, 40)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent2rl_tui.core.store import SCHEMA_VERSION, RunStore, StoreError
+from agent2rl_tui.record.store import SCHEMA_VERSION, RunStore, StoreError
 
 
 def new_store(path: Path) -> RunStore:

@@ -10,20 +10,13 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from agent2rl_tui.core.transcript import (
-    FORMATS,
-    STEP_KINDS,
-    TEXT_LIMIT,
-    Step,
-    make_normalizer,
-    normalize_lines,
-    totals,
-)
+from agent2rl_tui.record.transcripts import STEP_KINDS, TEXT_LIMIT, Step
+from agent2rl_tui.run.formats import FORMATS, make_normalizer, normalize_lines, totals
 
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
 FIXTURES = {
@@ -55,7 +48,7 @@ def line_kinds(steps: list[Step]) -> list[tuple[int, str]]:
 
 
 def utc(*parts: int) -> float:
-    return datetime(*parts, tzinfo=timezone.utc).timestamp()
+    return datetime(*parts, tzinfo=UTC).timestamp()
 
 
 def only(steps: list[Step], **match) -> Step:

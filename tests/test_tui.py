@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 from rich.console import Group
 from rich.text import Text
+from synthetic import add_revisions, make_run
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input, Markdown, Static, TabbedContent
 from textual.widgets._footer import FooterKey
 
-from agent2rl_tui.core.runs import LOST_AFTER_S, summarize
-from agent2rl_tui.core.store import RunStore
+from agent2rl_tui.record.index import LOST_AFTER_S, summarize
+from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.ui.app import Agent2RLApp
 from agent2rl_tui.ui.panes.logs import LogsPane
 from agent2rl_tui.ui.panes.revisions import RevisionsPane
@@ -36,7 +37,6 @@ from agent2rl_tui.ui.widgets.diff_view import SIDE_BY_SIDE_MIN_WIDTH, DiffView
 from agent2rl_tui.ui.widgets.log_view import LogView
 from agent2rl_tui.ui.widgets.steps_view import StepsView
 from agent2rl_tui.ui.widgets.virtual_table import VirtualTable
-from synthetic import add_revisions, make_run
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 SIZE = (160, 48)

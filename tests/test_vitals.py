@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agent2rl_tui.core import vitals
-from agent2rl_tui.core.store import RunStore
-from agent2rl_tui.core.vitals import VitalsSampler, latest_samples, summarize_samples
+from agent2rl_tui.record.samples import latest_samples, summarize_samples
+from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.run import vitals as vitals
+from agent2rl_tui.run.vitals import VitalsSampler
 
 
 @pytest.fixture

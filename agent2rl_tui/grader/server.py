@@ -27,20 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.core.modelfiles import check_model_folder, files_leaving
-from agent2rl_tui.core.revisions import Revision, SnapshotError, Snapshotter
-from agent2rl_tui.core.store import (
-    BASELINE_ID,
-    SUB_EVALUATING,
-    SUB_FAILED,
-    SUB_QUEUED,
-    SUB_REJECTED,
-    SUB_SCORED,
-    RunStore,
-    Submission,
-)
-from agent2rl_tui.core.timeutil import iso, now
 from agent2rl_tui.grader.launch import SECRET_ENV
+from agent2rl_tui.record.revisions import Revision, SnapshotError, Snapshotter
+from agent2rl_tui.record.store import BASELINE_ID, RunStore, Submission, SubStatus
+from agent2rl_tui.tasks.modelfiles import check_model_folder, files_leaving
+from agent2rl_tui.util.timeutil import iso, now
 
 log = logging.getLogger("agent2rl.grader")
 MAX_BODY_BYTES = 1 << 20
@@ -112,17 +103,17 @@ class Grader:
     async def start(self) -> None:
         await self._spawn_spare()
         baseline = self.store.baseline()
-        if baseline is None or baseline.status not in (SUB_SCORED, SUB_FAILED):
+        if baseline is None or baseline.status not in (SubStatus.SCORED, SubStatus.FAILED):
             self.store.add_submission(
                 kind="baseline",
-                status=SUB_QUEUED,
+                status=SubStatus.QUEUED,
                 model_path=str(self.cfg.base_model_dir),
                 resolved_path=str(self.cfg.base_model_dir),
             )
         # Anything left queued or half-evaluated by an earlier grader of this run goes again.
         for sub in self.store.submissions():
-            if sub.status in (SUB_QUEUED, SUB_EVALUATING):
-                self.store.update_submission(sub.id, status=SUB_QUEUED)
+            if sub.status in (SubStatus.QUEUED, SubStatus.EVALUATING):
+                self.store.update_submission(sub.id, status=SubStatus.QUEUED)
                 self.queue.put_nowait(sub.id)
         self.consumer = asyncio.create_task(self._consume())
 
@@ -195,7 +186,7 @@ class Grader:
                 log.exception("evaluation of submission %s crashed the grader's consumer", sub_id)
                 try:
                     self.store.update_submission(
-                        sub_id, status=SUB_FAILED, finished_at=now(), error=f"grader error: {exc}"
+                        sub_id, status=SubStatus.FAILED, finished_at=now(), error=f"grader error: {exc}"
                     )
                 except Exception:  # noqa: BLE001 - a restarted grader re-queues it
                     log.exception("could not record the failure of submission %s", sub_id)
@@ -220,10 +211,10 @@ class Grader:
                 self.check_model_path(sub.model_path or "", expected=Path(sub.resolved_path))
             except Rejection as rej:
                 log.warning("submission %s failed its re-check: %s", sub_id, rej.code)
-                self.store.update_submission(sub_id, status=SUB_FAILED, finished_at=now(),
+                self.store.update_submission(sub_id, status=SubStatus.FAILED, finished_at=now(),
                                              error=f"{rej.code}: {rej.detail}")
                 return
-        self.store.update_submission(sub_id, status=SUB_EVALUATING, started_at=now())
+        self.store.update_submission(sub_id, status=SubStatus.EVALUATING, started_at=now())
         log.info("evaluating submission %s: %s", sub_id, sub.resolved_path)
         proc = await self._take_worker(sub.gpu)
         self.current = proc
@@ -241,7 +232,7 @@ class Grader:
             await proc.stdin.drain()
             proc.stdin.close()
             await asyncio.wait_for(proc.wait(), timeout=self.cfg.eval_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             _kill_group(proc.pid)
             await proc.wait()
             error = (
@@ -267,13 +258,13 @@ class Grader:
             error = str(summary.get("error"))
         if error:
             log.warning("submission %s failed: %s", sub_id, error)
-            self.store.update_submission(sub_id, status=SUB_FAILED, finished_at=now(), error=error)
+            self.store.update_submission(sub_id, status=SubStatus.FAILED, finished_at=now(), error=error)
             return
         assert summary is not None
         self.engine_name = summary["engine"]
         self.store.update_submission(
             sub_id,
-            status=SUB_SCORED,
+            status=SubStatus.SCORED,
             finished_at=now(),
             score=float(summary["score"]),
             n_items=int(summary["n_items"]),
@@ -302,9 +293,9 @@ class Grader:
         sub = self.store.submission(sub_id)
         assert sub is not None
         baseline = self.store.baseline()
-        base_score = baseline.score if baseline and baseline.status == SUB_SCORED else None
+        base_score = baseline.score if baseline and baseline.status == SubStatus.SCORED else None
         best = self.store.best()
-        total = sum(1 for s in self.store.submissions(kind="agent") if s.status != SUB_REJECTED)
+        total = sum(1 for s in self.store.submissions(kind="agent") if s.status != SubStatus.REJECTED)
         improvement = (
             round(sub.score - base_score, 6)
             if sub.score is not None and base_score is not None
@@ -449,7 +440,7 @@ def build_app(config: GraderConfig, secret: str):  # -> Starlette
         except Rejection as rej:
             sub_id = grader.store.add_submission(
                 kind="agent",
-                status=SUB_REJECTED,
+                status=SubStatus.REJECTED,
                 model_path=raw_path,
                 finished_at=now(),
                 error=f"{rej.code}: {rej.detail}",
@@ -461,7 +452,7 @@ def build_app(config: GraderConfig, secret: str):  # -> Starlette
             )
         revision = await asyncio.to_thread(grader.snapshot_for_submission)
         sub_id = grader.store.add_submission(
-            kind="agent", status=SUB_QUEUED, model_path=raw, resolved_path=str(resolved), gpu=gpu,
+            kind="agent", status=SubStatus.QUEUED, model_path=raw, resolved_path=str(resolved), gpu=gpu,
             revision_seq=revision.seq if revision else None, revision_sha=revision.sha if revision else None,
         )
         log.info("submission %s queued: %s", sub_id, resolved)
@@ -470,7 +461,7 @@ def build_app(config: GraderConfig, secret: str):  # -> Starlette
         grader.queue.put_nowait(sub_id)
         if request.query_params.get("wait", "1") in ("0", "false", "no"):
             return JSONResponse(
-                {"submission_id": sub_id, "status": SUB_QUEUED, "queue_position": grader.queue.qsize()},
+                {"submission_id": sub_id, "status": SubStatus.QUEUED, "queue_position": grader.queue.qsize()},
                 status_code=202,
             )
         return JSONResponse(await fut)
@@ -491,7 +482,7 @@ def build_app(config: GraderConfig, secret: str):  # -> Starlette
 
     async def time_(request: Request) -> JSONResponse:
         run = grader.store.run()
-        agent_subs = [s for s in grader.store.submissions(kind="agent") if s.status != SUB_REJECTED]
+        agent_subs = [s for s in grader.store.submissions(kind="agent") if s.status != SubStatus.REJECTED]
         t = now()
         deadline = run["deadline"]
         return JSONResponse(
@@ -507,7 +498,7 @@ def build_app(config: GraderConfig, secret: str):  # -> Starlette
 
     async def health(request: Request) -> JSONResponse:
         baseline = grader.store.baseline()
-        ready = baseline is not None and baseline.status in (SUB_SCORED, SUB_FAILED)
+        ready = baseline is not None and baseline.status in (SubStatus.SCORED, SubStatus.FAILED)
         return JSONResponse(
             {
                 "status": "ok" if ready else "starting",

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agent2rl_tui.core.tasks import Task
     from agent2rl_tui.grader.evaluators.base import BaseEvaluator
+    from agent2rl_tui.tasks.registry import Task
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -33,9 +33,9 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 def evaluate(job: dict[str, Any], started: float, ready: float) -> dict[str, Any]:
     """Run one evaluation job and return its summary (also written to summary.json)."""
-    from agent2rl_tui.core.modelfiles import weights_hash
-    from agent2rl_tui.core.tasks import load_task
     from agent2rl_tui.grader.engines import make_engine
+    from agent2rl_tui.tasks.modelfiles import weights_hash
+    from agent2rl_tui.tasks.registry import load_task
 
     out_dir = Path(job["out_dir"])
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -120,8 +120,12 @@ def main() -> int:
     # Pay the heavy imports before the job arrives: this is what "warm" means here. The
     # model classes and generation code are most of it (~1.5 s of the ~3 s on a CPU box).
     import torch  # noqa: F401
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationMixin  # noqa: F401
-    from transformers import modeling_utils  # noqa: F401
+    from transformers import (  # noqa: F401
+        AutoModelForCausalLM,
+        AutoTokenizer,
+        GenerationMixin,
+        modeling_utils,  # noqa: F401
+    )
 
     from agent2rl_tui.grader import evaluators  # noqa: F401
     from agent2rl_tui.grader.engines import hf  # noqa: F401

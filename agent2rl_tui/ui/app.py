@@ -16,7 +16,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from agent2rl_tui.core.runs import default_root
+from agent2rl_tui.record.index import default_root
 
 
 class Agent2RLApp(App[None]):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from rich.text import Text
 
@@ -26,8 +26,8 @@ def fmt_time(ts: float | None, now: float) -> str:
     """Today's times as HH:MM, older ones with the date (UTC, like the record)."""
     if ts is None:
         return "-"
-    d = datetime.fromtimestamp(ts, tz=timezone.utc)
-    today = datetime.fromtimestamp(now, tz=timezone.utc).date()
+    d = datetime.fromtimestamp(ts, tz=UTC)
+    today = datetime.fromtimestamp(now, tz=UTC).date()
     return d.strftime("%H:%M") if d.date() == today else d.strftime("%Y-%m-%d %H:%M")
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from agent2rl_tui.core.tasks import EngineSettings
 from agent2rl_tui.grader.engines.base import Engine, EngineError
+from agent2rl_tui.tasks.registry import EngineSettings
 
 __all__ = ["Engine", "EngineError", "choose_engine", "make_engine", "visible_gpus", "vllm_installed"]
 
@@ -24,7 +24,7 @@ def visible_gpus() -> int:
 
     NVML, not torch.cuda: the eval worker must not touch CUDA before vLLM starts.
     """
-    from agent2rl_tui.core.vitals import visible_gpu_count
+    from agent2rl_tui.util.gpus import visible_gpu_count
 
     count = visible_gpu_count()
     env = os.environ.get("CUDA_VISIBLE_DEVICES")

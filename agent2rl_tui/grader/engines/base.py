@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from agent2rl_tui.core.tasks import InferenceSettings
+from agent2rl_tui.tasks.registry import InferenceSettings
 
 Messages = list[dict[str, str]]
 

@@ -6,34 +6,12 @@ by length before batching so a batch pads little, and results are put back in or
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.core.tasks import InferenceSettings
 from agent2rl_tui.grader.engines.base import EngineError, Messages, cut_at_stop
-
-
-def load_tokenizer(model_path: Path) -> Any:
-    """AutoTokenizer, tolerating the list-valued ``extra_special_tokens`` TRL writes."""
-    from transformers import AutoTokenizer
-
-    kwargs: dict[str, Any] = {}
-    cfg_path = model_path / "tokenizer_config.json"
-    if cfg_path.exists():
-        try:
-            cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise EngineError(f"{cfg_path} is not valid JSON: {exc}") from exc
-        extra = cfg.get("extra_special_tokens")
-        if isinstance(extra, list):
-            kwargs["extra_special_tokens"] = {}
-            kwargs["additional_special_tokens"] = extra
-    tok = AutoTokenizer.from_pretrained(str(model_path), **kwargs)
-    tok.padding_side = "left"
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    return tok
+from agent2rl_tui.tasks.modelfiles import load_tokenizer
+from agent2rl_tui.tasks.registry import InferenceSettings
 
 
 class TransformersEngine:

@@ -17,9 +17,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.core.tasks import EngineSettings, InferenceSettings
 from agent2rl_tui.grader.engines.base import EngineError, Messages, cut_at_stop
-from agent2rl_tui.grader.engines.hf import load_tokenizer
+from agent2rl_tui.tasks.modelfiles import load_tokenizer
+from agent2rl_tui.tasks.registry import EngineSettings, InferenceSettings
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                    "vocab.json", "merges.txt", "chat_template.jinja", "added_tokens.json")

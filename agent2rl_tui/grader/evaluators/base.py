@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent2rl_tui.core.tasks import InferenceSettings
+from agent2rl_tui.tasks.registry import InferenceSettings
 
 Messages = list[dict[str, str]]
 Prompt = Messages | str  # chat turns, or a plain completion prompt

@@ -13,9 +13,9 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Markdown
 
-from agent2rl_tui.core.report import build_report, render_markdown
-from agent2rl_tui.core.runview import RunView
-from agent2rl_tui.core.vitals import latest_samples
+from agent2rl_tui.record.report import build_report, render_markdown
+from agent2rl_tui.record.runview import RunView
+from agent2rl_tui.record.samples import latest_samples
 from agent2rl_tui.ui.format import fmt_bytes
 
 

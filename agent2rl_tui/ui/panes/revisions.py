@@ -16,13 +16,12 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Static
 
-from agent2rl_tui.core.capture import DEFAULT_RULES
-from agent2rl_tui.core.revisions import Revision, diff
-from agent2rl_tui.core.runview import RunView
-from agent2rl_tui.core.timeutil import human_duration
-from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
+from agent2rl_tui.record.capture import DEFAULT_RULES
+from agent2rl_tui.record.revisions import Revision, diff
+from agent2rl_tui.record.runview import RunView
 from agent2rl_tui.ui.widgets.diff_view import FILES, HUNKS, DiffView
-
+from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
+from agent2rl_tui.util.timeutil import human_duration
 
 COLUMNS = [Column("rev", 5, right=True), Column("at", 8, right=True), Column("trigger", 10), Column("files", 5, right=True),
            Column("+/-", 11), Column("paths", 0)]

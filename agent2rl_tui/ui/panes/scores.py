@@ -16,11 +16,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from agent2rl_tui.core.runview import RunView, compare_items, read_items
-from agent2rl_tui.core.store import SUB_SCORED, Submission
-from agent2rl_tui.core.timeutil import human_duration
-from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
+from agent2rl_tui.record.runview import RunView, compare_items, read_items
+from agent2rl_tui.record.store import Submission, SubStatus
 from agent2rl_tui.ui.format import fmt_score
+from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
+from agent2rl_tui.util.timeutil import human_duration
 
 ITEMS_SHOWN = 20
 COLUMNS = [Column("#", 8), Column("at", 8, right=True), Column("score", 7, right=True),
@@ -84,12 +84,12 @@ class ScoresPane(Vertical):
             fmt_score(sub.score), fmt_score(change, signed=True), fmt_score(vs, signed=True), status,
             f"{sub.eval_seconds:.1f}s" if sub.eval_seconds is not None else "-",
             str(sub.revision_seq) if sub.revision_seq else "-",
-            (sub.error or "") if sub.status != SUB_SCORED else workspace_relative(sub.model_path),
+            (sub.error or "") if sub.status != SubStatus.SCORED else workspace_relative(sub.model_path),
         ]
 
     def _update_chart(self, view: RunView) -> None:
         start = view.run["budget_start"] or 0.0
-        scored = [s for s in view.submissions if s.status == SUB_SCORED and s.score is not None]
+        scored = [s for s in view.submissions if s.status == SubStatus.SCORED and s.score is not None]
         key = (tuple((s.id, s.score) for s in scored), view.baseline_score)
         if key == self.chart_key:
             return  # plotext redraws everything: only on change
@@ -141,7 +141,7 @@ class ScoresPane(Vertical):
             correct = sum(1 for i in items if i.get("correct"))
             lines.append(Text(f"{correct} of {len(items)} items correct (i: browse them all)"))
             prev = view.previous_scored(sub.id) if sub.kind == "agent" else None
-            others = [("previous submission #%d" % prev.id, prev.id)] if prev else []
+            others = [(f"previous submission #{prev.id}", prev.id)] if prev else []
             if sub.kind == "agent" and view.baseline is not None:
                 others.append(("baseline", view.baseline.id))
             for label, other_id in others:

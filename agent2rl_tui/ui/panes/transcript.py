@@ -12,15 +12,15 @@ from pathlib import Path
 
 from rich.text import Text
 from textual import on
-from textual.app import ComposeResult
 from textual.actions import SkipAction
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Static
 
-from agent2rl_tui.core.runview import RunView
-from agent2rl_tui.core.store import RunStore
-from agent2rl_tui.core.transcript_store import StepRow, step_near, transcript_totals
+from agent2rl_tui.record.runview import RunView
+from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.record.transcripts import StepRow, step_near, transcript_totals
 from agent2rl_tui.ui.widgets.steps_view import StepsView
 
 KIND_FILTERS: list[tuple[str, tuple[str, ...] | None]] = [

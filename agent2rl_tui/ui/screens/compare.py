@@ -5,10 +5,10 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import Footer, Header, Static
 
-from agent2rl_tui.core.compare import compare
-from agent2rl_tui.core.runs import RunSummary
+from agent2rl_tui.record.compare import compare
+from agent2rl_tui.record.index import RunSummary
 from agent2rl_tui.ui.widgets.tables import RowTable
 
 

@@ -8,7 +8,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from agent2rl_tui.core.store import ACTIVE_STATUSES
+from agent2rl_tui.record.store import ACTIVE_STATUSES
 
 
 class ConfirmScreen(ModalScreen[bool]):

@@ -20,8 +20,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from agent2rl_tui.core.runview import RunView, read_items
-from agent2rl_tui.core.store import Submission
+from agent2rl_tui.record.runview import RunView, read_items
+from agent2rl_tui.record.store import Submission
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
 
 COLUMNS = [Column("#", 6, right=True), Column("ok", 3), Column("vs prev", 7), Column("vs base", 7),

@@ -16,10 +16,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
 
-from agent2rl_tui.core.profiles import BUILTIN_PROFILES, ProfileError, load_profiles
-from agent2rl_tui.core.runs import RunRequest, start_run
-from agent2rl_tui.core.tasks import discover
-from agent2rl_tui.core.timeutil import parse_duration
+from agent2rl_tui.run.lifecycle import RunRequest, start_run
+from agent2rl_tui.run.profiles import BUILTIN_PROFILES, ProfileError, load_profiles
+from agent2rl_tui.tasks.registry import discover
+from agent2rl_tui.util.timeutil import parse_duration
 
 
 class NewRunScreen(Screen[None]):

@@ -21,8 +21,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 
-from agent2rl_tui.core.runs import effective_status, stop_run
-from agent2rl_tui.core.runview import RunView, load_run_view
+from agent2rl_tui.record.index import effective_status
+from agent2rl_tui.record.runview import RunView, load_run_view
+from agent2rl_tui.record.store import previous_revision_seq
+from agent2rl_tui.run.lifecycle import stop_run
 from agent2rl_tui.ui.panes.logs import LogsPane
 from agent2rl_tui.ui.panes.report import ReportPane
 from agent2rl_tui.ui.panes.revisions import RevisionsPane
@@ -165,11 +167,11 @@ class RunScreen(Screen[None]):
         sub = self.view.submission(sub_id)
         if sub is None or sub.revision_seq is None:
             return
-        earlier = [s.revision_seq for s in self.view.submissions if s.id < sub_id and s.revision_seq is not None]
         self.action_tab("revisions")
         pane = self.query_one(RevisionsPane)
-        pane.select(sub.revision_seq, base=earlier[-1] if earlier else None, explicit_base=True)
-        self.notify(f"diff since the previous submission: revision {earlier[-1] if earlier else '(empty)'} → "
+        base = previous_revision_seq(self.view.submissions, sub_id)
+        pane.select(sub.revision_seq, base=base, explicit_base=True)
+        self.notify(f"diff since the previous submission: revision {base if base is not None else '(empty)'} → "
                     f"{sub.revision_seq}")
 
     def show_transcript_at(self, at: float) -> None:

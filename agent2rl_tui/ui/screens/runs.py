@@ -13,20 +13,21 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.events import Key
 from textual.message import Message
 from textual.screen import Screen
-from rich.text import Text
 from textual.widgets import Footer, Header, Input, Static
 
-from agent2rl_tui.core.runs import RunSummary, run_folders, stop_run, summarize, summarize_many
-from agent2rl_tui.core.store import ACTIVE_STATUSES
-from agent2rl_tui.core.timeutil import human_duration
-from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
+from agent2rl_tui.record.index import RunSummary, run_folders, summarize, summarize_many
+from agent2rl_tui.record.store import ACTIVE_STATUSES
+from agent2rl_tui.run.lifecycle import stop_run
 from agent2rl_tui.ui.format import fmt_score, fmt_time, status_text
+from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
+from agent2rl_tui.util.timeutil import human_duration
 
 FIRST_BATCH = 60  # runs read before the first paint: more than a screen holds
 COLUMNS = [  # sort key, column

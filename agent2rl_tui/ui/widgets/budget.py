@@ -10,9 +10,9 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
-from agent2rl_tui.core.runview import RunView
-from agent2rl_tui.core.timeutil import human_duration
+from agent2rl_tui.record.runview import RunView
 from agent2rl_tui.ui.format import fmt_score, status_text
+from agent2rl_tui.util.timeutil import human_duration
 
 BAR_WIDTH = 40
 

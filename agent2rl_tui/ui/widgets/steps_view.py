@@ -14,9 +14,8 @@ from pathlib import Path
 from rich.text import Text
 from textual.binding import Binding
 
-from agent2rl_tui.core.store import RunStore
-from agent2rl_tui.core.timeutil import human_duration
-from agent2rl_tui.core.transcript_store import (
+from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.record.transcripts import (
     StepRow,
     count_steps,
     page_steps,
@@ -25,6 +24,7 @@ from agent2rl_tui.core.transcript_store import (
     steps_by_seq,
 )
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
+from agent2rl_tui.util.timeutil import human_duration
 
 PAGE = 200
 PAGES_KEPT = 16

@@ -16,8 +16,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.core.tasks import Task, write_jsonl
-from agent2rl_tui.core.timeutil import human_duration, iso
+from agent2rl_tui.tasks.registry import Task, write_jsonl
+from agent2rl_tui.util.timeutil import human_duration, iso
 
 RECORD_DIRS = ("logs", "evals", "report")
 WORKSPACE_DIRS = ("code", "output", "data", "models")

@@ -29,8 +29,8 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 
-from agent2rl_tui.core.revisions import Snapshotter
-from agent2rl_tui.core.store import RunStore
+from agent2rl_tui.record.revisions import Snapshotter
+from agent2rl_tui.record.store import RunStore
 
 log = logging.getLogger("agent2rl.watcher")
 

@@ -106,11 +106,9 @@ class Task:
             train, evals = gen(int(self.data.get("seed", 0)), dict(self.data.get("params", {})))
             return train if split == "train" else evals
         if source == "prepared":
-            from agent2rl_tui.core import data
-
-            if not data.prepared(self):
-                raise data.not_prepared_error(self)
-            return read_jsonl(data.task_cache(self) / ("train.jsonl" if split == "train" else "eval.jsonl"))
+            if not prepared(self):
+                raise not_prepared_error(self)
+            return read_jsonl(task_cache(self) / ("train.jsonl" if split == "train" else "eval.jsonl"))
         if source == "files":
             key = f"{split}_file"
             if key not in self.data:
@@ -125,12 +123,32 @@ class Task:
     def check_data(self) -> None:
         """Raise TaskError (naming the command to run) if the splits are not available."""
         if self.data.get("source") == "prepared":
-            from agent2rl_tui.core import data
-
-            if not data.prepared(self):
-                raise data.not_prepared_error(self)
+            if not prepared(self):
+                raise not_prepared_error(self)
         else:
             self.load_split("train")
+
+
+def cache_root() -> Path:
+    """Where prepared data lives: ``$AGENT2RL_DATA``, else ``~/.cache/agent2rl-tui/data``."""
+    env = os.environ.get("AGENT2RL_DATA")
+    return Path(env) if env else Path.home() / ".cache" / "agent2rl-tui" / "data"
+
+
+def task_cache(task: Task) -> Path:
+    return cache_root() / task.name
+
+
+def prepared(task: Task) -> bool:
+    d = task_cache(task)
+    return (d / "train.jsonl").is_file() and (d / "eval.jsonl").is_file()
+
+
+def not_prepared_error(task: Task) -> TaskError:
+    return TaskError(
+        f"the data of task {task.name} is not prepared in {task_cache(task)}: run "
+        f"`agent2rl-tui data prepare {task.name}` (with --from PATH to use local files offline)"
+    )
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "model*.bin")
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
@@ -130,10 +131,31 @@ def check_model_loads(folder: Path) -> str | None:
     try:
         from transformers import AutoConfig
 
-        from agent2rl_tui.grader.engines.hf import load_tokenizer
 
         AutoConfig.from_pretrained(str(folder))
         load_tokenizer(folder)
     except Exception as exc:  # noqa: BLE001 - any failure is the answer
         return f"{folder} does not load with transformers: {type(exc).__name__}: {exc}"
     return None
+
+
+def load_tokenizer(model_path: Path) -> Any:
+    """AutoTokenizer, left-padded, tolerating the list-valued ``extra_special_tokens`` TRL writes."""
+    from transformers import AutoTokenizer
+
+    kwargs: dict[str, Any] = {}
+    cfg_path = model_path / "tokenizer_config.json"
+    if cfg_path.exists():
+        try:
+            cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{cfg_path} is not valid JSON: {exc}") from exc
+        extra = cfg.get("extra_special_tokens")
+        if isinstance(extra, list):
+            kwargs["extra_special_tokens"] = {}
+            kwargs["additional_special_tokens"] = extra
+    tok = AutoTokenizer.from_pretrained(str(model_path), **kwargs)
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok

@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from agent2rl_tui.core.runs import RunSummary
+from agent2rl_tui.record.index import RunSummary
 
 
 @dataclass(frozen=True)

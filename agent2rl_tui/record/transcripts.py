@@ -1,7 +1,7 @@
 """Transcript storage: normalized steps in run.db, written in batches, read a page at a time.
 
 The supervisor feeds every agent output line through the profile's normalizer
-(core/transcript.py) and stores the steps in the ``steps`` table, with a full-text index,
+(run/formats.py) and this module stores the steps in the ``steps`` table, with a full-text index,
 so the TUI can page, filter by kind and search a transcript of 100,000 lines without
 loading it. Lines on stderr are kept as ``raw`` steps with role ``stderr``.
 """
@@ -15,10 +15,40 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from agent2rl_tui.core.store import RunStore
-from agent2rl_tui.core.transcript import TEXT_LIMIT, Step, make_normalizer
+from agent2rl_tui.record.store import RunStore
+
+STEP_KINDS = ("message", "reasoning", "tool_call", "tool_result", "error", "usage", "result",
+              "system", "raw")
+TEXT_LIMIT = 4000  # characters kept of a tool result / long text; `size` keeps the original length
+
+
+@dataclass(slots=True)
+class Step:
+    """One thing the agent said or did, at one time."""
+
+    at: float  # UNIX seconds
+    kind: str  # one of STEP_KINDS
+    text: str = ""
+    role: str | None = None  # "assistant", "user", "system" where known
+    tool: str | None = None
+    call_id: str | None = None
+    args: dict | None = None
+    size: int | None = None  # original length of text when truncated (always, for tool_result)
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+    line: int = 0  # 1-based stream line the step came from (first line of a multi-line record)
+
+
+class StepSource(Protocol):
+    """A stream normalizer: lines in, steps out (run/formats.py has one per agent CLI)."""
+
+    def feed(self, line: str, at: float) -> list[Step]: ...
+
+    def finish(self) -> list[Step]: ...
+
 
 BATCH = 200
 FLUSH_S = 0.5
@@ -52,9 +82,9 @@ def _row(step: Step) -> tuple[Any, ...]:
 class TranscriptRecorder:
     """Thread-safe: the stdout and stderr readers both feed it."""
 
-    def __init__(self, run_dir: Path, stream_format: str) -> None:
+    def __init__(self, run_dir: Path, normalizer: StepSource) -> None:
         self.store = RunStore.of_run(run_dir)
-        self.normalizer = make_normalizer(stream_format)
+        self.normalizer = normalizer
         self.lock = threading.Lock()
         self.pending: list[Step] = []
         self.last_flush = time.monotonic()

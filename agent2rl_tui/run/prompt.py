@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agent2rl_tui.core.timeutil import human_duration
+from agent2rl_tui.util.timeutil import human_duration
 
 PROMPT_TEMPLATE = """\
 You are an ML engineer working alone in this workspace ({workspace}). It holds a base model,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)
 _UNIT_SECONDS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -23,12 +23,12 @@ def iso(ts: float | None) -> str | None:
     """UTC ISO-8601 with milliseconds and a Z, or None."""
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def compact_utc(ts: float) -> str:
     """``yyyymmddThhmmss`` in UTC, the prefix of a run id."""
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y%m%dT%H%M%S")
 
 
 def parse_duration(text: str) -> float:

@@ -10,30 +10,47 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
-from agent2rl_tui.core.timeutil import now
+from agent2rl_tui.util.timeutil import now
 
 SCHEMA_VERSION = 1
 
-# Run states. "lost" is written by whoever finds a running run whose supervisor is gone.
-ACTIVE_STATUSES = ("created", "preparing", "running", "ending")
-FINAL_STATUSES = ("finished", "failed", "stopped", "lost")
+class RunStatus(StrEnum):
+    """A run's state. ``lost`` is written by whoever finds an active run whose supervisor is gone."""
 
-# Submission states.
-SUB_QUEUED, SUB_EVALUATING, SUB_SCORED, SUB_FAILED, SUB_REJECTED = (
-    "queued",
-    "evaluating",
-    "scored",
-    "failed",
-    "rejected",
-)
+    CREATED = "created"
+    PREPARING = "preparing"
+    RUNNING = "running"
+    ENDING = "ending"
+    FINISHED = "finished"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    LOST = "lost"
+
+
+ACTIVE_STATUSES = (RunStatus.CREATED, RunStatus.PREPARING, RunStatus.RUNNING, RunStatus.ENDING)
+FINAL_STATUSES = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.STOPPED, RunStatus.LOST)
+
+
+class SubStatus(StrEnum):
+    """A submission's state, as the grader API reports it."""
+
+    QUEUED = "queued"
+    EVALUATING = "evaluating"
+    SCORED = "scored"
+    FAILED = "failed"
+    REJECTED = "rejected"
+
+
+PENDING_SUB_STATUSES = (SubStatus.QUEUED, SubStatus.EVALUATING)
 BASELINE_ID = 0
 
 _SCHEMA = """
@@ -175,6 +192,38 @@ class Submission:
         return json.loads(self.timings_json) if self.timings_json else {}
 
 
+# -- the rules every reader asks (one place each) ------------------------------------------
+
+def scored_score(sub: Submission | None) -> float | None:
+    """A submission's score if it was scored, else None (a failed baseline has no score)."""
+    return sub.score if sub is not None and sub.status == SubStatus.SCORED else None
+
+
+def best_of(subs: Iterable[Submission]) -> Submission | None:
+    """The best agent submission: the highest score among the scored; the earliest wins a tie."""
+    valid = [s for s in subs if s.kind == "agent" and scored_score(s) is not None]
+    return max(valid, key=lambda s: (s.score, -s.id)) if valid else None
+
+
+BEST_SCORE_SQL = (
+    f"SELECT score FROM submissions WHERE kind = 'agent' AND status = '{SubStatus.SCORED.value}'"
+    " AND score IS NOT NULL ORDER BY score DESC, id ASC LIMIT 1"
+)
+"""``best_of`` as one SQL query, for listing a thousand runs without loading their submissions."""
+
+
+def previous_scored(subs: Iterable[Submission], sub_id: int) -> Submission | None:
+    """The last scored agent submission before ``sub_id``."""
+    before = [s for s in subs if s.kind == "agent" and s.id < sub_id and s.status == SubStatus.SCORED]
+    return before[-1] if before else None
+
+
+def previous_revision_seq(subs: Iterable[Submission], sub_id: int) -> int | None:
+    """The revision of the last agent submission before ``sub_id`` that has one."""
+    seqs = [s.revision_seq for s in subs if s.kind == "agent" and s.id < sub_id and s.revision_seq is not None]
+    return seqs[-1] if seqs else None
+
+
 def connect(path: Path, *, create: bool = False) -> sqlite3.Connection:
     """Open run.db with WAL, a busy timeout and autocommit (each statement its own tx)."""
     if not create and not path.exists():
@@ -295,15 +344,10 @@ class RunStore:
         return self.submission(BASELINE_ID)
 
     def best(self) -> Submission | None:
-        """The highest-scoring agent submission; the earliest wins a tie."""
-        row = self.conn.execute(
-            "SELECT * FROM submissions WHERE kind = 'agent' AND status = ? "
-            "ORDER BY score DESC, id ASC LIMIT 1",
-            (SUB_SCORED,),
-        ).fetchone()
-        return Submission(**dict(row)) if row else None
+        """The best agent submission (``best_of``)."""
+        return best_of(self.submissions(kind="agent"))
 
     def pending_count(self) -> int:
         return self.conn.execute(
-            "SELECT COUNT(*) FROM submissions WHERE status IN (?, ?)", (SUB_QUEUED, SUB_EVALUATING)
+            "SELECT COUNT(*) FROM submissions WHERE status IN (?, ?)", PENDING_SUB_STATUSES
         ).fetchone()[0]

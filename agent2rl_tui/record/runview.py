@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.core.revisions import Revision, list_revisions
-from agent2rl_tui.core.runs import effective_status
-from agent2rl_tui.core.store import ACTIVE_STATUSES, SUB_SCORED, RunStore, Submission
+from agent2rl_tui.record.index import effective_status
+from agent2rl_tui.record.revisions import Revision, list_revisions
+from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore, Submission, best_of, previous_scored, scored_score
 
 
 @dataclass(frozen=True)
@@ -44,13 +44,11 @@ class RunView:
 
     @property
     def best(self) -> Submission | None:
-        scored = [s for s in self.submissions if s.status == SUB_SCORED and s.score is not None]
-        return max(scored, key=lambda s: (s.score, -s.id)) if scored else None
+        return best_of(self.submissions)
 
     @property
     def baseline_score(self) -> float | None:
-        b = self.baseline
-        return b.score if b is not None and b.status == SUB_SCORED else None
+        return scored_score(self.baseline)
 
     def budget(self, t: float) -> Budget:
         run = self.run
@@ -73,8 +71,7 @@ class RunView:
 
     def previous_scored(self, sub_id: int) -> Submission | None:
         """The last scored agent submission before ``sub_id``."""
-        before = [s for s in self.submissions if s.id < sub_id and s.status == SUB_SCORED]
-        return before[-1] if before else None
+        return previous_scored(self.submissions, sub_id)
 
 
 def load_run_view(run_dir: Path) -> RunView:

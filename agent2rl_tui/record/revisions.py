@@ -25,9 +25,9 @@ from typing import Any
 
 import git
 
-from agent2rl_tui.core.capture import DEFAULT_RULES, CaptureRules, walk
-from agent2rl_tui.core.store import RunStore
-from agent2rl_tui.core.timeutil import now
+from agent2rl_tui.record.capture import DEFAULT_RULES, CaptureRules, walk
+from agent2rl_tui.record.store import RunStore, previous_revision_seq
+from agent2rl_tui.util.timeutil import now
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 BRANCH = "refs/heads/main"
@@ -311,10 +311,7 @@ def submission_revisions(run_dir: Path, sub_id: int) -> tuple[Revision | None, R
             raise RevisionNotFound(f"no submission {sub_id}")
         if sub.revision_seq is None:
             raise RevisionNotFound(f"submission {sub_id} has no recorded revision")
-        prev = store.conn.execute(
-            "SELECT revision_seq FROM submissions WHERE kind = 'agent' AND id < ? AND revision_seq IS NOT NULL"
-            " ORDER BY id DESC LIMIT 1", (sub_id,),
-        ).fetchone()
+        prev = previous_revision_seq(store.submissions(kind="agent"), sub_id)
     new = get_revision(run_dir, sub.revision_seq)
-    old = get_revision(run_dir, prev[0]) if prev else None
+    old = get_revision(run_dir, prev) if prev is not None else None
     return old, new

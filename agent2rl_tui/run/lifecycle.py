@@ -1,4 +1,4 @@
-"""Runs as the CLI and the TUI see them: create, launch, list, inspect, stop, reconcile.
+"""A run's life from outside it: create, launch, stop, reconcile.
 
 Creating a run validates everything that can be checked before the budget (task, model
 folder, agent, budget) and leaves nothing behind when a check fails. A run is then a
@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -19,31 +18,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.core import procs
-from agent2rl_tui.core.modelfiles import check_model_folder, check_model_loads
-from agent2rl_tui.core.profiles import AgentProfile, get_profile, preflight
-from agent2rl_tui.core.report import write_report
-from agent2rl_tui.core.store import ACTIVE_STATUSES, RunStore, StoreError
-from agent2rl_tui.core.tasks import load_task
-from agent2rl_tui.core.timeutil import compact_utc, now
-from agent2rl_tui.core.workspace import make_run_folder
-
-LOST_AFTER_S = 20.0
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-
-
-class RunError(ValueError):
-    """A run cannot be created or found; the message says what to do."""
-
-
-def default_root() -> Path:
-    """``$AGENT2RL_WORKSPACES``, else the checkout's workspaces/, else ~/.local/share."""
-    env = os.environ.get("AGENT2RL_WORKSPACES")
-    if env:
-        return Path(env)
-    if (PACKAGE_ROOT / "pyproject.toml").exists():
-        return PACKAGE_ROOT / "workspaces"
-    return Path.home() / ".local" / "share" / "agent2rl-tui" / "workspaces"
+from agent2rl_tui.record.index import RunError, default_root
+from agent2rl_tui.record.report import write_report
+from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
+from agent2rl_tui.run.profiles import AgentProfile, get_profile, preflight
+from agent2rl_tui.run.workspace import make_run_folder
+from agent2rl_tui.tasks.modelfiles import check_model_folder, check_model_loads
+from agent2rl_tui.tasks.registry import load_task
+from agent2rl_tui.util import procs
+from agent2rl_tui.util.timeutil import compact_utc, now
 
 
 @dataclass
@@ -82,7 +65,7 @@ def names_only(env: dict[str, str]) -> dict[str, str]:
 
 
 def check_gpus(gpus: str) -> None:
-    from agent2rl_tui.core.vitals import visible_gpu_count
+    from agent2rl_tui.util.gpus import visible_gpu_count
 
     try:
         wanted = [int(x) for x in gpus.split(",") if x.strip()]
@@ -187,7 +170,7 @@ def launch_supervisor(run_dir: Path, agent_env: dict[str, str] | None = None) ->
     log = (run_dir / "logs" / "supervisor.log").open("ab")
     with log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "agent2rl_tui.core.supervisor", str(run_dir)],
+            [sys.executable, "-m", "agent2rl_tui.run.supervisor", str(run_dir)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -213,133 +196,6 @@ def start_run(req: RunRequest) -> tuple[Path, int]:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
     return run_dir, pid
-
-
-@dataclass
-class RunSummary:
-    """One row of ``agent2rl-tui runs`` and of the TUI's Runs screen."""
-
-    path: Path
-    id: str
-    status: str
-    task: str
-    agent: str
-    driver: str | None
-    base_model: str
-    budget_s: float
-    created_at: float
-    budget_start: float | None
-    ended_at: float | None
-    baseline: float | None
-    best: float | None
-    n_submissions: int
-    end_reason: str | None
-    error: str | None
-    n_revisions: int = 0
-
-    @property
-    def improvement(self) -> float | None:
-        if self.best is None or self.baseline is None:
-            return None
-        return self.best - self.baseline
-
-    @property
-    def budget_used_s(self) -> float | None:
-        if self.budget_start is None:
-            return None
-        end = self.ended_at or now()
-        return min(end - self.budget_start, self.budget_s)
-
-
-def effective_status(run: dict[str, Any]) -> str:
-    """The stored status, or ``lost`` for an active run whose supervisor stopped beating."""
-    status = run["status"]
-    if status not in ACTIVE_STATUSES:
-        return status
-    beat = run.get("heartbeat_at") or run.get("created_at")
-    if status == "created":
-        # Not started yet: lost only if its supervisor never came up.
-        return "created" if procs.pid_alive(run.get("supervisor_pid")) or now() - beat < LOST_AFTER_S else "lost"
-    if now() - beat > LOST_AFTER_S:
-        return "lost"
-    return status
-
-
-_SUMMARY_SQL = """
-SELECT r.*,
-  (SELECT score FROM submissions WHERE id = 0 AND status = 'scored') AS baseline_score,
-  (SELECT MAX(score) FROM submissions WHERE kind = 'agent' AND status = 'scored') AS best_score,
-  (SELECT COUNT(*) FROM submissions WHERE kind = 'agent' AND status != 'rejected') AS n_submissions,
-  (SELECT COUNT(*) FROM revisions) AS n_revisions
-FROM run r LIMIT 1
-"""
-
-
-def summarize(run_dir: Path) -> RunSummary:
-    """One row of the runs list, in one query (listing a thousand runs opens a thousand dbs)."""
-    with RunStore.of_run(run_dir) as store:
-        row = store.conn.execute(_SUMMARY_SQL).fetchone()
-    if row is None:
-        raise StoreError(f"{run_dir / 'run.db'} holds no run")
-    run = dict(row)
-    return RunSummary(
-        path=run_dir,
-        id=run["id"],
-        status=effective_status(run),
-        task=run["task"],
-        agent=run["agent"],
-        driver=run["driver"],
-        base_model=run["base_model"],
-        budget_s=run["budget_s"],
-        created_at=run["created_at"],
-        budget_start=run["budget_start"],
-        ended_at=run["ended_at"],
-        baseline=run["baseline_score"],
-        best=run["best_score"],
-        n_submissions=run["n_submissions"],
-        end_reason=run["end_reason"],
-        error=run["error"],
-        n_revisions=run["n_revisions"],
-    )
-
-
-def run_folders(root: Path | None = None) -> list[Path]:
-    """Run folders under ``root``, newest first (run ids start with their UTC start time)."""
-    root = root or default_root()
-    if not root.is_dir():
-        return []
-    return sorted((db.parent for db in root.glob("*/run.db")), key=lambda p: p.name, reverse=True)
-
-
-def summarize_many(folders: list[Path]) -> list[RunSummary]:
-    out = []
-    for folder in folders:
-        try:
-            out.append(summarize(folder))
-        except (StoreError, OSError, sqlite3.Error) as exc:  # half-copied or foreign: skip it
-            print(f"warning: skipping {folder}: {exc}", file=sys.stderr)
-    return out
-
-
-def list_runs(root: Path | None = None) -> list[RunSummary]:
-    return summarize_many(run_folders(root))
-
-
-def find_run(ref: str, root: Path | None = None) -> Path:
-    """A run folder from a path, a run id, or a unique prefix/suffix of an id."""
-    p = Path(ref).expanduser()
-    if (p / "run.db").exists():
-        return p.resolve()
-    root = root or default_root()
-    if (root / ref / "run.db").exists():
-        return (root / ref).resolve()
-    matches = [d for d in root.glob("*/run.db") if ref in d.parent.name]
-    if len(matches) == 1:
-        return matches[0].parent.resolve()
-    if not matches:
-        raise RunError(f"no run {ref!r} under {root}; `agent2rl-tui runs` lists them")
-    names = ", ".join(sorted(m.parent.name for m in matches))
-    raise RunError(f"{ref!r} matches several runs ({names}); give more of the id")
 
 
 def stop_run(run_dir: Path, *, wait_s: float = 0.0) -> str:
@@ -369,7 +225,7 @@ def _is_supervisor_of(pid: int, run_dir: Path) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return True  # cannot check (not Linux): trust the record
-    return b"agent2rl_tui.core.supervisor" in cmdline and any(
+    return b"agent2rl_tui.run.supervisor" in cmdline and any(
         Path(os.fsdecode(a)).resolve() == run_dir.resolve() for a in cmdline if a.startswith(b"/")
     )
 

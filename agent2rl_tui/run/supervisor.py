@@ -7,7 +7,7 @@ stamps every agent output line into logs/agent.log, ends the agent at the deadli
 writes the final status and report. It heartbeats into run.db throughout, so a reader
 can tell a live run from a lost one. Whatever fails, the record is closed properly.
 
-Run as ``python -m agent2rl_tui.core.supervisor RUN_DIR`` (``agent2rl-tui run start``
+Run as ``python -m agent2rl_tui.run.supervisor RUN_DIR`` (``agent2rl-tui run start``
 does this in a new session, so the run outlives the terminal).
 """
 
@@ -24,21 +24,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.core import procs
-from agent2rl_tui.core.agent_output import AgentOutput
-from agent2rl_tui.core.profiles import AgentProfile, get_profile
-from agent2rl_tui.core.prompt import build_prompt
-from agent2rl_tui.core.report import write_report
-from agent2rl_tui.core.runs import AGENT_ENV_VAR
-from agent2rl_tui.core.revisions import SnapshotError, Snapshotter
-from agent2rl_tui.core.store import SUB_EVALUATING, SUB_FAILED, SUB_QUEUED, SUB_SCORED, RunStore
-from agent2rl_tui.core.tasks import load_task
-from agent2rl_tui.core.timeutil import human_duration, iso, now
-from agent2rl_tui.core.vitals import VitalsSampler
-from agent2rl_tui.core.watcher import RevisionWatcher
-from agent2rl_tui.core.workspace import make_run_folder, populate_workspace, write_run_meta
 from agent2rl_tui.grader.client import GraderClient, GraderUnavailable
 from agent2rl_tui.grader.launch import GraderProcess, spawn_grader
+from agent2rl_tui.record.report import write_report
+from agent2rl_tui.record.revisions import SnapshotError, Snapshotter
+from agent2rl_tui.record.store import RunStore, SubStatus
+from agent2rl_tui.run.agent_output import AgentOutput
+from agent2rl_tui.run.lifecycle import AGENT_ENV_VAR
+from agent2rl_tui.run.profiles import AgentProfile, get_profile
+from agent2rl_tui.run.prompt import build_prompt
+from agent2rl_tui.run.vitals import VitalsSampler
+from agent2rl_tui.run.watcher import RevisionWatcher
+from agent2rl_tui.run.workspace import make_run_folder, populate_workspace, write_run_meta
+from agent2rl_tui.tasks.registry import load_task
+from agent2rl_tui.util import procs as procs
+from agent2rl_tui.util.timeutil import human_duration, iso, now
 
 log = logging.getLogger("agent2rl.supervisor")
 HEARTBEAT_S = 2.0
@@ -167,7 +167,7 @@ class Supervisor:
                     raise RunFailed("stopped while the baseline was being scored") from exc
                 raise RunFailed(f"the grader did not start: {exc}; see logs/grader.log") from exc
         baseline = info.get("baseline") or {}
-        if baseline.get("status") != SUB_SCORED:
+        if baseline.get("status") != SubStatus.SCORED:
             raise RunFailed(
                 f"the base model could not be scored: {baseline.get('error', 'unknown error')}"
             )
@@ -244,10 +244,10 @@ class Supervisor:
     def _report_new_results(self) -> None:
         """Log each submission once it is finished, so a foreground run shows progress."""
         for sub in self.store.submissions(kind="agent"):
-            if sub.id in self._announced or sub.status in (SUB_QUEUED, SUB_EVALUATING):
+            if sub.id in self._announced or sub.status in (SubStatus.QUEUED, SubStatus.EVALUATING):
                 continue
             self._announced.add(sub.id)
-            if sub.status == SUB_SCORED:
+            if sub.status == SubStatus.SCORED:
                 log.info("submission %d scored %.2f (%s)", sub.id, sub.score, sub.model_path)
             else:
                 log.info("submission %d %s: %s", sub.id, sub.status, (sub.error or "")[:200])
@@ -382,9 +382,9 @@ class Supervisor:
 
     def fail_unfinished(self) -> None:
         for sub in self.store.submissions():
-            if sub.status in (SUB_QUEUED, SUB_EVALUATING):
+            if sub.status in (SubStatus.QUEUED, SubStatus.EVALUATING):
                 self.store.update_submission(
-                    sub.id, status=SUB_FAILED, finished_at=now(),
+                    sub.id, status=SubStatus.FAILED, finished_at=now(),
                     error="the run ended before this submission was evaluated",
                 )
 
@@ -432,7 +432,7 @@ def configure_logging() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
     if len(args) != 1:
-        print("usage: python -m agent2rl_tui.core.supervisor RUN_DIR", file=sys.stderr)
+        print("usage: python -m agent2rl_tui.run.supervisor RUN_DIR", file=sys.stderr)
         return 2
     configure_logging()
     return Supervisor(Path(args[0])).main()

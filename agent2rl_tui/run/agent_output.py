@@ -15,8 +15,9 @@ import threading
 from pathlib import Path
 from typing import IO
 
-from agent2rl_tui.core.timeutil import iso, now
-from agent2rl_tui.core.transcript_store import TranscriptRecorder
+from agent2rl_tui.record.transcripts import TranscriptRecorder
+from agent2rl_tui.run.formats import make_normalizer
+from agent2rl_tui.util.timeutil import iso, now
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,7 @@ class AgentOutput:
         logs = run_dir / "logs"
         self.log = (logs / "agent.log").open("ab")
         self.raw = (logs / "agent.jsonl").open("ab") if stream_format != "text" else None
-        self.recorder = TranscriptRecorder(run_dir, stream_format)
+        self.recorder = TranscriptRecorder(run_dir, make_normalizer(stream_format))
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
 

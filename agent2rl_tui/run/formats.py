@@ -20,7 +20,8 @@ run reads one shape. Rules that hold for every format:
 - Long texts keep ``TEXT_LIMIT`` characters; ``size`` keeps the original length (always
   set on tool results). Tool arguments are kept whole.
 
-Standard library only, so the pure core stays light.
+The ``Step`` they produce is the record's (record/transcripts.py); parsing is standard
+library only.
 """
 
 from __future__ import annotations
@@ -29,32 +30,12 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-STEP_KINDS = ("message", "reasoning", "tool_call", "tool_result", "error", "usage", "result",
-              "system", "raw")
-TEXT_LIMIT = 4000  # characters kept of a tool result / long text; `size` keeps the original length
+from agent2rl_tui.record.transcripts import TEXT_LIMIT, Step
+
 _SMALL = 200  # characters kept of the detail in a system step
-
-
-@dataclass(slots=True)
-class Step:
-    """One thing the agent said or did, at one time."""
-
-    at: float  # UNIX seconds
-    kind: str  # one of STEP_KINDS
-    text: str = ""
-    role: str | None = None  # "assistant", "user", "system" where known
-    tool: str | None = None
-    call_id: str | None = None
-    args: dict | None = None
-    size: int | None = None  # original length of text when truncated (always, for tool_result)
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    cost_usd: float | None = None
-    line: int = 0  # 1-based stream line the step came from (first line of a multi-line record)
 
 
 # --- reading loosely typed JSON -------------------------------------------------------------
@@ -132,7 +113,7 @@ def _iso_time(value: Any, fallback: float) -> float:
     try:
         stamp = datetime.fromisoformat(value)
         if stamp.tzinfo is None:
-            stamp = stamp.replace(tzinfo=timezone.utc)
+            stamp = stamp.replace(tzinfo=UTC)
         return stamp.timestamp()
     except (ValueError, OverflowError, OSError):
         return fallback

@@ -1,0 +1,172 @@
+"""The run index: which run folders exist, and one summary row per run.
+
+A reader of the record (CLI, TUI, reports) lists and finds runs here. It knows nothing of
+processes beyond reading a pid's liveness for the ``lost`` verdict: a run whose supervisor
+stopped beating is shown as lost by whoever reads it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent2rl_tui.record.store import (
+    ACTIVE_STATUSES,
+    BASELINE_ID,
+    BEST_SCORE_SQL,
+    RunStatus,
+    RunStore,
+    StoreError,
+    SubStatus,
+)
+from agent2rl_tui.util import procs
+from agent2rl_tui.util.timeutil import now
+
+LOST_AFTER_S = 20.0
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+class RunError(ValueError):
+    """A run cannot be created or found; the message says what to do."""
+
+
+def default_root() -> Path:
+    """``$AGENT2RL_WORKSPACES``, else the checkout's workspaces/, else ~/.local/share."""
+    env = os.environ.get("AGENT2RL_WORKSPACES")
+    if env:
+        return Path(env)
+    if (PACKAGE_ROOT / "pyproject.toml").exists():
+        return PACKAGE_ROOT / "workspaces"
+    return Path.home() / ".local" / "share" / "agent2rl-tui" / "workspaces"
+
+
+@dataclass
+class RunSummary:
+    """One row of ``agent2rl-tui runs`` and of the TUI's Runs screen."""
+
+    path: Path
+    id: str
+    status: str
+    task: str
+    agent: str
+    driver: str | None
+    base_model: str
+    budget_s: float
+    created_at: float
+    budget_start: float | None
+    ended_at: float | None
+    baseline: float | None
+    best: float | None
+    n_submissions: int
+    end_reason: str | None
+    error: str | None
+    n_revisions: int = 0
+
+    @property
+    def improvement(self) -> float | None:
+        if self.best is None or self.baseline is None:
+            return None
+        return self.best - self.baseline
+
+    @property
+    def budget_used_s(self) -> float | None:
+        if self.budget_start is None:
+            return None
+        end = self.ended_at or now()
+        return min(end - self.budget_start, self.budget_s)
+
+
+def effective_status(run: dict[str, Any]) -> str:
+    """The stored status, or ``lost`` for an active run whose supervisor stopped beating."""
+    status = run["status"]
+    if status not in ACTIVE_STATUSES:
+        return status
+    beat = run.get("heartbeat_at") or run.get("created_at")
+    if status == RunStatus.CREATED:
+        # Not started yet: lost only if its supervisor never came up.
+        alive = procs.pid_alive(run.get("supervisor_pid")) or now() - beat < LOST_AFTER_S
+        return RunStatus.CREATED if alive else RunStatus.LOST
+    if now() - beat > LOST_AFTER_S:
+        return RunStatus.LOST
+    return status
+
+
+_SUMMARY_SQL = f"""
+SELECT r.*,
+  (SELECT score FROM submissions WHERE id = {BASELINE_ID} AND status = '{SubStatus.SCORED.value}') AS baseline_score,
+  ({BEST_SCORE_SQL}) AS best_score,
+  (SELECT COUNT(*) FROM submissions WHERE kind = 'agent' AND status != 'rejected') AS n_submissions,
+  (SELECT COUNT(*) FROM revisions) AS n_revisions
+FROM run r LIMIT 1
+"""
+
+
+def summarize(run_dir: Path) -> RunSummary:
+    """One row of the runs list, in one query (listing a thousand runs opens a thousand dbs)."""
+    with RunStore.of_run(run_dir) as store:
+        row = store.conn.execute(_SUMMARY_SQL).fetchone()
+    if row is None:
+        raise StoreError(f"{run_dir / 'run.db'} holds no run")
+    run = dict(row)
+    return RunSummary(
+        path=run_dir,
+        id=run["id"],
+        status=effective_status(run),
+        task=run["task"],
+        agent=run["agent"],
+        driver=run["driver"],
+        base_model=run["base_model"],
+        budget_s=run["budget_s"],
+        created_at=run["created_at"],
+        budget_start=run["budget_start"],
+        ended_at=run["ended_at"],
+        baseline=run["baseline_score"],
+        best=run["best_score"],
+        n_submissions=run["n_submissions"],
+        end_reason=run["end_reason"],
+        error=run["error"],
+        n_revisions=run["n_revisions"],
+    )
+
+
+def run_folders(root: Path | None = None) -> list[Path]:
+    """Run folders under ``root``, newest first (run ids start with their UTC start time)."""
+    root = root or default_root()
+    if not root.is_dir():
+        return []
+    return sorted((db.parent for db in root.glob("*/run.db")), key=lambda p: p.name, reverse=True)
+
+
+def summarize_many(folders: list[Path]) -> list[RunSummary]:
+    out = []
+    for folder in folders:
+        try:
+            out.append(summarize(folder))
+        except (StoreError, OSError, sqlite3.Error) as exc:  # half-copied or foreign: skip it
+            print(f"warning: skipping {folder}: {exc}", file=sys.stderr)
+    return out
+
+
+def list_runs(root: Path | None = None) -> list[RunSummary]:
+    return summarize_many(run_folders(root))
+
+
+def find_run(ref: str, root: Path | None = None) -> Path:
+    """A run folder from a path, a run id, or a unique prefix/suffix of an id."""
+    p = Path(ref).expanduser()
+    if (p / "run.db").exists():
+        return p.resolve()
+    root = root or default_root()
+    if (root / ref / "run.db").exists():
+        return (root / ref).resolve()
+    matches = [d for d in root.glob("*/run.db") if ref in d.parent.name]
+    if len(matches) == 1:
+        return matches[0].parent.resolve()
+    if not matches:
+        raise RunError(f"no run {ref!r} under {root}; `agent2rl-tui runs` lists them")
+    names = ", ".join(sorted(m.parent.name for m in matches))
+    raise RunError(f"{ref!r} matches several runs ({names}); give more of the id")

@@ -1,0 +1,57 @@
+"""The machine's GPUs through NVML (nvidia-ml-py), read without touching CUDA.
+
+The eval worker must not initialise CUDA before vLLM starts, and the vitals sampler runs on
+machines with no GPU at all: NVML answers both, and a machine without it reads "no GPU".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class GpuSample:
+    index: int
+    name: str
+    util_pct: float
+    mem_used: int
+    mem_total: int
+
+
+class Gpus:
+    """NVML when it is there; otherwise an empty list and a note saying why."""
+
+    def __init__(self) -> None:
+        self.nvml: Any = None
+        self.note = ""
+        self.reason = ""
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+        except Exception as exc:  # noqa: BLE001 - ImportError, NVMLError_LibraryNotFound, ...
+            self.note = "no GPU"
+            self.reason = f"{type(exc).__name__}: {exc}"
+
+    def count(self) -> int:
+        return self.nvml.nvmlDeviceGetCount() if self.nvml else 0
+
+    def sample(self) -> list[GpuSample]:
+        if not self.nvml:
+            return []
+        out = []
+        for i in range(self.nvml.nvmlDeviceGetCount()):
+            h = self.nvml.nvmlDeviceGetHandleByIndex(i)
+            name = self.nvml.nvmlDeviceGetName(h)
+            util = self.nvml.nvmlDeviceGetUtilizationRates(h)
+            mem = self.nvml.nvmlDeviceGetMemoryInfo(h)
+            out.append(GpuSample(i, name.decode() if isinstance(name, bytes) else name, float(util.gpu),
+                                 int(mem.used), int(mem.total)))
+        return out
+
+
+def visible_gpu_count() -> int:
+    """GPUs NVML sees on this machine (0 without NVML), before CUDA_VISIBLE_DEVICES."""
+    return Gpus().count()
