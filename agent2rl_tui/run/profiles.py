@@ -7,7 +7,7 @@ the transcript normalizer). Built-in profiles cover Claude Code, Codex, Gemini C
 OpenCode, OpenHands, the scripted example agent and any shell command; a user TOML file
 overrides or adds profiles without touching code.
 
-Flags follow each CLI's documentation as summarised in shared/AGENT-CLIS.md (checked there,
+Flags follow each CLI's documentation as summarised in docs/agent-clis.md (checked there,
 not from memory); where a flag is deprecated or version-dependent, the profile sets the
 documented environment variable or config instead.
 """
