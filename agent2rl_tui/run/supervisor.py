@@ -38,6 +38,7 @@ from agent2rl_tui.run.watcher import RevisionWatcher
 from agent2rl_tui.run.workspace import make_run_folder, populate_workspace, write_run_meta
 from agent2rl_tui.tasks.registry import load_task
 from agent2rl_tui.util import procs as procs
+from agent2rl_tui.util.logsetup import configure_logging
 from agent2rl_tui.util.timeutil import human_duration, iso, now
 
 log = logging.getLogger("agent2rl.supervisor")
@@ -419,14 +420,6 @@ class Supervisor:
             f(report["improvement"]),
             len(report["submissions"]),
         )
-
-
-def configure_logging() -> None:
-    handler = logging.StreamHandler(sys.stdout)
-    fmt = logging.Formatter("%(asctime)s.%(msecs)03dZ %(message)s", "%Y-%m-%dT%H:%M:%S")
-    fmt.converter = time.gmtime
-    handler.setFormatter(fmt)
-    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
 
 
 def main(argv: list[str] | None = None) -> int:

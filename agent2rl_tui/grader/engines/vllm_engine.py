@@ -1,7 +1,7 @@
 """The vLLM engine: offline ``LLM`` generation in the eval worker, on the visible GPUs.
 
 Written against vLLM's documented offline API, stable across 0.22-0.31 (the range TRL 1.16
-accepts; see shared/GRADING-FACTS.md part B): prompts are rendered with the model's chat
+accepts; see docs/grading.md, part B): prompts are rendered with the model's chat
 template by us (the same code as the transformers engine, so both engines see the same
 text) and passed as token ids, so no second BOS is added; greedy is temperature 0;
 ``gpu_memory_utilization`` and ``max_model_len`` come from the task so the agent's own

@@ -3,7 +3,7 @@
 The model completes the function whose signature and docstring are the prompt (or, with a
 chat template, writes it in a fenced block); the program is the prompt, the completion,
 the problem's tests and ``check(entry_point)``. It passes only if ``check`` returns inside
-the sandbox (grader/sandbox.py: the verdict comes from a key the program never sees, see
+the sandbox (grader/sandbox/: the verdict comes from a key the program never sees, see
 its docstring), several problems at once across cores. What the sandbox in use does not
 stop (MODE_NOTES, by variant) is printed with the results.
 """

@@ -1,7 +1,7 @@
 """Running untrusted generated code (HumanEval completions) so it harms nothing else.
 
 Each program runs in its own subprocess, never in the grader's or the worker's process, with
-(as far as this machine allows; see shared/GRADING-FACTS.md, part A2, for what each layer
+(as far as this machine allows; see docs/grading.md, part A, for what each layer
 stops, measured):
 - ``full`` (root, util-linux present): a new network namespace (no network, not even
   loopback), pid namespace (the whole tree dies together) and mount namespace (private
@@ -23,6 +23,11 @@ stops, measured):
   rlimits on address space, CPU seconds, file size (so output floods stop at 1 MB), open
   files and core dumps, a wall-clock timeout after which its tree is killed, and the audit
   hook below. The mode in use, with what it does not stop, is written to the worker's log.
+
+The *runner* (``runner.py`` in this package) is the trusted program the sandboxed
+interpreter starts with: a copy of it in the sandbox's root, compiled there, run by path
+(``python -I``), with its parameters on the command line; it installs the hook, runs the
+program and reports the verdict.
 
 The verdict, and why a program cannot forge it
 -----------------------------------------------
@@ -92,6 +97,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent2rl_tui.util.procs import signal_group
+
 log = logging.getLogger("agent2rl.sandbox")
 UID_BASE = 60000
 OUTPUT_CAP = 1 << 20
@@ -124,406 +131,6 @@ MODE_NOTES = {
                         "NO subreaper here: a process it detaches (setsid) can outlive the run",
 }
 
-# The runner: trusted set-up, then the program, then the verdict (see the module docstring).
-# Everything the hook uses is captured into its closure at install time: a program can
-# rebind globals and builtins, not closure cells it cannot reach.
-_RUNNER = r'''
-import sys, os
-
-def _setup():
-    if sys.version_info < (3, 11):
-        raise SystemExit("the sandbox runner needs Python 3.11 or newer")
-    fd, opts, vline, kline = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    os.set_inheritable(fd, False)
-    sys.dont_write_bytecode = True
-    if opts != "-":
-        import _ctypes
-        handle = _ctypes.dlopen(None, os.RTLD_NOW)
-        def libc(name, *args):
-            return _ctypes.call_function(_ctypes.dlsym(handle, name), args)
-        if "m" in opts:
-            _confine(libc)
-        if "m" in opts or "c" in opts:
-            _drop_caps(libc)
-        if "r" in opts:
-            _fork_reaper(libc, fd)
-        del sys.modules["_ctypes"], _ctypes, handle, libc  # what is left of it, the hook refuses
-    with open("prog.py", encoding="utf-8") as fh:
-        code = compile(fh.read(), "prog.py", "exec")
-    ns = {"__name__": "__sandbox__", "__builtins__": __builtins__}
-    _guard(fd, sys._getframe(1), vline, kline)
-    return code, ns
-
-def _check(ret, what):
-    if ret != 0:
-        raise OSError(what + " failed")
-
-def _confine(libc):
-    """userns: all mounts read-only, private tmpfs over the shared temp dirs, this folder writable."""
-    import struct
-    def setattr_(path, set_, clr, flags):  # mount_setattr(2), struct mount_attr
-        _check(libc("syscall", 442, -100, path.encode(), flags, struct.pack("4Q", set_, clr, 0, 0), 32),
-               "mount_setattr " + path)
-    RDONLY, NOSUID, NODEV, NOEXEC, AT_RECURSIVE, MS_BIND = 1, 2, 4, 8, 0x8000, 4096
-    work = os.getcwd()
-    here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
-    setattr_("/", RDONLY | NOSUID, 0, AT_RECURSIVE)  # not nodev: /dev/null stays usable
-    for d in @MASKED@:
-        if os.path.isdir(d):
-            _check(libc("mount", b"tmpfs", d.encode(), b"tmpfs", NOSUID | NODEV | NOEXEC, b"size=16m,mode=1777"),
-                   "mount " + d)
-    os.makedirs(work, exist_ok=True)  # its folder may be under a masked dir: bring it back
-    _check(libc("mount", ("/proc/self/fd/%d" % here).encode(), work.encode(), None, MS_BIND, None), "bind " + work)
-    os.close(here)
-    setattr_(work, NOSUID | NODEV | NOEXEC, RDONLY, 0)
-    os.chdir(work)
-
-def _drop_caps(libc):
-    _check(libc("prctl", 38, 1, 0, 0, 0), "no_new_privs")  # PR_SET_NO_NEW_PRIVS
-    for cap in range(64):
-        if libc("prctl", 24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP, until EINVAL past the last cap
-            break
-    _check(libc("capset", (0x20080522).to_bytes(4, sys.byteorder) + bytes(4), bytes(24)), "capset")
-
-def _fork_reaper(libc, fd):
-    """rlimits: this process becomes a subreaper and stays trusted; the program runs in a child.
-    When the child ends (or SIGTERM from the grader), everything left below us is killed."""
-    import _signal, time
-    _check(libc("prctl", 36, 1, 0, 0, 0), "child_subreaper")  # PR_SET_CHILD_SUBREAPER
-    class Stop(BaseException):
-        pass
-    def stop(signum, frame):
-        raise Stop
-    _signal.signal(15, stop)
-    child = os.fork()
-    if child == 0:
-        _signal.signal(15, _signal.SIG_DFL)
-        return
-    os.close(fd)
-    code = 1
-    try:
-        code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
-    except Stop:
-        code = 124
-    finally:
-        _signal.signal(15, _signal.SIG_IGN)
-        me = os.getpid()
-        while True:
-            for pid in _children(me):
-                try:
-                    os.kill(pid, 9)
-                except OSError:
-                    pass
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                time.sleep(0.001)
-        os._exit(code if code >= 0 else 128 - code)
-
-def _children(me):
-    try:
-        out = []
-        for tid in os.listdir("/proc/%d/task" % me):
-            with open("/proc/%d/task/%s/children" % (me, tid)) as fh:
-                out += [int(x) for x in fh.read().split()]
-        return out
-    except OSError:  # no CONFIG_PROC_CHILDREN: scan
-        out = []
-        for entry in os.listdir("/proc"):
-            try:
-                with open("/proc/%s/stat" % entry) as fh:
-                    if entry.isdigit() and int(fh.read().rsplit(")", 1)[1].split()[1]) == me:
-                        out.append(int(entry))
-            except (OSError, ValueError, IndexError):
-                pass
-        return out
-
-def _guard(fd, top, vline, kline):
-    import posix, gc, _thread, _signal, _imp, types
-    ftype, fstr, fbytes, fint, fmv, frange, flen = type, str, bytes, int, memoryview, range, len
-    Perm, Imp, OSErr, ValErr = PermissionError, ImportError, OSError, ValueError
-    stat, lstat, fstat = posix.stat, posix.lstat, posix.fstat
-    popen, pread, pwrite, pclose = posix.open, posix.read, posix.write, posix.close
-    getframe = sys._getframe
-    gc_off, gc_on, gc_is = gc.disable, gc.enable, gc.isenabled
-    O_RDONLY = posix.O_RDONLY
-    O_WRITE = posix.O_WRONLY | posix.O_RDWR | posix.O_CREAT | posix.O_TRUNC | posix.O_APPEND
-    IFMT, IFDIR, IFLNK, IFCHR = 0o170000, 0o040000, 0o120000, 0o020000
-    cwd = posix.getcwd()
-    s = stat(cwd)
-    WORK = frozenset({(s.st_dev, s.st_ino)})
-    key_path = cwd + "/@KEY@"
-    s = stat(key_path)
-    KEY = (s.st_dev, s.st_ino)
-    DEVNULL = stat("/dev/null").st_rdev
-    proc = {stat("/proc").st_dev}
-    try:
-        with open("/proc/self/mountinfo") as fh:
-            for line in fh:
-                f = line.split()
-                if f[f.index("-") + 1] == "proc":
-                    major, minor = f[2].split(":")
-                    proc.add(posix.makedev(int(major), int(minor)))
-    except (OSError, ValueError, IndexError):
-        pass
-    PROC = frozenset(proc)
-    trusted = set()
-    for p in sys.path:
-        try:
-            if p.startswith("/") and (stat(p).st_mode & IFMT) == IFDIR:
-                trusted.add((stat(p).st_dev, stat(p).st_ino))
-        except OSError:
-            pass
-    TRUSTED = frozenset(trusted)
-    cb_code = sys.modules["_frozen_importlib_external"]._compile_bytecode.__code__
-    DENY = frozenset({"ctypes", "_ctypes", "_ctypes_test", "cffi", "_cffi_backend", "_posixsubprocess",
-                      "_posixshmem", "_multiprocessing", "_xxsubinterpreters", "_xxinterpchannels",
-                      "_interpreters", "_interpchannels", "_interpqueues", "_sqlite3", "_dbm", "_gdbm",
-                      "readline", "_tkinter", "_curses", "_curses_panel", "_xxtestfuzz", "ossaudiodev", "nis"})
-    BUILTIN_DENY = DENY | {"_thread", "_signal", "_imp"}
-    REFUSE = frozenset({
-        "sys.addaudithook", "sys.settrace", "sys.setprofile", "sys._settraceallthreads",
-        "sys._setprofileallthreads", "sys._current_frames", "sys._current_exceptions",
-        "gc.get_objects", "gc.get_referrers", "gc.get_referents", "code.__new__", "marshal.load",
-        "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.startfile", "subprocess.Popen",
-        "os.kill", "os.killpg", "signal.pthread_kill", "os.link", "os.symlink", "resource.prlimit",
-        "sqlite3.connect", "sqlite3.enable_load_extension", "sqlite3.load_extension",
-        "cpython.PyInterpreterState_New", "os.add_dll_directory"})
-    REFUSE_PREFIXES = ("ctypes.", "sys.monitoring", "_posixsubprocess")
-    FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
-    DEFAULTS = ("__defaults__", "__kwdefaults__")  # where the wrappers below keep the originals
-    # event: (indices of path arguments, indices of dir_fd arguments)
-    PATHS = {"os.remove": ((0,), (1,)), "os.rmdir": ((0,), (1,)), "os.mkdir": ((0,), (2,)),
-             "os.rename": ((0, 1), (2, 3)), "os.truncate": ((0,), ()), "os.chmod": ((0,), (2,)),
-             "os.chown": ((0,), (3,)), "os.utime": ((0,), (3,)), "os.chflags": ((0,), ()),
-             "os.setxattr": ((0,), ()), "os.removexattr": ((0,), ()), "shutil.rmtree": ((0,), (1,))}
-    SLOW = frozenset({"open", "import", "marshal.loads", "@EVENT@"}) | frozenset(PATHS)
-
-    def refused(*args, **kwargs):
-        raise Perm("sandbox: threads and signal handlers are not available here")
-    for name in dir(_thread):
-        if name.startswith("start"):
-            setattr(_thread, name, refused)
-    _signal.signal = refused
-    if hasattr(_signal, "pidfd_send_signal"):
-        _signal.pidfd_send_signal = refused
-    for mod, name in (("threading", "_start_new_thread"), ("threading", "_start_joinable_thread"),
-                      ("signal", "signal"), ("signal", "pidfd_send_signal")):
-        if mod in sys.modules and hasattr(sys.modules[mod], name):
-            setattr(sys.modules[mod], name, refused)
-
-    def make_builtin(name, _orig=_imp.create_builtin, _ns=types.SimpleNamespace, _deny=BUILTIN_DENY,
-                     _type=ftype, _str=fstr, _Imp=Imp):
-        if _type(name) is not _str or name in _deny:
-            raise _Imp("sandbox: that module is not available here")
-        return _orig(_ns(name=name))
-
-    def create_builtin(spec, _make=make_builtin, _deny=BUILTIN_DENY, _type=ftype, _str=fstr, _Imp=Imp):
-        name = spec.name
-        if _type(name) is not _str or name in _deny:
-            raise _Imp("sandbox: that module is not available here")
-        return _make(name)
-    _imp.create_builtin = create_builtin
-
-    def within(path, roots):
-        """Is path's folder (symlinks followed, as open() would) inside one of roots?"""
-        slash = "/" if ftype(path) is fstr else b"/"
-        up = "/.." if ftype(path) is fstr else b"/.."
-        i = path.rfind(slash)
-        d = path[:i] if i > 0 else (slash if i == 0 else up[1:2])
-        for _ in frange(256):
-            try:
-                a = stat(d)
-                b = stat(d + up)
-            except OSErr:
-                return False
-            if (a.st_dev, a.st_ino) in roots:
-                return True
-            if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
-                return False
-            d = d + up
-        return False
-
-    def dotdot(path):
-        """A '..' makes what we check and what the kernel opens differ if a folder is renamed
-        in between (another process of the program can do that): refused outright."""
-        if ftype(path) is fstr:
-            return ".." in path.split("/")
-        return b".." in path.split(b"/")
-
-    def check_open(args):
-        path, flags = args[0], args[2]
-        t = ftype(path)
-        if t is fint:
-            return  # an fd it already holds
-        if (t is not fstr and t is not fbytes) or ftype(flags) is not fint:
-            raise Perm("sandbox: open() takes a str or bytes path here")
-        if dotdot(path):
-            raise Perm("sandbox: '..' in a path is refused here")
-        if args[1] is None and not path.startswith("/" if t is fstr else b"/"):
-            # os.open: its dir_fd is not in the event, so the path we check could differ from
-            # the one opened. (io.open has no dir_fd, and refuses a directory it opened.)
-            raise Perm("sandbox: os.open() takes an absolute path here")
-        try:
-            s = stat(path)
-        except OSErr:
-            s = None
-        if s is not None:
-            fmt = s.st_mode & IFMT
-            if s.st_dev in PROC:
-                raise Perm("sandbox: /proc is off limits")
-            if fmt == IFDIR:
-                raise Perm("sandbox: opening a directory is refused")
-            if (s.st_dev, s.st_ino) == KEY:
-                caller = getframe(2)
-                if caller.f_code is not hook_code or caller.f_lineno != kline:
-                    raise Perm("sandbox: the verdict key is off limits")
-                return
-        if flags & O_WRITE:
-            if s is not None and fmt == IFCHR and s.st_rdev == DEVNULL:
-                return
-            if not within(path, WORK):
-                raise Perm("sandbox: writing outside its own folder is refused")
-            if s is not None:
-                s = lstat(path)
-                if (s.st_mode & IFMT) == IFLNK or s.st_nlink > 1:
-                    raise Perm("sandbox: writing through links is refused")
-
-    def check_import(args):
-        name, filename = args[0], args[1]
-        if ftype(name) is not fstr:
-            raise Imp("sandbox: odd module name")
-        top_name = name.partition(".")[0]
-        if top_name in DENY or top_name.startswith("_test"):
-            raise Imp("sandbox: module " + name + " is not available here")
-        if filename is not None and (ftype(filename) is not fstr or dotdot(filename)
-                                     or not within(filename, TRUSTED)):
-            raise Imp("sandbox: extension modules load only from the interpreter's own folders")
-
-    def check_marshal(args):
-        caller = getframe(2)
-        data = args[0]
-        if caller.f_code is not cb_code:
-            raise Perm("sandbox: marshal.loads is refused here")
-        path = caller.f_locals.get("bytecode_path")
-        if ftype(path) is not fstr or dotdot(path) or not within(path, TRUSTED):
-            raise Perm("sandbox: bytecode loads only from the interpreter's own folders")
-        if not (ftype(data) is fbytes or (ftype(data) is fmv and ftype(data.obj) is fbytes)):
-            raise Perm("sandbox: odd bytecode")
-        f = popen(path, O_RDONLY)
-        try:
-            size = fstat(f).st_size
-            content = b""
-            while flen(content) < size:
-                chunk = pread(f, size - flen(content))
-                if not chunk:
-                    break
-                content += chunk
-        finally:
-            pclose(f)
-        if content[16:] != data:
-            raise Perm("sandbox: bytecode differs from the file it names")
-
-    def check_paths(event, args):
-        paths, dir_fds = PATHS[event]
-        for i in dir_fds:
-            if i < flen(args) and args[i] is not None and args[i] != -1:
-                raise Perm("sandbox: dir_fd is refused here")
-        for i in paths:
-            p = args[i]
-            t = ftype(p)
-            if t is fint:
-                continue
-            if (t is not fstr and t is not fbytes) or dotdot(p) or not within(p, WORK):
-                raise Perm("sandbox: changing files outside its own folder is refused")
-            try:
-                s = lstat(p)
-            except OSErr:
-                continue
-            if (s.st_dev, s.st_ino) == KEY:  # e.g. renamed between the check and the open
-                raise Perm("sandbox: the verdict key is off limits")
-
-    def hook(event, args):
-        if ftype(event) is not fstr:
-            raise Perm("sandbox: odd audit event")
-        if event in REFUSE or event.startswith(REFUSE_PREFIXES):
-            raise Perm("sandbox: " + event + " is refused here")
-        if event == "object.__getattr__":
-            name = args[1]
-            wrapper = args[0] is create_builtin or args[0] is make_builtin
-            if ftype(name) is fstr and (name in FRAME_ATTRS or (wrapper and name in DEFAULTS)):
-                raise Perm("sandbox: " + name + " is refused here")
-            return
-        if event not in SLOW:
-            return
-        was_on = gc_is()
-        gc_off()  # no finalizer of the program's runs inside the hook
-        try:
-            if event == "open":
-                check_open(args)
-            elif event == "import":
-                check_import(args)
-            elif event == "marshal.loads":
-                check_marshal(args)
-            elif event == "@EVENT@":
-                try:
-                    caller = getframe(1)
-                except ValErr:  # raised from no Python frame at all (atexit, a C callback)
-                    caller = None
-                if caller is not top or caller.f_lineno != vline:
-                    raise Perm("sandbox: only the runner reports a verdict")
-                f = popen(key_path, O_RDONLY)  # <key-open>
-                try:
-                    s = fstat(f)
-                    if (s.st_dev, s.st_ino) != KEY:
-                        raise Perm("sandbox: the verdict key was replaced")
-                    key = pread(f, 256)
-                finally:
-                    pclose(f)
-                pwrite(fd, b"OK " + key)
-            else:
-                check_paths(event, args)
-        finally:
-            if was_on:
-                gc_on()
-
-    hook_code = hook.__code__
-    sys.addaudithook(hook)
-
-def _exit(code, flush=(sys.stdout.flush, sys.stderr.flush), _exit=os._exit):
-    """Leave without finalizing the interpreter (it costs milliseconds, more after a fork)."""
-    for f in flush:
-        try:
-            f()
-        except BaseException:
-            pass
-    _exit(code)
-
-def _failed(hook=sys.__excepthook__, exc_info=sys.exc_info, isinstance=isinstance, int=int):
-    kind, err, tb = exc_info()
-    if isinstance(err, SystemExit):
-        code = err.code
-        if code is not None and not isinstance(code, int):
-            sys.stderr.write(str(code) + "\n")
-            code = 1
-        _exit((code or 0) & 0xFF)
-    hook(kind, err, tb)
-    _exit(1)
-
-_code, _ns = _setup()
-del _setup, _guard, _confine, _drop_caps, _fork_reaper
-try:
-    exec(_code, _ns)
-except BaseException:
-    _failed()  # exits; should it return or raise instead, the exception goes on anyway:
-    raise      # only a normal return of exec reaches the next line
-sys.audit("@EVENT@")  # <verdict>
-_exit(0)
-'''
-
-
 def _line_of(text: str, marker: str) -> int:
     """1-based line number (as ``python -c`` counts them) of the only line containing marker."""
     lines = [i + 1 for i, line in enumerate(text.splitlines()) if marker in line]
@@ -531,10 +138,18 @@ def _line_of(text: str, marker: str) -> int:
     return lines[0]
 
 
-RUNNER = (_RUNNER.replace("@MASKED@", repr(MASKED_DIRS)).replace("@KEY@", KEY_NAME)
-          .replace("@EVENT@", VERDICT_EVENT))
+# The runner (runner.py beside this file): its source is copied into the sandbox's root and
+# run from there by path, never imported by the sandboxed interpreter; it takes its
+# parameters on the command line (see its docstring).
+RUNNER_PATH = Path(__file__).with_name("runner.py")
+RUNNER = RUNNER_PATH.read_text(encoding="utf-8")
 VERDICT_LINE = _line_of(RUNNER, "# <verdict>")
 KEY_OPEN_LINE = _line_of(RUNNER, "# <key-open>")
+
+
+def runner_args(fd: int, opts: str) -> list[str]:
+    """The runner's command line after its path (the layout is in runner.py's docstring)."""
+    return [str(fd), opts, str(VERDICT_LINE), str(KEY_OPEN_LINE), KEY_NAME, VERDICT_EVENT, *MASKED_DIRS]
 
 
 @dataclass(frozen=True)
@@ -638,7 +253,7 @@ class Sandbox:
         cpu = int(self.timeout_s) + 1
         limits = ["prlimit", f"--as={self.memory_bytes}", f"--cpu={cpu}:{cpu + 1}", f"--fsize={OUTPUT_CAP}",
                   "--nofile=64", "--core=0"]
-        py = [self.python, "-I", self._runner, str(wfd), self._opts, str(VERDICT_LINE), str(KEY_OPEN_LINE)]
+        py = [self.python, "-I", self._runner, *runner_args(wfd, self._opts)]
         if self.mode == "full":
             uid = UID_BASE + slot
             return ["unshare", "--net", "--pid", "--mount", "--fork", "--kill-child", "--", "/bin/sh", "-c", MASK, "sh",
@@ -704,10 +319,7 @@ class Sandbox:
                 proc.wait(timeout=2)
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
 
     @staticmethod
