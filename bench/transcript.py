@@ -21,7 +21,7 @@ from agent2rl_tui.record.transcripts import (
     search_steps,
     transcript_totals,
 )
-from agent2rl_tui.run.formats import make_normalizer
+from agent2rl_tui.run.transcripts import make_normalizer
 
 N = 100_000
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from agent2rl_tui.record.revisions import BRANCH, GitRepo, _parse_changes, init_repo
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.record.transcripts import TranscriptRecorder
-from agent2rl_tui.run.formats import make_normalizer
+from agent2rl_tui.run.transcripts import make_normalizer
 from agent2rl_tui.run.workspace import make_run_folder
 from agent2rl_tui.util.timeutil import iso
 

@@ -1,6 +1,6 @@
 """Agent transcripts: each CLI's stream, from its documented example lines, becomes the right steps.
 
-The fixtures under tests/fixtures/streams/ copy the example lines of shared/AGENT-CLIS.md
+The fixtures under tests/fixtures/streams/ copy the example lines of docs/agent-clis.md
 (their sources are named in that folder's README.md) and add lines in the same schema,
 one cut mid-JSON and one garbled. Token and cost totals below are worked out by hand from
 the fixture lines. Fixture line i (1-based) arrives at ARRIVAL + i - 1.
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agent2rl_tui.record.transcripts import STEP_KINDS, TEXT_LIMIT, Step
-from agent2rl_tui.run.formats import FORMATS, make_normalizer, normalize_lines, totals
+from agent2rl_tui.run.transcripts import FORMATS, make_normalizer, normalize_lines, totals
 
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
 FIXTURES = {
@@ -198,16 +198,17 @@ def test_gemini_fixture_gives_the_documented_steps_with_stream_timestamps() -> N
     steps = normalize_fixture("gemini-stream-json")
     assert line_kinds(steps) == [
         (1, "system"), (2, "message"), (3, "tool_call"), (4, "tool_result"), (5, "tool_call"),
-        (6, "tool_result"), (7, "message"), (8, "message"), (9, "error"),
+        (6, "tool_result"),
+        (7, "message"),  # the delta chunks of lines 7 and 8: one reply, at its first chunk
+        (9, "error"),
         (10, "raw"), (11, "raw"),
         (12, "error"), (12, "result"),  # documented result with status error
     ]
     noon = utc(2025, 10, 10, 12, 0, 0)
     assert [s.at for s in steps] == [noon, noon + 0.25, noon, noon, noon + 1.25, noon + 1.4, noon,
-                                     noon + 2.1, noon + 2.2, arrival(10), arrival(11), noon, noon]
+                                     noon + 2.2, arrival(10), arrival(11), noon, noon]
     assert [(s.role, s.text) for s in steps if s.kind == "message"] == [
-        ("user", "What is 2+2? Read /path/to/file.txt first."), ("assistant", "4"),
-        ("assistant", " is the answer.")]  # deltas are kept as they come
+        ("user", "What is 2+2? Read /path/to/file.txt first."), ("assistant", "4 is the answer.")]
     assert steps[-2].text == "Maximum session turns exceeded" and steps[-1].text == "error"
 
 
@@ -221,6 +222,55 @@ def test_gemini_tools_and_tokens() -> None:
     assert (wrote.tool, wrote.text) == ("write_file", "Successfully wrote /tmp/answer.txt")
     summary = totals(steps)
     assert (summary["tokens_in"], summary["tokens_out"], summary["cost_usd"]) == (50, 50, None)
+
+
+def gemini_line(kind: str, second: float, **fields) -> str:
+    stamp = datetime.fromtimestamp(utc(2025, 10, 10, 12, 0, 0) + second, UTC).isoformat()
+    return json.dumps({"type": kind, "timestamp": stamp, **fields})
+
+
+def chunk(second: float, text: str, role: str = "assistant") -> str:
+    return gemini_line("message", second, role=role, content=text, delta=True)
+
+
+def test_gemini_reply_chunks_become_one_message_at_the_first_chunk() -> None:
+    lines = [chunk(1, "The answer"), chunk(1.5, " is"), chunk(2, " 4."),
+             gemini_line("result", 3, status="success", stats={"input_tokens": 5})]
+    steps = normalize_lines("gemini-stream-json", [(line, ARRIVAL) for line in lines])
+    assert [(s.kind, s.line, s.role, s.text) for s in steps] == [
+        ("message", 1, "assistant", "The answer is 4."), ("result", 4, None, "success")]
+    assert steps[0].at == utc(2025, 10, 10, 12, 0, 1) and steps[0].size is None
+
+
+def test_gemini_chunks_around_a_tool_call_are_two_messages() -> None:
+    lines = [chunk(1, "Let me "), chunk(2, "look."),
+             gemini_line("tool_use", 3, tool_name="ls", tool_id="t1", parameters={"dir": "."}),
+             gemini_line("tool_result", 4, tool_id="t1", status="success", output="a.py"),
+             chunk(5, "Found "), chunk(6, "a.py.")]
+    steps = normalize_lines("gemini-stream-json", [(line, ARRIVAL) for line in lines])
+    assert [(s.kind, s.line, s.text) for s in steps] == [
+        ("message", 1, "Let me look."), ("tool_call", 3, ""), ("tool_result", 4, "a.py"),
+        ("message", 5, "Found a.py.")]  # the last reply comes from finish()
+    assert [s.at - utc(2025, 10, 10, 12, 0, 0) for s in steps] == [1, 3, 4, 5]
+
+
+def test_gemini_reply_is_held_until_its_turn_ends() -> None:
+    normalizer = make_normalizer("gemini-stream-json")
+    assert normalizer.feed(chunk(1, "Hel"), ARRIVAL) == []
+    assert normalizer.feed(chunk(2, "lo"), ARRIVAL) == []
+    user = normalizer.feed(gemini_line("message", 3, role="user", content="Hi"), ARRIVAL)
+    assert [(s.role, s.text, s.line) for s in user] == [("assistant", "Hello", 1), ("user", "Hi", 3)]
+    assert normalizer.feed(chunk(4, "Bye"), ARRIVAL) == []
+    garbled = normalizer.feed('{"type":"message","role":"assis', ARRIVAL)
+    assert [(s.kind, s.text) for s in garbled] == [("message", "Bye"), ("raw", '{"type":"message","role":"assis')]
+    assert normalizer.finish() == []
+
+
+def test_a_long_gemini_reply_keeps_text_limit_characters_and_its_size() -> None:
+    pieces = [chunk(i, "y" * 999) for i in range(TEXT_LIMIT // 999 + 3)]
+    steps = normalize_lines("gemini-stream-json", [(line, ARRIVAL) for line in pieces])
+    assert [(s.kind, s.text, s.size) for s in steps] == [
+        ("message", "y" * TEXT_LIMIT, 999 * len(pieces))]
 
 
 # --- OpenCode -----------------------------------------------------------------------------
@@ -500,17 +550,28 @@ def check(step: Step) -> None:
     assert step.line >= 1
 
 
+def is_reply_chunk(line: str) -> bool:
+    """A Gemini ``message`` delta chunk, which the normalizer holds until the reply ends."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return False
+    return (isinstance(event, dict) and event.get("type") == "message" and event.get("delta") is True
+            and "content" in event)
+
+
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_fuzz_never_raises_and_every_odd_line_yields_a_step(fmt: str) -> None:
     """2,000 random texts, bytes, JSON values and near-valid events through each normalizer.
 
     JSON lines formats: every non-blank line gives a step at once (Codex item updates, skipped
-    on purpose, aside). OpenHands holds the lines of an event until it closes, so there: a
-    line that cannot continue JSON gives a step at once, and nothing is held past finish().
+    on purpose, aside, and Gemini reply chunks, held until the reply ends). OpenHands holds
+    the lines of an event until it closes, so there: a line that cannot continue JSON gives a
+    step at once. Nothing is held past finish().
     """
     rng = random.Random(f"transcript-{fmt}")
     normalizer = make_normalizer(fmt)
-    held = 0  # OpenHands lines fed since the last step
+    held = 0  # OpenHands lines, or Gemini reply chunks, fed since the last step
     for i in range(2000):
         line = random_line(rng)
         if fmt == "openhands-json" and rng.random() < 0.3:  # a whole event, maybe cut short
@@ -528,8 +589,11 @@ def test_fuzz_never_raises_and_every_odd_line_yields_a_step(fmt: str) -> None:
                 held = 0 if steps else held + bool(part.strip())
                 if part.strip() and not part.strip().startswith(tuple('"{}[]-0123456789tfn')):
                     assert steps or part == "--JSON Event--", part
+            elif fmt == "gemini-stream-json" and is_reply_chunk(part):
+                held = 1 if steps else held + 1  # steps: a reply of another role ended
             elif part.strip() and not (fmt == "codex-jsonl" and '"item.' in part):
                 assert steps, part
+                held = 0
     final = normalizer.finish()
     for step in final:
         check(step)

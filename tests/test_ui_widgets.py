@@ -22,7 +22,7 @@ from textual.widgets import Footer
 
 from agent2rl_tui.ui.tailfile import TailFile
 from agent2rl_tui.ui.widgets import DiffView, LogView
-from agent2rl_tui.ui.widgets.diff_view import SIDE_BY_SIDE_MIN_WIDTH, pair_rows, parse_diff
+from agent2rl_tui.ui.widgets.diff_view import SIDE_BY_SIDE_MIN_WIDTH
 
 # -- helpers ------------------------------------------------------------------------------
 
@@ -506,32 +506,3 @@ async def test_diffview_loads_a_2000_line_rewrite_quickly(tmp_path: Path) -> Non
         await pilot.press("end")
         await pilot.pause()
         assert view.scroll_offset.y == view.max_scroll_y > 3900
-
-
-def test_parse_diff_binary_quoted_paths_and_plain_diff(tmp_path: Path) -> None:
-    repo = tmp_path / "r"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    (repo / "weights.bin").write_bytes(bytes(range(256)))
-    (repo / "tést file.py").write_text("a = 1\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "base")
-    (repo / "weights.bin").write_bytes(bytes(range(255, -1, -1)))
-    (repo / "tést file.py").write_text("a = 2\n")
-    text = git(repo, "diff")
-    assert '"a/t\\303\\251st file.py"' in text  # git quoted the path
-    lines, files = parse_diff(text)
-    assert [f.path for f in files] == ["tést file.py", "weights.bin"]
-    assert files[1].binary and files[1].title == "weights.bin (binary)"
-    assert [ln.kind for ln in lines if ln.file == 1] == ["file", "meta"]
-    assert lines[-1].text.startswith("Binary files")
-
-    plain = subprocess.run(["diff", "-u", "--label", "old/x.txt", "--label", "new/x.txt", "-",
-                            str(repo / "tést file.py")], input="-- dashes\na = 1\n",
-                           capture_output=True, text=True).stdout
-    lines, files = parse_diff(plain)
-    assert [f.path for f in files] == ["new/x.txt"]
-    assert [(ln.kind, ln.text) for ln in lines[2:]] == [
-        ("removed", "-- dashes"), ("removed", "a = 1"), ("added", "a = 2")]
-    rows = pair_rows(lines)
-    assert (2, 4) in rows and (3, -1) in rows  # removed run beside the added run

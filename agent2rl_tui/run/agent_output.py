@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from agent2rl_tui.record.transcripts import TranscriptRecorder
-from agent2rl_tui.run.formats import make_normalizer
+from agent2rl_tui.run.transcripts import make_normalizer
 from agent2rl_tui.util.timeutil import iso, now
 
 log = logging.getLogger(__name__)

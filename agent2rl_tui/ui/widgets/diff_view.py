@@ -4,7 +4,8 @@ Revisions of an agent's workspace produce diffs of thousands of lines (a rewritt
 script, a regenerated config). Building a Rich renderable for the whole diff would cost
 seconds, so this is a Line-API ``ScrollView``: ``set_diff`` only parses the text into
 ``DiffLine`` records (a few ms for 4,000 lines); a row is styled, and its code highlighted
-with Pygments, when it is first drawn, then cached.
+with Pygments, when it is first drawn, then cached. Parsing is the record's
+(record/diffs.py); this module only draws.
 
 Colours come from component classes resolved against the app theme (``$success`` /
 ``$error`` tints for added / removed lines), so the view reads on dark and light themes; the
@@ -21,9 +22,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pygments.lexer import Lexer
 from pygments.lexers import get_lexer_by_name, get_lexer_for_filename
@@ -41,218 +41,15 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-LineKind = Literal["file", "meta", "hunk", "context", "added", "removed", "nonewline", "empty"]
-FULL_WIDTH = frozenset({"file", "meta", "hunk", "empty"})
+from agent2rl_tui.record.diffs import DiffFile, DiffLine, LineKind, Row, pair_rows, parse_diff
+
+FULL_WIDTH: frozenset[LineKind] = frozenset({"file", "meta", "hunk", "empty"})
+"""Line kinds drawn across the whole width, side by side too."""
 SIDE_BY_SIDE_MIN_WIDTH = 104
 HUNKS = Binding.Group("Hunk")
 FILES = Binding.Group("File")
 
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
-_HIDDEN_META = ("index ", "+++ ")
-MAX_LINE_CHARS = 10_000
-"""Longer lines (minified files) are cut: a row is built whole before it is cropped."""
-
-
-def _body(text: str) -> str:
-    text = text.expandtabs(4)
-    return text if len(text) <= MAX_LINE_CHARS else text[: MAX_LINE_CHARS - 1] + "…"
-
-
-@dataclass(slots=True)
-class DiffLine:
-    """One line of the diff: its role, its text (without the +/-/space marker), numbers."""
-
-    kind: LineKind
-    text: str
-    old_no: int | None = None
-    new_no: int | None = None
-    file: int = -1
-
-
-@dataclass(slots=True)
-class DiffFile:
-    """One file of the diff, from its header lines."""
-
-    old_path: str | None = None
-    new_path: str | None = None
-    status: str = "modified"
-    """modified, added, deleted, renamed or copied."""
-    binary: bool = False
-    similarity: str = ""
-    added: int = 0
-    removed: int = 0
-    hunks: int = 0
-    git: bool = False
-
-    @property
-    def path(self) -> str:
-        return self.new_path or self.old_path or "?"
-
-    @property
-    def title(self) -> str:
-        name = self.path
-        notes = []
-        if self.status in ("renamed", "copied") and self.old_path and self.old_path != name:
-            name = f"{self.old_path} → {name}"
-            notes.append(f"{self.status} {self.similarity}".strip())
-        elif self.status in ("added", "deleted"):
-            notes.append("new file" if self.status == "added" else "deleted")
-        if self.binary:
-            notes.append("binary")
-        counts = " ".join(c for c in (f"+{self.added}" if self.added else "",
-                                      f"-{self.removed}" if self.removed else "") if c)
-        return " ".join(p for p in (name, f"({', '.join(notes)})" if notes else "", counts) if p)
-
-
-def _unquote(path: str) -> str:
-    """Git quotes paths with unusual bytes as C strings: ``"a/t\\303\\251st"``."""
-    if len(path) >= 2 and path[0] == path[-1] == '"':
-        raw = path[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
-        return raw.encode("latin-1", "replace").decode("utf-8", "replace")
-    return path
-
-
-def _strip_prefix(path: str | None, prefix: str) -> str | None:
-    if path is None or path == "/dev/null":
-        return None
-    return path[2:] if path.startswith(prefix) else path
-
-
-def _git_header_paths(rest: str) -> tuple[str, str]:
-    """The two paths of ``diff --git a/X b/Y`` (quoted, or split where ``b/`` starts)."""
-    quoted = re.match(r'^("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*"|\S+)$', rest)
-    if quoted:
-        return _unquote(quoted.group(1)), _unquote(quoted.group(2))
-    half = (len(rest) - 1) // 2
-    if len(rest) % 2 == 1 and rest[half] == " " and rest[2:half] == rest[half + 3 :]:
-        return rest[:half], rest[half + 1 :]
-    i = rest.find(" b/")
-    return (rest[:i], rest[i + 1 :]) if i != -1 else (rest, rest)
-
-
-def parse_diff(text: str) -> tuple[list[DiffLine], list[DiffFile]]:
-    """Parse ``git diff`` (or ``diff -u``) output into lines and files.
-
-    Header lines whose content goes into the file title (``diff --git``, ``index``, ``---``,
-    ``+++``) become one ``file`` line; other header lines (modes, renames, binary notices)
-    are kept as ``meta``. Hunk line counts decide where a hunk ends, so a removed line that
-    reads ``-- x`` is not mistaken for a ``---`` header.
-    """
-    lines: list[DiffLine] = []
-    files: list[DiffFile] = []
-    cur: DiffFile | None = None
-    old_no = new_no = old_left = new_left = 0
-    skip_binary = False
-    raw_lines = text.split("\n")
-    if raw_lines and raw_lines[-1] == "":
-        raw_lines.pop()
-
-    def start_file(git: bool) -> DiffFile:
-        nonlocal skip_binary
-        skip_binary = False
-        f = DiffFile(git=git)
-        files.append(f)
-        lines.append(DiffLine("file", "", file=len(files) - 1))
-        return f
-
-    for raw in raw_lines:
-        if raw.endswith("\r"):
-            raw = raw[:-1]
-        fi = len(files) - 1
-        if old_left > 0 or new_left > 0:
-            tag = raw[:1]
-            if tag in ("+", "-", " ", ""):
-                body = _body(raw[1:])
-                if tag == "+":
-                    lines.append(DiffLine("added", body, None, new_no, fi))
-                    new_no += 1
-                    new_left -= 1
-                    if cur:
-                        cur.added += 1
-                elif tag == "-":
-                    lines.append(DiffLine("removed", body, old_no, None, fi))
-                    old_no += 1
-                    old_left -= 1
-                    if cur:
-                        cur.removed += 1
-                else:
-                    lines.append(DiffLine("context", body, old_no, new_no, fi))
-                    old_no += 1
-                    new_no += 1
-                    old_left -= 1
-                    new_left -= 1
-                continue
-            if tag != "\\":
-                old_left = new_left = 0
-        if raw.startswith("\\"):
-            lines.append(DiffLine("nonewline", raw[2:] if raw.startswith("\\ ") else raw, file=fi))
-        elif raw.startswith("diff --git "):
-            cur = start_file(git=True)
-            a, b = _git_header_paths(raw[len("diff --git "):])
-            cur.old_path, cur.new_path = _strip_prefix(a, "a/"), _strip_prefix(b, "b/")
-        elif raw.startswith("diff ") and (cur is None or cur.hunks or cur.binary):
-            cur = start_file(git=False)  # `diff -ru` names each file; ---/+++ give the paths
-        elif raw.startswith("@@"):
-            if cur is None:
-                cur = start_file(git=False)
-            match = _HUNK.match(raw)
-            if match:
-                old_no, new_no = int(match.group(1)), int(match.group(3))
-                old_left = int(match.group(2)) if match.group(2) is not None else 1
-                new_left = int(match.group(4)) if match.group(4) is not None else 1
-            cur.hunks += 1
-            lines.append(DiffLine("hunk", _body(raw), file=len(files) - 1))
-        elif raw.startswith("--- "):  # outside a hunk: a header (a new file in `diff -u`)
-            if cur is None or cur.hunks:
-                cur = start_file(git=False)
-            cur.old_path = _header_path(raw, cur)
-        elif raw.startswith("+++ ") and cur is not None and not cur.hunks:
-            cur.new_path = _header_path(raw, cur)
-            if cur.old_path is None and cur.new_path is not None:
-                cur.status = "added"
-            elif cur.new_path is None:
-                cur.status = "deleted"
-        elif skip_binary:
-            continue
-        elif cur is not None and raw.startswith(_HIDDEN_META) and not cur.hunks:
-            continue
-        else:
-            _header_line(raw, cur)
-            skip_binary = raw.startswith("GIT binary patch")
-            lines.append(DiffLine("meta", _body(raw), file=fi))
-    for line in lines:
-        if line.kind == "file":
-            line.text = files[line.file].title
-    return lines, files
-
-
-def _header_path(raw: str, cur: DiffFile) -> str | None:
-    path = _unquote(raw[4:].split("\t", 1)[0])
-    if path == "/dev/null":
-        return None
-    prefix = "a/" if raw.startswith("---") else "b/"
-    return _strip_prefix(path, prefix) if cur.git or path.startswith(prefix) else path
-
-
-def _header_line(raw: str, cur: DiffFile | None) -> None:
-    """Fold an extended header line (modes, renames, binary) into the file record."""
-    if cur is None:
-        return
-    if raw.startswith("new file mode"):
-        cur.status = "added"
-    elif raw.startswith("deleted file mode"):
-        cur.status = "deleted"
-    elif raw.startswith(("rename from ", "copy from ")):
-        cur.status = "renamed" if raw.startswith("rename") else "copied"
-        cur.old_path = _unquote(raw.split(" ", 2)[2])
-    elif raw.startswith(("rename to ", "copy to ")):
-        cur.new_path = _unquote(raw.split(" ", 2)[2])
-    elif raw.startswith("similarity index "):
-        cur.similarity = raw.rsplit(" ", 1)[-1]
-    elif raw.startswith(("Binary files ", "GIT binary patch")):
-        cur.binary = True
-
 
 # Common suffixes resolved by alias: the first get_lexer_for_filename call compiles ~900
 # file-name patterns (about 60 ms), which would delay the first paint.
@@ -294,38 +91,6 @@ def _token_style(style_name: str, token_type: Any) -> Style | None:
         return None
     return Style(color=f"#{color}" if color else None, bold=spec["bold"] or None,
                  italic=spec["italic"] or None)
-
-
-Row = tuple[int, int]
-"""Side by side: (left line index, right line index); -1 is a blank half."""
-
-
-def pair_rows(lines: list[DiffLine]) -> list[Row]:
-    """Side-by-side rows: each run of removed lines beside the run of added lines after it."""
-    rows: list[Row] = []
-    left: list[int] = []
-    right: list[int] = []
-
-    def flush() -> None:
-        for k in range(max(len(left), len(right))):
-            rows.append((left[k] if k < len(left) else -1, right[k] if k < len(right) else -1))
-        left.clear()
-        right.clear()
-
-    for i, line in enumerate(lines):
-        if line.kind == "removed":
-            if right:
-                flush()
-            left.append(i)
-        elif line.kind == "added":
-            right.append(i)
-        elif line.kind == "nonewline" and (right or left):
-            (right if right else left).append(i)
-        else:
-            flush()
-            rows.append((i, i))
-    flush()
-    return rows
 
 
 class DiffView(ScrollView, can_focus=True):
