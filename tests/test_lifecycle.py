@@ -170,9 +170,12 @@ def test_a_grader_that_dies_is_restarted_on_the_same_url(tmp_path: Path, tiny_mo
 def test_reaping_orphans_leaves_our_own_childrens_exit_codes_alone() -> None:
     own = subprocess.Popen([sys.executable, "-c", "raise SystemExit(7)"])  # like the watcher's git
     other = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"], start_new_session=True)
-    wait_for(lambda: procs._stat_fields(own.pid)[0] == "Z" and procs._stat_fields(other.pid)[0] == "Z",
-             timeout=10, what="both children to exit")
+    def zombies() -> bool:
+        table = procs.process_table()
+        return all(table.get(p, ("",))[0] == procs.ZOMBIE for p in (own.pid, other.pid))
+
+    wait_for(zombies, timeout=10, what="both children to exit")
     procs.reap_zombie_children(keep=set())
     assert own.wait(timeout=5) == 7  # not reaped behind its Popen's back (that would read as 0)
-    assert procs._stat_fields(other.pid) is None  # another session's zombie (an orphan's) is reaped
+    assert other.pid not in procs.process_table()  # another session's zombie (an orphan's) is reaped
     other.returncode = 3  # reaped above; tell Popen so it does not wait again

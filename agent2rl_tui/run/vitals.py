@@ -2,9 +2,10 @@
 
 A thread in the supervisor samples every few seconds: per-GPU utilisation and memory
 (NVML through nvidia-ml-py, when a GPU is there), CPU use, RAM, free disk under the run
-folder, and the agent group's process count and resident memory (from /proc). It records
-an event when something is wrong: GPU memory nearly full, disk nearly full, the agent's
-process group gone. On a machine without a GPU the GPU part reads "no GPU".
+folder, and the agent group's process count and resident memory (CPU, RAM and processes
+through psutil). It records an event when something is wrong: GPU memory nearly full,
+disk nearly full, the agent's process group gone. On a machine without a GPU the GPU part
+reads "no GPU".
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.util.gpus import Gpus, GpuSample
-from agent2rl_tui.util.procs import process_table
+from agent2rl_tui.util.procs import group_members
 from agent2rl_tui.util.timeutil import now
 
 log = logging.getLogger("agent2rl.vitals")
-PAGE = os.sysconf("SC_PAGE_SIZE")
 GPU_MEM_ALERT = 0.95
 DISK_ALERT_FRACTION = 0.05
 DISK_ALERT_BYTES = 2 << 30
@@ -44,19 +46,25 @@ class Sample:
 
 
 class CpuMeter:
-    """CPU use between two reads of /proc/stat, in percent of all cores."""
+    """CPU use between two reads of psutil.cpu_times(), in percent of all cores.
+
+    Each meter keeps its own last read: ``psutil.cpu_percent(interval=None)`` keeps one for
+    the whole process, which any other caller would move.
+    """
 
     def __init__(self) -> None:
         self.last = self._read()
 
     @staticmethod
-    def _read() -> tuple[int, int] | None:
+    def _read() -> tuple[float, float] | None:
+        """(total, idle) CPU seconds since boot, all cores together."""
         try:
-            fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        except (OSError, ValueError):
+            t = psutil.cpu_times()
+        except (OSError, psutil.Error):
             return None
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-        return sum(fields), idle
+        # guest time is already counted in user and nice (Linux); iowait is idle time
+        total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+        return total, t.idle + getattr(t, "iowait", 0.0)
 
     def percent(self) -> float | None:
         cur = self._read()
@@ -64,31 +72,28 @@ class CpuMeter:
             return None
         total, idle = cur[0] - self.last[0], cur[1] - self.last[1]
         self.last = cur
-        return 100.0 * (1 - idle / total) if total > 0 else 0.0
+        return min(100.0, max(0.0, 100.0 * (1 - idle / total))) if total > 0 else 0.0
 
 
 def memory() -> tuple[int, int]:
-    info: dict[str, int] = {}
+    """(used, total) bytes of RAM, used being what is not available to new programs."""
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            key, value = line.split(":", 1)
-            info[key] = int(value.split()[0]) * 1024
-    except (OSError, ValueError):
+        vm = psutil.virtual_memory()
+    except (OSError, psutil.Error):
         return 0, 0
-    total = info.get("MemTotal", 0)
-    return total - info.get("MemAvailable", 0), total
+    return vm.total - vm.available, vm.total
 
 
 def group_usage(pgid: int | None) -> tuple[int, int]:
-    """(process count, resident bytes) of a process group."""
+    """(process count, resident bytes) of a process group's live (non-zombie) processes."""
     if not pgid:
         return 0, 0
-    procs = [pid for pid, (state, _, pg) in process_table().items() if pg == pgid and state != "Z"]
+    procs = group_members(pgid)
     rss = 0
-    for pid in procs:
+    for proc in procs:
         try:
-            rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
-        except (OSError, ValueError, IndexError):
+            rss += proc.memory_info().rss
+        except psutil.Error:  # gone since it was listed (still counted), or not ours to read
             pass
     return len(procs), rss
 

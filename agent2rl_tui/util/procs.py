@@ -2,8 +2,13 @@
 
 The agent runs in its own process group. At the deadline the whole group gets SIGTERM,
 then SIGKILL after a grace period. A process that left the group (``setsid``) is still a
-descendant: the supervisor makes itself a child subreaper (Linux), so orphans of the agent
-are re-parented to it and can be found and ended from /proc.
+descendant: the supervisor makes itself a child subreaper (Linux, through ``prctl``), so
+orphans of the agent are re-parented to it and can be found and ended.
+
+The process table (state and parent) comes from psutil; psutil has no process group or
+session, so those come from ``os.getpgid``/``os.getsid``. Signals (``os.killpg``) and
+reaping (``waitpid``) are done here too. Processes come and go while the table is read:
+one that vanishes or cannot be read midway is left out, as if it had not been there.
 """
 
 from __future__ import annotations
@@ -12,9 +17,12 @@ import ctypes
 import os
 import signal
 import time
-from pathlib import Path
+from collections.abc import Iterator
+
+import psutil
 
 PR_SET_CHILD_SUBREAPER = 36
+ZOMBIE = psutil.STATUS_ZOMBIE
 
 
 def become_subreaper() -> bool:
@@ -26,53 +34,85 @@ def become_subreaper() -> bool:
         return False
 
 
-def _stat_fields(pid: int) -> tuple[str, int, int] | None:
-    """(state, ppid, pgrp) from /proc/<pid>/stat, or None if gone."""
+def _processes() -> Iterator[tuple[psutil.Process, str, int]]:
+    """(process, psutil status, ppid) of every process that could be read."""
+    for proc in psutil.process_iter():
+        try:
+            fields = _status_ppid(proc)
+        except psutil.NoSuchProcess:
+            # gone, or a pid reused since process_iter() cached its Process: read the new one
+            try:
+                proc = psutil.Process(proc.pid)
+                fields = _status_ppid(proc)
+            except psutil.Error:
+                continue
+        except psutil.AccessDenied:
+            continue
+        yield proc, *fields
+
+
+def _status_ppid(proc: psutil.Process) -> tuple[str, int]:
+    with proc.oneshot():
+        return proc.status(), proc.ppid()
+
+
+def _pgid(pid: int) -> int | None:
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return os.getpgid(pid)
+    except OSError:  # gone (ProcessLookupError), or not ours to ask
         return None
-    rest = raw[raw.rfind(")") + 2 :].split()
-    return rest[0], int(rest[1]), int(rest[2])
 
 
 def process_table() -> dict[int, tuple[str, int, int]]:
+    """{pid: (status, ppid, pgid)} of every process; status is psutil's (``psutil.STATUS_*``)."""
     table: dict[int, tuple[str, int, int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            fields = _stat_fields(int(entry))
-            if fields:
-                table[int(entry)] = fields
+    for proc, status, ppid in _processes():
+        pgid = _pgid(proc.pid)
+        if pgid is not None:
+            table[proc.pid] = status, ppid, pgid
     return table
 
 
 def pid_alive(pid: int | None) -> bool:
     """True if the pid exists and is not a zombie."""
-    if not pid:
+    if not pid or pid < 0:
         return False
-    if Path("/proc").is_dir():
-        fields = _stat_fields(pid)
-        return fields is not None and fields[0] != "Z"
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != ZOMBIE
+    except psutil.NoSuchProcess:  # ZombieProcess included
         return False
-    except PermissionError:
+    except psutil.AccessDenied:
         return True
-    return True
 
 
 def group_alive(pgid: int) -> bool:
-    """True while any non-zombie process is in the group."""
-    if Path("/proc").is_dir():
-        return any(pg == pgid and st != "Z" for st, _, pg in process_table().values())
+    """True while any non-zombie process is in the group (never for no group: None or 0)."""
+    if not pgid or pgid < 0:
+        return False
     try:
         os.killpg(pgid, 0)
-    except ProcessLookupError:
+    except ProcessLookupError:  # nothing in it, zombies included: no table to read
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    return bool(group_members(pgid))
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    """The group's live (non-zombie) processes."""
+    out: list[psutil.Process] = []
+    if not pgid or pgid < 0:
+        return out
+    for proc in psutil.process_iter():
+        if _pgid(proc.pid) == pgid:
+            try:
+                if proc.status() != ZOMBIE:
+                    out.append(proc)
+            except psutil.NoSuchProcess:
+                pass
+            except psutil.AccessDenied:
+                out.append(proc)  # in the group, not ours to read: counted as live
+    return out
 
 
 def descendants(root: int, exclude: set[int] | None = None, *, other_sessions: bool = False) -> list[int]:
@@ -81,18 +121,21 @@ def descendants(root: int, exclude: set[int] | None = None, *, other_sessions: b
     ``other_sessions``: only those outside our own session (not the git and helper
     processes this process starts for itself).
     """
-    table = process_table()
+    status: dict[int, str] = {}
     children: dict[int, list[int]] = {}
-    for pid, (_, ppid, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
+    for proc, st, ppid in _processes():
+        status[proc.pid] = st
+        children.setdefault(ppid, []).append(proc.pid)
     out: list[int] = []
     stack = list(children.get(root, []))
     skip = exclude or set()
+    seen = {root}
     while stack:
         pid = stack.pop()
-        if pid in skip:
+        if pid in skip or pid in seen:  # seen: a pid reused while the table was read can make a cycle
             continue
-        if table[pid][0] != "Z":
+        seen.add(pid)
+        if status[pid] != ZOMBIE:
             out.append(pid)
         stack.extend(children.get(pid, []))
     if other_sessions:
@@ -103,10 +146,9 @@ def descendants(root: int, exclude: set[int] | None = None, *, other_sessions: b
 
 def _session_of(pid: int) -> int | None:
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return os.getsid(pid)
+    except OSError:
         return None
-    return int(raw[raw.rfind(")") + 2 :].split()[3])
 
 
 def reap_zombie_children(keep: set[int]) -> None:
@@ -117,14 +159,27 @@ def reap_zombie_children(keep: set[int]) -> None:
     process starts for itself (git, in the watcher thread) share its session and are left
     for their ``Popen`` to reap, which would otherwise read a failed git as exit code 0.
     """
-    me = os.getpid()
     my_session = os.getsid(0)
-    for pid, (state, ppid, _) in process_table().items():
-        if ppid == me and state == "Z" and pid not in keep and _session_of(pid) != my_session:
+    for proc in _children():
+        pid = proc.pid
+        try:
+            zombie = proc.status() == ZOMBIE
+        except psutil.Error:
+            continue
+        if zombie and pid not in keep and _session_of(pid) not in (my_session, None):
             try:
                 os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 pass
+
+
+def _children() -> list[psutil.Process]:
+    """Our own children (a cheap read: called every few tenths of a second)."""
+    try:
+        return psutil.Process().children()
+    except psutil.AccessDenied:  # some process's stat unreadable: read the table one by one
+        me = os.getpid()
+        return [proc for proc, _, ppid in _processes() if ppid == me]
 
 
 def signal_group(pgid: int, sig: int) -> None:
