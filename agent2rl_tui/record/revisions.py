@@ -212,16 +212,7 @@ class Snapshotter:
         sha = repo.run(*args, env={"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp})
         repo.run("update-ref", BRANCH, sha, *([head] if head else []))
         changes = _parse_changes(repo, head or EMPTY_TREE, sha)
-        with store.transaction() as conn:
-            seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM revisions").fetchone()[0]
-            conn.execute(
-                "INSERT INTO revisions (seq, sha, at, trigger, files_changed, added, removed, paths_json,"
-                " ignored_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (seq, sha, at, trigger, len(changes), sum(c["added"] for c in changes),
-                 sum(c["removed"] for c in changes), json.dumps(changes), json.dumps(dict(result.ignored))),
-            )
-        return Revision(seq, sha, at, trigger, len(changes), sum(c["added"] for c in changes),
-                        sum(c["removed"] for c in changes), changes, dict(result.ignored)), True
+        return _insert_revision(store, sha, at, trigger, changes, dict(result.ignored)), True
 
 
     def _record_unrecorded(self, repo: GitRepo, store: RunStore) -> None:
@@ -243,17 +234,23 @@ class Snapshotter:
                 continue
             parent = parents.split(" ")[0] if parents else EMPTY_TREE
             at, trigger = float(committed), subject.split(" ")[0]
-            changes = _parse_changes(repo, parent, sha)
-            with store.transaction() as conn:
-                seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM revisions").fetchone()[0]
-                conn.execute(
-                    "INSERT INTO revisions (seq, sha, at, trigger, files_changed, added, removed, paths_json,"
-                    " ignored_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (seq, sha, at, trigger, len(changes), sum(c["added"] for c in changes),
-                     sum(c["removed"] for c in changes), json.dumps(changes), "{}"),
-                )
-            store.event("snapshots", "recovered", f"recorded revision {seq} ({sha[:10]}), committed before "
+            rev = _insert_revision(store, sha, at, trigger, _parse_changes(repo, parent, sha), {})
+            store.event("snapshots", "recovered", f"recorded revision {rev.seq} ({sha[:10]}), committed before "
                         "the database could take it")
+
+
+def _insert_revision(store: RunStore, sha: str, at: float, trigger: str, changes: list[dict[str, Any]],
+                     ignored: dict[str, int]) -> Revision:
+    """The revisions row of a commit, numbered next in one transaction."""
+    added, removed = sum(c["added"] for c in changes), sum(c["removed"] for c in changes)
+    with store.transaction() as conn:
+        seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM revisions").fetchone()[0]
+        conn.execute(
+            "INSERT INTO revisions (seq, sha, at, trigger, files_changed, added, removed, paths_json,"
+            " ignored_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (seq, sha, at, trigger, len(changes), added, removed, json.dumps(changes), json.dumps(ignored)),
+        )
+    return Revision(seq, sha, at, trigger, len(changes), added, removed, changes, ignored)
 
 
 # -- queries (used by the CLI and the TUI) -------------------------------------------------
