@@ -1,8 +1,10 @@
 """The Textual application: Runs (home) -> Run, New run, Compare; keyboard first.
 
 The app only reads run folders (live and finished runs are one code path) and acts through
-``agent2rl_tui.core`` (start a run, signal a stop). Every binding of the current screen is
-also a command in the palette (ctrl+p), and ``?`` shows the keys panel.
+``agent2rl_tui.run`` (start a run, signal a stop). Screens get the clock and the refresh
+interval when made and ask for a run's screen with a message (``OpenRun``). Every binding
+of the current screen is also a command in the palette (ctrl+p), and ``?`` shows the keys
+panel.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 
+from textual import on
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
 from agent2rl_tui.record.index import default_root
+from agent2rl_tui.ui.messages import OpenRun
 
 
 class Agent2RLApp(App[None]):
@@ -40,14 +44,18 @@ class Agent2RLApp(App[None]):
     def on_mount(self) -> None:
         from agent2rl_tui.ui.screens.runs import RunsScreen
 
-        self.push_screen(RunsScreen(self.root))
+        self.push_screen(RunsScreen(self.root, clock=self.clock, refresh_s=self.refresh_s))
         if self.open_run is not None:
             self.open_run_screen(self.open_run)
 
     def open_run_screen(self, run_dir: Path) -> None:
         from agent2rl_tui.ui.screens.run import RunScreen
 
-        self.push_screen(RunScreen(run_dir))
+        self.push_screen(RunScreen(run_dir, clock=self.clock))
+
+    @on(OpenRun)
+    def open_run_asked(self, message: OpenRun) -> None:
+        self.open_run_screen(message.run_dir)
 
     def action_toggle_keys(self) -> None:
         if self.screen.query("HelpPanel"):

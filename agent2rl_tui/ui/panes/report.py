@@ -1,14 +1,15 @@
 """Report: the run's result, process metrics, code-revision and transcript totals, machine vitals.
 
 Built from the record as it stands (so it works during a live run too); the agent's
-prompt is shown at the end, as the template filled in for this run.
+prompt is shown at the end, as the template filled in for this run. It is built in a
+thread worker and handed over as a ``ReportBuilt`` message.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Markdown
@@ -17,6 +18,7 @@ from agent2rl_tui.record.report import build_report, render_markdown
 from agent2rl_tui.record.runview import RunView
 from agent2rl_tui.record.samples import latest_samples
 from agent2rl_tui.ui.format import fmt_bytes
+from agent2rl_tui.ui.messages import ReportBuilt
 
 
 class ReportPane(VerticalScroll):
@@ -44,4 +46,8 @@ class ReportPane(VerticalScroll):
         prompt = self.run_dir / "prompt.md"
         if prompt.exists():
             text += "\n## The agent's prompt\n\n```text\n" + prompt.read_text(encoding="utf-8")[:20000] + "\n```\n"
-        self.app.call_from_thread(self.query_one("#report-md", Markdown).update, text)
+        self.post_message(ReportBuilt(text))
+
+    @on(ReportBuilt)
+    def report_built(self, message: ReportBuilt) -> None:
+        self.query_one("#report-md", Markdown).update(message.text)

@@ -3,35 +3,27 @@
 The highlighted revision is diffed against the one before it, or against a revision marked
 with ``m`` (any two chosen). Diffs come from git in a thread worker and are rendered by
 DiffView (unified, or side by side when wide). The capture rules are shown above the list.
+``t`` asks the screen (``ShowTranscriptAt``) for the transcript at the revision's time.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.message import Message
 from textual.widgets import Static
 
 from agent2rl_tui.record.capture import DEFAULT_RULES
 from agent2rl_tui.record.revisions import Revision, diff
 from agent2rl_tui.record.runview import RunView
+from agent2rl_tui.ui.messages import DiffReady, ShowTranscriptAt
 from agent2rl_tui.ui.widgets.diff_view import FILES, HUNKS, DiffView
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
 from agent2rl_tui.util.timeutil import human_duration
 
 COLUMNS = [Column("rev", 5, right=True), Column("at", 8, right=True), Column("trigger", 10), Column("files", 5, right=True),
            Column("+/-", 11), Column("paths", 0)]
-
-
-@dataclass
-class DiffReady(Message):
-    text: str
-    title: str
-    key: tuple[int | None, int]
 
 
 class RevisionsPane(Horizontal):
@@ -159,4 +151,4 @@ class RevisionsPane(Horizontal):
     def action_transcript(self) -> None:
         rev = self.revision(self.current_seq())
         if rev is not None:
-            self.screen.show_transcript_at(rev.at)  # type: ignore[attr-defined]
+            self.post_message(ShowTranscriptAt(rev.at))

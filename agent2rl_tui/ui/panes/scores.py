@@ -3,22 +3,25 @@
 Selecting a submission shows its per-item results against the previous scored submission
 and against the baseline: which items it solved and which it broke; ``i`` opens all of its
 items (Items screen). Keys jump to the revision it was made from, to the diff since the
-previous submission, and to what the agent was doing when it submitted.
+previous submission, and to what the agent was doing when it submitted (messages to the
+screen). The items are read in a thread worker whenever the highlighted submission changes.
 """
 
 from __future__ import annotations
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from agent2rl_tui.record.runview import RunView, compare_items, read_items
+from agent2rl_tui.record.items import SubmissionItems, read_submission_items
+from agent2rl_tui.record.runview import RunView, compare_items
 from agent2rl_tui.record.store import Submission, SubStatus
 from agent2rl_tui.ui.format import fmt_score
+from agent2rl_tui.ui.messages import ItemsLoaded, ShowRevision, ShowSubmissionDiff, ShowTranscriptAt
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
 from agent2rl_tui.util.timeutil import human_duration
 
@@ -52,6 +55,8 @@ class ScoresPane(Vertical):
         self.view: RunView | None = None
         self.rows: list[Submission] = []
         self.chart_key: tuple = ()
+        self.items: SubmissionItems | None = None  # of the highlighted submission, once read
+        self.open_items_of: int | None = None  # ``i`` pressed before that submission's items were read
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="scores-top"):
@@ -66,6 +71,7 @@ class ScoresPane(Vertical):
         self.rows = ([view.baseline] if view.baseline is not None else []) + list(view.submissions)
         self.query_one("#subs", VirtualTable).set_rows(len(self.rows), self._cells)
         self._update_chart(view)
+        self.items = None  # an evaluation may have finished: read them again
         self.show_items()
 
     def _cells(self, i: int) -> list[str | Text]:
@@ -128,24 +134,40 @@ class ScoresPane(Vertical):
         self.show_items()
 
     def show_items(self) -> None:
+        """Read the highlighted submission's items (in a worker); ``ItemsLoaded`` shows them."""
         sub = self.current_submission()
-        view = self.view
-        if sub is None or view is None:
-            return
+        if sub is not None and self.view is not None:
+            self.load_items(self.view, sub)
+
+    @work(thread=True, exclusive=True, group="items", exit_on_error=False)
+    def load_items(self, view: RunView, sub: Submission) -> None:
+        self.post_message(ItemsLoaded(read_submission_items(view, sub)))
+
+    @on(ItemsLoaded)
+    def items_loaded(self, message: ItemsLoaded) -> None:
+        sub = self.current_submission()
+        if sub is None or sub.id != message.items.sub_id:
+            return  # the cursor has moved on: its own read is on its way
+        self.items = message.items
+        self.query_one("#items-text", Static).update(self._items_text(sub, message.items))
+        if self.open_items_of == sub.id:
+            self.open_items_of = None
+            self.action_items()
+
+    def _items_text(self, sub: Submission, read: SubmissionItems) -> Text:
         lines = [Text(f"submission {sub.id if sub.kind == 'agent' else 'baseline'}: {sub.status}",
                       style="bold")]
         if sub.error:
             lines.append(Text(sub.error, style="red"))
-        items = read_items(view.path, sub.id)
+        items = read.items
         if items:
             correct = sum(1 for i in items if i.get("correct"))
             lines.append(Text(f"{correct} of {len(items)} items correct (i: browse them all)"))
-            prev = view.previous_scored(sub.id) if sub.kind == "agent" else None
-            others = [(f"previous submission #{prev.id}", prev.id)] if prev else []
-            if sub.kind == "agent" and view.baseline is not None:
-                others.append(("baseline", view.baseline.id))
-            for label, other_id in others:
-                cmp = compare_items(items, read_items(view.path, other_id))
+            others = [(f"previous submission #{read.previous.sub_id}", read.previous.items)] if read.previous else []
+            if read.baseline is not None:
+                others.append(("baseline", read.baseline.items))
+            for label, other_items in others:
+                cmp = compare_items(items, other_items)
                 lines.append(Text(f"vs {label}: solved {len(cmp.solved)}, broke {len(cmp.broken)}, "
                                   f"kept {cmp.kept}, still wrong {cmp.still_wrong}", style="bold"))
                 for tag, group, style in (("+", cmp.solved, "green"), ("-", cmp.broken, "red")):
@@ -155,21 +177,21 @@ class ScoresPane(Vertical):
                                           f"(gold {item.get('gold')})", style=style))
                     if len(group) > ITEMS_SHOWN:
                         lines.append(Text(f"   … {len(group) - ITEMS_SHOWN} more", style="dim"))
-        self.query_one("#items-text", Static).update(Text("\n").join(lines))
+        return Text("\n").join(lines)
 
     def action_revision(self) -> None:
         sub = self.current_submission()
         if sub is None or sub.revision_seq is None:
             self.notify("this submission has no recorded revision", severity="warning")
             return
-        self.screen.show_revision(sub.revision_seq)  # type: ignore[attr-defined]
+        self.post_message(ShowRevision(sub.revision_seq))
 
     def action_diff(self) -> None:
         sub = self.current_submission()
         if sub is None or sub.revision_seq is None:
             self.notify("this submission has no recorded revision", severity="warning")
             return
-        self.screen.show_submission_diff(sub.id)  # type: ignore[attr-defined]
+        self.post_message(ShowSubmissionDiff(sub.id))
 
     def action_items(self) -> None:
         from agent2rl_tui.ui.screens.items import ItemsScreen
@@ -177,9 +199,12 @@ class ScoresPane(Vertical):
         sub = self.current_submission()
         if sub is None or self.view is None:
             return
-        self.app.push_screen(ItemsScreen(self.view, sub))
+        if self.items is None or self.items.sub_id != sub.id:
+            self.open_items_of = sub.id  # opened once they are read
+            return
+        self.app.push_screen(ItemsScreen(self.view, sub, self.items))
 
     def action_transcript(self) -> None:
         sub = self.current_submission()
         if sub is not None:
-            self.screen.show_transcript_at(sub.received_at)  # type: ignore[attr-defined]
+            self.post_message(ShowTranscriptAt(sub.received_at))

@@ -1,8 +1,10 @@
 """Transcript: the agent's normalized steps, filtered by kind, searched, with full details.
 
-Rows come from run.db a page at a time (StepsView), so a transcript of any length opens at
-once. ``k`` cycles the kind filter, ``/`` searches (words, prefixes, in text, tool names
-and tool arguments), enter shows the whole step below.
+Rows come from run.db a page at a time (StepsView, in thread workers), so a transcript of
+any length opens at once. ``k`` cycles the kind filter, ``/`` searches (words, prefixes, in
+text, tool names and tool arguments), enter shows the whole step below. The line above the
+list is redrawn when a listing arrives (``StepsCounted``); a step asked for before its page
+was read is shown when the page arrives (``StepsPage``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Static
 
 from agent2rl_tui.record.runview import RunView
-from agent2rl_tui.record.store import RunStore
-from agent2rl_tui.record.transcripts import StepRow, step_near, transcript_totals
+from agent2rl_tui.record.transcripts import StepRow
+from agent2rl_tui.ui.messages import StepsCounted, StepsPage
 from agent2rl_tui.ui.widgets.steps_view import StepsView
 
 KIND_FILTERS: list[tuple[str, tuple[str, ...] | None]] = [
@@ -49,6 +51,7 @@ class TranscriptPane(Vertical):
         self.start = start
         self.kind_index = 0
         self.query_text = ""
+        self.detail_row: int | None = None  # a step to show whole once its page is read
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="transcript-bar"):
@@ -63,23 +66,33 @@ class TranscriptPane(Vertical):
 
     def update_view(self, view: RunView) -> None:
         steps = self.query_one(StepsView)
-        if steps.search is None:
+        if not steps.searching:
             steps.reload()
+
+    @on(StepsCounted)
+    def listing_read(self) -> None:
         self._show_filter()
+
+    @on(StepsPage)
+    def page_read(self) -> None:
+        if self.detail_row is not None:
+            self._show_step(self.detail_row)
 
     def _show_filter(self) -> None:
         label = KIND_FILTERS[self.kind_index][0]
         steps = self.query_one(StepsView)
-        with RunStore.of_run(self.run_dir) as store:
-            totals = transcript_totals(store)
+        totals = steps.totals
+        if totals is None:
+            self.query_one("#transcript-filter", Static).update(f"kind: {label} · reading the transcript…")
+            return
         cost = f" · ${totals['cost_usd']:.4f}" if totals["cost_usd"] is not None else ""
         self.query_one("#transcript-filter", Static).update(
             f"kind: {label} · {steps.count} shown of {totals['steps']} · tokens {totals['tokens_in']:,} in, "
             f"{totals['tokens_out']:,} out{cost}")
 
     def _apply(self) -> None:
+        """Ask for the listing of the filter and search; the line above follows when it is read."""
         self.query_one(StepsView).set_filter(KIND_FILTERS[self.kind_index][1], self.query_text)
-        self._show_filter()
 
     def action_next_kind(self) -> None:
         self.kind_index = (self.kind_index + 1) % len(KIND_FILTERS)
@@ -120,7 +133,11 @@ class TranscriptPane(Vertical):
 
     @on(StepsView.Selected, "#steps")
     def show_step(self, message: StepsView.Selected) -> None:
-        s: StepRow | None = self.query_one(StepsView).step_at(message.row)
+        self._show_step(message.row)
+
+    def _show_step(self, row: int) -> None:
+        s: StepRow | None = self.query_one(StepsView).step_at(row)
+        self.detail_row = row if s is None else None
         if s is None:
             return
         parts = [Text(f"step {s.seq} · {s.kind} · {s.tool or s.role or ''} · line {s.line}", style="bold")]
@@ -136,13 +153,11 @@ class TranscriptPane(Vertical):
         self.query_one("#step-text", Static).update(Text("\n").join(parts))
 
     def jump_to_time(self, at: float) -> None:
+        """The whole transcript (filter and search cleared), at the last step at or before ``at``."""
         if self.query_text or self.kind_index:
             self.kind_index, self.query_text = 0, ""
             self.query_one("#search", Input).value = ""
-            self._apply()
             self.screen.refresh_bindings()
         steps = self.query_one(StepsView)
-        seq = step_near(steps.store, at)
-        if seq is not None:
-            steps.jump_to_seq(seq)
-            steps.focus()
+        steps.jump_to_time(at)
+        steps.focus()

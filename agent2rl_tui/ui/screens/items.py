@@ -5,6 +5,7 @@ Opened with ``i`` from Scores. The rows are the submission's own ``evals/<n>/res
 baseline (solved / broke); ``f`` cycles a filter (all, wrong, correct, changed since the
 previous submission, changed since the baseline); the highlighted item is shown whole
 below the table: prompt, output, extracted answer, gold and any other field recorded.
+The screen is given the items already read (by the Scores pane's worker): it reads nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from agent2rl_tui.record.runview import RunView, read_items
+from agent2rl_tui.record.items import Item, OtherItems, SubmissionItems
+from agent2rl_tui.record.runview import RunView
 from agent2rl_tui.record.store import Submission
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
 
@@ -42,28 +44,26 @@ def _change(now_ok: bool, other: dict[int, bool] | None, index: int) -> str:
     return "solved" if now_ok and not was else ("broke" if was and not now_ok else "")
 
 
+def _correct_by_index(other: OtherItems | None) -> dict[int, bool] | None:
+    return {item["index"]: bool(item.get("correct")) for item in other.items} if other is not None else None
+
+
 class ItemsScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="items-back"),
         Binding("f", "next_filter", "Filter", id="items-filter"),
     ]
 
-    def __init__(self, view: RunView, sub: Submission) -> None:
+    def __init__(self, view: RunView, sub: Submission, read: SubmissionItems) -> None:
         super().__init__()
         self.view = view
         self.sub = sub
-        self.items = read_items(view.path, sub.id)
-        agent = sub.kind == "agent"
-        prev = view.previous_scored(sub.id) if agent else None
-        self.prev_label = f"#{prev.id}" if prev else None
-        self.prev = self._correct_by_index(prev.id) if prev else None
-        self.base = (self._correct_by_index(view.baseline.id)
-                     if agent and view.baseline is not None else None)
+        self.items: list[Item] = read.items
+        self.prev_label = f"#{read.previous.sub_id}" if read.previous else None
+        self.prev = _correct_by_index(read.previous)
+        self.base = _correct_by_index(read.baseline)
         self.filter_index = 0
         self.shown: list[dict[str, Any]] = []
-
-    def _correct_by_index(self, sub_id: int) -> dict[int, bool]:
-        return {item["index"]: bool(item.get("correct")) for item in read_items(self.view.path, sub_id)}
 
     def compose(self) -> ComposeResult:
         yield Header()

@@ -2,7 +2,8 @@
 
 Pre-flight (the CLI, its key, the model really loading, the budget) runs in a thread worker;
 an error is shown under the form and nothing is created. On success the run folder is
-made, a detached supervisor is started, and the Run screen opens on the live run.
+made, a detached supervisor is started, and the Run screen opens on the live run (the
+worker posts ``RunStarted`` or ``RunStartFailed``; the app is asked with ``OpenRun``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
 from agent2rl_tui.run.lifecycle import RunRequest, start_run
 from agent2rl_tui.run.profiles import BUILTIN_PROFILES, ProfileError, load_profiles
 from agent2rl_tui.tasks.registry import discover
+from agent2rl_tui.ui.messages import OpenRun, RunStarted, RunStartFailed
 from agent2rl_tui.util.timeutil import parse_duration
 
 
@@ -136,16 +138,18 @@ class NewRunScreen(Screen[None]):
         try:
             run_dir, _pid = start_run(req)
         except Exception as exc:  # noqa: BLE001 - every failure is shown in place
-            self.app.call_from_thread(self.failed, str(exc))
+            self.post_message(RunStartFailed(str(exc)))
             return
-        self.app.call_from_thread(self.started, run_dir)
+        self.post_message(RunStarted(run_dir))
 
-    def failed(self, text: str) -> None:
+    @on(RunStartFailed)
+    def failed(self, message: RunStartFailed) -> None:
         self.busy = False
-        self.show_error(text)
+        self.show_error(message.reason)
         self.query_one("#start", Button).disabled = False
 
-    def started(self, run_dir: Path) -> None:
+    @on(RunStarted)
+    def started(self, message: RunStarted) -> None:
         self.app.pop_screen()
-        self.notify(f"run {run_dir.name} started")
-        self.app.open_run_screen(run_dir)  # type: ignore[attr-defined]
+        self.notify(f"run {message.run_dir.name} started")
+        self.app.post_message(OpenRun(message.run_dir))

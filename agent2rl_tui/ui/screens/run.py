@@ -1,50 +1,47 @@
 """The Run screen: budget header and the Scores, Revisions, Transcript, Logs and Report panes.
 
-It watches the run's folder, never its supervisor: every second a thread worker asks
-SQLite whether run.db changed (``PRAGMA data_version``) and, if so, reloads the run view;
+It watches the run's folder, never its supervisor: every second a thread worker asks the
+record whether run.db changed (``record.watch.RunWatch``) and, if so, reloads the run view;
 the header ticks from the clock while the run is live, and each tick also re-derives the
 status from the heartbeat's age, so a run whose supervisor stopped beating (which writes
 nothing) is shown lost and the header stops. Panes are filled when first shown
-and refreshed only while visible, so a run with thousands of revisions opens fast.
+and refreshed only while visible, so a run with thousands of revisions opens fast. Panes
+ask for each other with messages (``ShowRevision``, ``ShowSubmissionDiff``,
+``ShowTranscriptAt``), handled here.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 
 from agent2rl_tui.record.index import effective_status
 from agent2rl_tui.record.runview import RunView, load_run_view
 from agent2rl_tui.record.store import previous_revision_seq
-from agent2rl_tui.run.lifecycle import stop_run
+from agent2rl_tui.record.watch import RunWatch
+from agent2rl_tui.ui.messages import RunStopped, ShowRevision, ShowSubmissionDiff, ShowTranscriptAt, ViewLoaded
 from agent2rl_tui.ui.panes.logs import LogsPane
 from agent2rl_tui.ui.panes.report import ReportPane
 from agent2rl_tui.ui.panes.revisions import RevisionsPane
 from agent2rl_tui.ui.panes.scores import ScoresPane
 from agent2rl_tui.ui.panes.transcript import TranscriptPane
+from agent2rl_tui.ui.screens.stop import StoppingScreen
 from agent2rl_tui.ui.widgets.budget import BudgetHeader
 
 TABS = ("scores", "revisions", "transcript", "logs", "report")
 FOCUS = {"scores": "#subs", "revisions": "#revs", "transcript": "#steps", "logs": "#log", "report": "#report-pane"}
 
 
-@dataclass
-class ViewLoaded(Message):
-    view: RunView
-
-
 PANES = Binding.Group("Panes")
 
 
-class RunScreen(Screen[None]):
+class RunScreen(StoppingScreen):
     BINDINGS = [
         Binding("escape", "back", "Runs", id="back"),
         Binding("1", "tab('scores')", "Scores", id="tab-scores", group=PANES),
@@ -55,15 +52,16 @@ class RunScreen(Screen[None]):
         Binding("s", "stop", "Stop run", id="stop-run"),
     ]
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, *, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
         self.run_dir = Path(run_dir).resolve()
+        self.clock = clock
         self.view: RunView | None = None
         self.filled: set[str] = set()
-        self.data_version: int | None = None
-        self.conn: sqlite3.Connection | None = None
+        self.record_watch: RunWatch | None = None
 
     def compose(self) -> ComposeResult:
+        self.record_watch = RunWatch(self.run_dir)  # first: a write from here on is seen as a change
         self.view = load_run_view(self.run_dir)  # the header needs it before the first paint
         yield Header()
         yield BudgetHeader(id="budget")
@@ -86,8 +84,6 @@ class RunScreen(Screen[None]):
         self.title = self.view.run["id"]
         self.sub_title = str(self.run_dir)
         self.apply_view(self.view)
-        self.conn = sqlite3.connect(self.run_dir / "run.db", check_same_thread=False)
-        self.data_version = self.conn.execute("PRAGMA data_version").fetchone()[0]
         self.set_interval(1.0, self.tick)
         self.set_interval(1.0, self.poll)
         self.focus_pane("scores")
@@ -96,8 +92,8 @@ class RunScreen(Screen[None]):
         self.query_one(FOCUS[tab]).focus()
 
     def on_unmount(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
+        if self.record_watch is not None:
+            self.record_watch.close()
 
     # -- live updates -----------------------------------------------------------------
     def tick(self) -> None:
@@ -110,15 +106,15 @@ class RunScreen(Screen[None]):
             view.status = status
             if status == "lost":
                 self.notify("the run's supervisor stopped beating: the run is lost", severity="warning")
-        self.query_one(BudgetHeader).show(view, self.app.clock())  # type: ignore[attr-defined]
+        self.query_one(BudgetHeader).show(view, self.clock())
 
     @work(thread=True, exclusive=True, group="run-poll", exit_on_error=False)
     def poll(self) -> None:
-        assert self.conn is not None
-        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
-        if version == self.data_version:
-            return
-        self.data_version = version
+        if self.record_watch is not None and self.record_watch.changed():
+            self.post_message(ViewLoaded(load_run_view(self.run_dir)))
+
+    @work(thread=True, exclusive=True, group="run-load", exit_on_error=False)
+    def reload(self) -> None:
         self.post_message(ViewLoaded(load_run_view(self.run_dir)))
 
     @on(ViewLoaded)
@@ -127,7 +123,7 @@ class RunScreen(Screen[None]):
 
     def apply_view(self, view: RunView) -> None:
         self.view = view
-        self.query_one(BudgetHeader).show(view, self.app.clock())  # type: ignore[attr-defined]
+        self.query_one(BudgetHeader).show(view, self.clock())
         self.filled.clear()
         self.fill(self.query_one(TabbedContent).active or "scores")
 
@@ -156,14 +152,17 @@ class RunScreen(Screen[None]):
     def action_back(self) -> None:
         self.app.pop_screen()
 
-    def show_revision(self, seq: int) -> None:
+    @on(ShowRevision)
+    def show_revision(self, message: ShowRevision) -> None:
         self.action_tab("revisions")
         pane = self.query_one(RevisionsPane)
-        pane.select(seq)
+        pane.select(message.seq)
         pane.query_one("#revs").focus()
 
-    def show_submission_diff(self, sub_id: int) -> None:
+    @on(ShowSubmissionDiff)
+    def show_submission_diff(self, message: ShowSubmissionDiff) -> None:
         assert self.view is not None
+        sub_id = message.sub_id
         sub = self.view.submission(sub_id)
         if sub is None or sub.revision_seq is None:
             return
@@ -174,9 +173,10 @@ class RunScreen(Screen[None]):
         self.notify(f"diff since the previous submission: revision {base if base is not None else '(empty)'} → "
                     f"{sub.revision_seq}")
 
-    def show_transcript_at(self, at: float) -> None:
+    @on(ShowTranscriptAt)
+    def show_transcript_at(self, message: ShowTranscriptAt) -> None:
         self.action_tab("transcript")
-        self.query_one(TranscriptPane).jump_to_time(at)
+        self.query_one(TranscriptPane).jump_to_time(message.at)
 
     def action_stop(self) -> None:
         """Stop a live run, or close the record of a lost one (as ``s`` on Runs does)."""
@@ -191,12 +191,11 @@ class RunScreen(Screen[None]):
 
         def confirmed(yes: bool | None) -> None:
             if yes:
-                self.stop_in_background()
+                self.stop_in_background(self.run_dir)
 
         self.app.push_screen(ConfirmScreen(question), confirmed)
 
-    @work(thread=True, group="stop", exit_on_error=False)
-    def stop_in_background(self) -> None:
-        status = stop_run(self.run_dir, wait_s=0)
-        self.app.call_from_thread(self.notify, f"run {status}")
-        self.post_message(ViewLoaded(load_run_view(self.run_dir)))
+    @on(RunStopped)
+    def run_stopped(self, message: RunStopped) -> None:
+        self.notify(f"run {message.status}")
+        self.reload()

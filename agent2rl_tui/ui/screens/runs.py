@@ -1,7 +1,7 @@
 """The Runs screen: every run under the root, sortable, filterable, refreshed while live.
 
-Summaries are read in a thread worker; a refresh re-reads only the runs whose run.db
-changed (file times) or that are still active (their status depends on the heartbeat's age).
+Summaries are read in a thread worker; a refresh re-reads only the runs whose record
+changed (``record.watch.stamp``) or that are still active (their status depends on the heartbeat's age).
 Typing filters the table: any printable key that is not an action's key (or ``/`` first,
 for a word that starts with one) moves to the filter, which then takes every key typed until
 enter or escape. A header click or ``o`` sorts; space marks runs for Compare.
@@ -9,8 +9,8 @@ enter or escape. A header click or ``o`` sorts; space marks runs for Compare.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.text import Text
@@ -18,14 +18,14 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.events import Key
-from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
 from agent2rl_tui.record.index import RunSummary, run_folders, summarize, summarize_many
 from agent2rl_tui.record.store import ACTIVE_STATUSES
-from agent2rl_tui.run.lifecycle import stop_run
+from agent2rl_tui.record.watch import Stamp, stamp
 from agent2rl_tui.ui.format import fmt_score, fmt_time, status_text
+from agent2rl_tui.ui.messages import OpenRun, RunsLoaded, RunStopped
+from agent2rl_tui.ui.screens.stop import StoppingScreen
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
 from agent2rl_tui.util.timeutil import human_duration
 
@@ -56,23 +56,6 @@ SORT_KEYS = {
 }
 
 
-def _db_stamp(run_dir: Path) -> tuple[float, float]:
-    stamps = []
-    for name in ("run.db", "run.db-wal"):
-        try:
-            stamps.append(os.stat(run_dir / name).st_mtime)
-        except OSError:
-            stamps.append(0.0)
-    return stamps[0], stamps[1]
-
-
-@dataclass
-class RunsLoaded(Message):
-    runs: list[RunSummary]
-    stamps: dict[Path, tuple[float, float]]
-    complete: bool = True
-
-
 SORT = Binding.Group("Sort")
 
 
@@ -82,7 +65,7 @@ class RunsTable(VirtualTable):
     BINDINGS = [Binding("enter", "select", "Open", id="runs-open")]
 
 
-class RunsScreen(Screen[None]):
+class RunsScreen(StoppingScreen):
     BINDINGS = [
         Binding("enter", "open", "Open", id="open"),
         Binding("n", "new_run", "New run", id="new"),
@@ -97,11 +80,13 @@ class RunsScreen(Screen[None]):
         Binding("ctrl+r", "reload", "Refresh", id="reload"),
     ]
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, clock: Callable[[], float] = time.time, refresh_s: float = 2.0) -> None:
         super().__init__()
         self.root = root
+        self.clock = clock
+        self.refresh_s = refresh_s
         self.runs: dict[str, RunSummary] = {}
-        self.stamps: dict[Path, tuple[float, float]] = {}
+        self.stamps: dict[Path, Stamp] = {}
         self.marked: set[str] = set()
         self.sort_column = "started"
         self.sort_reverse = True
@@ -122,7 +107,7 @@ class RunsScreen(Screen[None]):
         self.sub_title = str(self.root)
         self.query_one("#runs", VirtualTable).focus()
         self.load_all()
-        self.set_interval(self.app.refresh_s, self.refresh_runs)  # type: ignore[attr-defined]
+        self.set_interval(self.refresh_s, self.refresh_runs)
 
     # -- loading ----------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="runs-load", exit_on_error=False)
@@ -131,9 +116,9 @@ class RunsScreen(Screen[None]):
         folders = run_folders(self.root)
         first = summarize_many(folders[:FIRST_BATCH])
         if len(folders) > FIRST_BATCH:
-            self.post_message(RunsLoaded(first, {r.path: _db_stamp(r.path) for r in first}, complete=False))
+            self.post_message(RunsLoaded(first, {r.path: stamp(r.path) for r in first}, complete=False))
         runs = first + summarize_many(folders[FIRST_BATCH:])
-        self.post_message(RunsLoaded(runs, {r.path: _db_stamp(r.path) for r in runs}))
+        self.post_message(RunsLoaded(runs, {r.path: stamp(r.path) for r in runs}))
 
     @work(thread=True, exclusive=True, group="runs-refresh", exit_on_error=False)
     def refresh_runs(self) -> None:
@@ -141,13 +126,12 @@ class RunsScreen(Screen[None]):
             return
         known = {r.path: r for r in self.runs.values()}
         changed: list[RunSummary] = []
-        stamps: dict[Path, tuple[float, float]] = {}
-        paths = {db.parent for db in self.root.glob("*/run.db")} if self.root.is_dir() else set()
+        stamps: dict[Path, Stamp] = {}
+        paths = set(run_folders(self.root))
         for path in paths:
-            stamp = _db_stamp(path)
-            stamps[path] = stamp
+            stamps[path] = now = stamp(path)
             old = known.get(path)
-            if old is None or stamp != self.stamps.get(path) or old.status in ACTIVE_STATUSES:
+            if old is None or now != self.stamps.get(path) or old.status in ACTIVE_STATUSES:
                 try:
                     changed.append(summarize(path))
                 except Exception:  # noqa: BLE001 - a half-written folder: try again next time
@@ -193,7 +177,7 @@ class RunsScreen(Screen[None]):
             r.base_model, fmt_score(r.baseline), fmt_score(r.best), fmt_score(r.improvement, signed=True),
             str(r.n_submissions), str(r.n_revisions),
             f"{human_duration(r.budget_used_s)} / {human_duration(r.budget_s)}",
-            fmt_time(r.created_at, self.app.clock()), r.id,  # type: ignore[attr-defined]
+            fmt_time(r.created_at, self.clock()), r.id,
         ]
 
     def current_run_id(self) -> str | None:
@@ -273,7 +257,7 @@ class RunsScreen(Screen[None]):
     def action_open(self) -> None:
         run_id = self.current_run_id()
         if run_id:
-            self.app.open_run_screen(self.runs[run_id].path)  # type: ignore[attr-defined]
+            self.post_message(OpenRun(self.runs[run_id].path))
 
     def action_mark(self) -> None:
         run_id = self.current_run_id()
@@ -314,8 +298,7 @@ class RunsScreen(Screen[None]):
 
         self.app.push_screen(ConfirmScreen(question), confirmed)
 
-    @work(thread=True, group="stop", exit_on_error=False)
-    def stop_in_background(self, run_dir: Path) -> None:
-        status = stop_run(run_dir, wait_s=0)
-        self.app.call_from_thread(self.notify, f"{run_dir.name}: {status}")
-        self.app.call_from_thread(self.refresh_runs)
+    @on(RunStopped)
+    def run_stopped(self, message: RunStopped) -> None:
+        self.notify(f"{message.run_dir.name}: {message.status}")
+        self.refresh_runs()

@@ -1,0 +1,47 @@
+"""One submission's per-item results together with those it is compared with, read at once.
+
+Scores shows what a submission solved or broke against the previous scored submission and
+the baseline; Items browses them all. Both need the same three files, so a reader (a
+thread worker) reads them in one call and hands the screen data, never file handles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agent2rl_tui.record.runview import RunView, read_items
+from agent2rl_tui.record.store import Submission
+
+Item = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class OtherItems:
+    """The items of an evaluation a submission is compared with."""
+
+    sub_id: int
+    items: list[Item]
+
+
+@dataclass(frozen=True)
+class SubmissionItems:
+    """Submission ``sub_id``'s items; for an agent submission, also the previous scored
+    submission's and the baseline's (None where there is none)."""
+
+    sub_id: int
+    items: list[Item]
+    previous: OtherItems | None
+    baseline: OtherItems | None
+
+
+def read_submission_items(view: RunView, sub: Submission) -> SubmissionItems:
+    agent = sub.kind == "agent"
+    prev = view.previous_scored(sub.id) if agent else None
+    base = view.baseline if agent else None
+    return SubmissionItems(
+        sub_id=sub.id,
+        items=read_items(view.path, sub.id),
+        previous=OtherItems(prev.id, read_items(view.path, prev.id)) if prev is not None else None,
+        baseline=OtherItems(base.id, read_items(view.path, base.id)) if base is not None else None,
+    )

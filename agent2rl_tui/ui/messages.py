@@ -1,0 +1,132 @@
+"""Every message the UI's parts send each other, in one place.
+
+Panes ask their screen to show something (a revision, a diff, a moment of the transcript),
+screens ask the app to open a run, and thread workers hand what they read back to the
+widget that asked: always by posting one of these, never by calling into another part or
+touching widgets from a worker thread. A handler is found by type (``@on(ShowRevision)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual.message import Message
+
+from agent2rl_tui.record.index import RunSummary
+from agent2rl_tui.record.items import SubmissionItems
+from agent2rl_tui.record.runview import RunView
+from agent2rl_tui.record.steplist import StepListing
+from agent2rl_tui.record.transcripts import StepRow
+from agent2rl_tui.record.watch import Stamp
+
+# -- requests: a pane to its screen, a screen to the app -----------------------------------
+
+
+@dataclass
+class ShowRevision(Message):
+    """Show revision ``seq`` in the Revisions pane, diffed against the one before."""
+
+    seq: int
+
+
+@dataclass
+class ShowSubmissionDiff(Message):
+    """Show the diff from the previous submission's revision to submission ``sub_id``'s."""
+
+    sub_id: int
+
+
+@dataclass
+class ShowTranscriptAt(Message):
+    """Show the transcript at time ``at``: the last step at or before it."""
+
+    at: float
+
+
+@dataclass
+class OpenRun(Message):
+    """Open the Run screen on the run folder ``run_dir``."""
+
+    run_dir: Path
+
+
+# -- results: a thread worker to the widget that asked ------------------------------------
+
+
+@dataclass
+class RunsLoaded(Message):
+    """Summaries of the runs under the root, with the stamps their run.db had when read."""
+
+    runs: list[RunSummary]
+    stamps: dict[Path, Stamp]
+    complete: bool = True
+
+
+@dataclass
+class ViewLoaded(Message):
+    """The run view as it is now in run.db."""
+
+    view: RunView
+
+
+@dataclass
+class RunStopped(Message):
+    """A stop (or the closing of a lost run's record) was done: the run is now ``status``."""
+
+    run_dir: Path
+    status: str
+
+
+@dataclass
+class RunStarted(Message):
+    """A new run was created and its supervisor started."""
+
+    run_dir: Path
+
+
+@dataclass
+class RunStartFailed(Message):
+    """Pre-flight or the start failed; nothing was created."""
+
+    reason: str
+
+
+@dataclass
+class StepsCounted(Message):
+    """A transcript listing (filter, search, count, totals) read for request ``generation``."""
+
+    generation: int
+    listing: StepListing
+
+
+@dataclass
+class StepsPage(Message):
+    """Page ``page`` of the transcript listing of request ``generation``."""
+
+    generation: int
+    page: int
+    rows: list[StepRow]
+
+
+@dataclass
+class ItemsLoaded(Message):
+    """A submission's per-item results and those it is compared with."""
+
+    items: SubmissionItems
+
+
+@dataclass
+class DiffReady(Message):
+    """The diff between two revisions, ``key`` being (old seq, new seq)."""
+
+    text: str
+    title: str
+    key: tuple[int | None, int]
+
+
+@dataclass
+class ReportBuilt(Message):
+    """The report of the run, as Markdown."""
+
+    text: str
