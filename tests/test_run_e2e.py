@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import cli, read_report
 
+from agent2rl_tui.record.revisions import diff, file_at, files_at, get_revision, list_revisions, submission_revisions
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.tasks.registry import load_task
 
@@ -98,6 +99,50 @@ def test_the_workspace_has_what_the_agent_needs(example_run: tuple[Path, str]) -
     assert meta["timeout_s"] == 300 and meta["end_time"] == pytest.approx(meta["start_time"] + 300)
     assert not (ws / "models" / "tiny-llama" / "config.json").stat().st_mode & 0o222  # read-only
     assert "v2 (GRPO)" in (ws / "code" / "NOTES.md").read_text()
+
+
+def test_each_submission_is_made_from_the_code_that_trained_it(example_run: tuple[Path, str]) -> None:
+    """The agent writes its training code into code/ and runs it, so its stages are revisions."""
+    run_dir, _ = example_run
+    ws = run_dir / "workspace"
+    with RunStore.of_run(run_dir) as store:
+        sft, grpo = store.submissions(kind="agent")
+    assert sft.revision_seq is not None and grpo.revision_seq is not None
+    assert grpo.revision_seq > sft.revision_seq
+    first, second = get_revision(run_dir, sft.revision_seq), get_revision(run_dir, grpo.revision_seq)
+    assert first.sha != second.sha
+    assert [r.seq for r in list_revisions(run_dir)][-1] >= second.seq
+    # Submission 1 was made from the SFT script alone; submission 2 adds GRPO and its reward.
+    files1, files2 = set(files_at(run_dir, first)), set(files_at(run_dir, second))
+    assert {"code/sft.py", "code/NOTES.md"} <= files1
+    assert not {"code/grpo.py", "code/reward.py"} & files1
+    assert {"code/sft.py", "code/grpo.py", "code/reward.py", "code/NOTES.md"} <= files2
+    assert not any(p.startswith(("output/", "data/", "models/")) for p in files1 | files2)
+    assert file_at(run_dir, first, "code/sft.py") == file_at(run_dir, second, "code/sft.py")
+    assert file_at(run_dir, second, "code/grpo.py") == (ws / "code" / "grpo.py").read_bytes()
+    # The diff around submission 2 is the new stage's code, since submission 1's revision.
+    old, new = submission_revisions(run_dir, grpo.id)
+    assert (old.seq if old else None, new.seq) == (first.seq, second.seq)
+    patch = diff(run_dir, old, new)
+    assert "+++ b/code/grpo.py" in patch and "+++ b/code/reward.py" in patch
+    assert "+++ b/code/sft.py" not in patch
+    assert "+def exact_match_reward(" in patch and "GRPOTrainer" in patch
+    # ...and the CLI shows the same.
+    shown = cli("run", "diff", run_dir.name, "--submission", str(grpo.id), root=run_dir.parent)
+    assert shown.returncode == 0, shown.stderr
+    assert "+++ b/code/grpo.py" in shown.stdout and f"revision {first.seq} -> {second.seq}" in shown.stderr
+    listing = cli("run", "revisions", run_dir.name, root=run_dir.parent)
+    assert listing.returncode == 0, listing.stderr
+    assert f"<- submission {sft.id}" in listing.stdout and f"<- submission {grpo.id}" in listing.stdout
+    assert "code/sft.py" in listing.stdout and "code/grpo.py" in listing.stdout
+
+
+def test_the_agent_runs_its_own_code_and_logs_it(example_run: tuple[Path, str]) -> None:
+    run_dir, _ = example_run
+    log = (run_dir / "logs" / "agent.log").read_text()
+    assert "[example-agent] running python code/sft.py" in log
+    assert "[example-agent] running python code/grpo.py" in log
+    assert "SFT: 1000 steps on 300 rows" in log and "GRPO: 400 steps on 300 rows" in log  # the scripts' own lines
 
 
 def test_every_agent_line_is_logged_with_a_utc_stamp(example_run: tuple[Path, str]) -> None:

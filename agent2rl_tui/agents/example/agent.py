@@ -1,0 +1,133 @@
+"""The example agent's loop: write training code into code/, run it, submit, iterate once.
+
+Stage one copies ``scripts/sft.py`` into ``<workspace>/code/``, runs it as a subprocess
+(its output goes straight to this process's stdout, hence to the run's agent log), and
+submits output/v1. Stage two then adds ``code/grpo.py`` and ``code/reward.py``, runs GRPO
+from v1 and submits output/v2, so the revision each submission was made from differs in
+code/. Notes go to code/NOTES.md, as an agent would keep them.
+
+Environment: the benchmark's (WORKSPACE, MODEL_PATH, DATA_PATH, OUTPUT_DIR, TASK,
+GRADING_SERVER_URL) plus optional EXAMPLE_SFT_STEPS, EXAMPLE_GRPO_STEPS,
+EXAMPLE_MAX_COMPLETION (GRPO's completion length, 8 for arith; GSM8K needs hundreds) and
+EXAMPLE_SEED.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from agent2rl_tui.agents.example.grader_api import GraderAPI, GraderAPIError
+
+SCRIPTS_PACKAGE = "agent2rl_tui.agents.example.scripts"
+
+
+def say(msg: str) -> None:
+    print(f"[example-agent] {msg}", flush=True)
+
+
+def note(workspace: Path, text: str) -> None:
+    code = workspace / "code"
+    code.mkdir(exist_ok=True)
+    with (code / "NOTES.md").open("a", encoding="utf-8") as fh:
+        fh.write(text.rstrip() + "\n")
+
+
+def write_code(workspace: Path, *names: str) -> list[Path]:
+    """Write the named training scripts into code/ (the agent 'writing its code')."""
+    code = workspace / "code"
+    code.mkdir(exist_ok=True)
+    written = []
+    for name in names:
+        path = code / name
+        path.write_text(resources.files(SCRIPTS_PACKAGE).joinpath(name).read_text(encoding="utf-8"),
+                        encoding="utf-8")
+        written.append(path)
+    say(f"wrote {', '.join(str(p.relative_to(workspace)) for p in written)}")
+    return written
+
+
+def run_code(workspace: Path, script: str, *args: str) -> int:
+    """``python -u code/<script> args...`` in the workspace, its output streamed to ours."""
+    cmd = [sys.executable, "-u", f"code/{script}", *args]
+    say("running " + " ".join(["python", *cmd[2:]]))
+    return subprocess.run(cmd, cwd=workspace, check=False).returncode
+
+
+def count_rows(path: Path) -> int:
+    with path.open(encoding="utf-8") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
+def submit(api: GraderAPI, model_dir: Path) -> dict[str, Any]:
+    """POST /submit and wait for the score; a refusal's answer is returned as is."""
+    try:
+        return api.submit(str(model_dir))
+    except GraderAPIError as exc:
+        return {"error": "unreachable", "detail": str(exc)}
+
+
+def main() -> int:
+    try:
+        workspace = Path(os.environ.get("WORKSPACE", ".")).resolve()
+        model_path = Path(os.environ["MODEL_PATH"])
+        data_path = Path(os.environ["DATA_PATH"])
+        output_dir = Path(os.environ["OUTPUT_DIR"])
+        url = os.environ["GRADING_SERVER_URL"]
+    except KeyError as exc:
+        say(f"missing environment variable {exc}; run me through agent2rl-tui")
+        return 2
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    sft_steps = int(os.environ.get("EXAMPLE_SFT_STEPS", "1000"))
+    grpo_steps = int(os.environ.get("EXAMPLE_GRPO_STEPS", "400"))
+    max_completion = int(os.environ.get("EXAMPLE_MAX_COMPLETION", "8"))
+    seed = int(os.environ.get("EXAMPLE_SEED", "0"))
+    api = GraderAPI(url)
+    train = data_path / "train.jsonl"
+    n_rows = count_rows(train)
+    say(f"task {os.environ.get('TASK')}: {n_rows} training rows, base model {model_path.name}")
+    try:
+        remaining = api.time().get("remaining")
+        say(f"budget left: {remaining:.0f} s" if isinstance(remaining, (int, float)) else "budget left: unknown")
+    except GraderAPIError as exc:
+        say(f"could not read the budget ({exc}); going on")
+    note(workspace, f"# Plan\n- SFT {sft_steps} steps on {n_rows} rows -> output/v1\n"
+                    f"- GRPO {grpo_steps} steps, exact-match reward, from v1 -> output/v2\n")
+
+    # Stage one: SFT, written, run, submitted.
+    write_code(workspace, "sft.py")
+    t0 = time.time()
+    v1 = output_dir / "v1"
+    rc = run_code(workspace, "sft.py", "--model", str(model_path), "--data", str(train), "--out", str(v1),
+                  "--steps", str(sft_steps), "--seed", str(seed))
+    if rc != 0:
+        say(f"code/sft.py failed (exit {rc}); stopping")
+        note(workspace, f"- SFT failed (exit {rc})")
+        return 1
+    say(f"SFT done in {time.time() - t0:.1f} s; submitting {v1}")
+    r1 = submit(api, v1)
+    say(f"submission v1: {json.dumps(r1)}")
+    note(workspace, f"- v1 (SFT): score {r1.get('score')} (baseline {r1.get('baseline_score')})")
+
+    # Stage two: a GRPO script and its reward, a new revision of code/, run from v1.
+    write_code(workspace, "reward.py", "grpo.py")
+    t1 = time.time()
+    v2 = output_dir / "v2"
+    rc = run_code(workspace, "grpo.py", "--model", str(v1), "--data", str(train), "--out", str(v2),
+                  "--steps", str(grpo_steps), "--seed", str(seed), "--max-completion", str(max_completion))
+    if rc != 0:
+        say(f"code/grpo.py failed (exit {rc}); stopping with v1 as the best")
+        note(workspace, f"- GRPO failed (exit {rc})")
+        return 1
+    say(f"GRPO done in {time.time() - t1:.1f} s; submitting {v2}")
+    r2 = submit(api, v2)
+    say(f"submission v2: {json.dumps(r2)}")
+    note(workspace, f"- v2 (GRPO): score {r2.get('score')}; best so far {r2.get('best')}")
+    return 0

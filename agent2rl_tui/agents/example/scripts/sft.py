@@ -1,0 +1,69 @@
+"""Stage one: supervised fine-tuning of the base model on the train split's worked answers.
+
+Usage: ``python code/sft.py --model MODEL_PATH --data data/train.jsonl --out output/v1``.
+Each row's question is the user turn and its answer (ending ``#### N``) the assistant's;
+TRL's SFTTrainer trains on the completion only. The full model and tokenizer are saved to
+``--out``, ready to submit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def load_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, seed: int) -> None:
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    tok = AutoTokenizer.from_pretrained(str(model_path))
+    data = Dataset.from_list(
+        [
+            {
+                "prompt": [{"role": "user", "content": r["question"]}],
+                "completion": [{"role": "assistant", "content": r["answer"]}],
+            }
+            for r in rows
+        ]
+    )
+    args = SFTConfig(
+        output_dir=str(out.parent / f".{out.name}-trainer"),
+        max_steps=steps,
+        learning_rate=3e-3,
+        per_device_train_batch_size=8,
+        lr_scheduler_type="constant",
+        bf16=False,
+        logging_steps=max(1, steps // 5),
+        save_strategy="no",
+        report_to=[],
+        seed=seed,
+        disable_tqdm=True,
+    )
+    trainer = SFTTrainer(model=str(model_path), args=args, train_dataset=data, processing_class=tok)
+    trainer.train()
+    trainer.save_model(str(out))
+    tok.save_pretrained(str(out))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, required=True, help="the model to start from")
+    parser.add_argument("--data", type=Path, required=True, help="train.jsonl: question, answer")
+    parser.add_argument("--out", type=Path, required=True, help="where to save the trained model")
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    rows = load_rows(args.data)
+    print(f"SFT: {args.steps} steps on {len(rows)} rows from {args.model} -> {args.out}", flush=True)
+    train(args.model, rows, args.out, args.steps, args.seed)
+
+
+if __name__ == "__main__":
+    main()
