@@ -1,6 +1,6 @@
 """The ``agent2rl-tui`` command line: start, list, show and stop runs; build the tiny model.
 
-One front end over ``agent2rl_tui.core`` (the TUI is the other). Nothing here imports
+One front end over the run and record layers (the TUI is the other). Nothing here imports
 textual or rich except the command that opens the TUI.
 """
 

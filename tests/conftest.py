@@ -41,12 +41,16 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def example_run(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> tuple[Path, str]:
-    """One whole run of the example agent through the real CLI, shared by the session."""
+    """One whole run of the example agent through the real CLI, shared by the session.
+
+    The agent needs about a minute on two idle cores; the budget leaves room for a loaded
+    machine (the run ends when the agent does, so a long budget costs nothing).
+    """
     import re
 
     root = tmp_path_factory.mktemp("runs")
     proc = cli("run", "start", "--task", "arith", "--agent", "example", "--model", str(tiny_model),
-               "--budget", "5m", "--grace", "5s", "--driver", "scripted", root=root, timeout=400)
+               "--budget", "20m", "--grace", "5s", "--driver", "scripted", root=root, timeout=1500)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
     return run_dir, proc.stdout

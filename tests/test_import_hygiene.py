@@ -29,7 +29,9 @@ HEADLESS = (agent2rl_tui.util, agent2rl_tui.tasks, agent2rl_tui.record, agent2rl
 
 
 def test_headless_layers_import_neither_textual_nor_rich() -> None:
-    modules = [m.name for pkg in HEADLESS for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
+    # The example agent's scripts are programs it copies into its workspace and runs by path.
+    modules = [m.name for pkg in HEADLESS for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")
+               if ".scripts." not in m.name]
     assert "agent2rl_tui.run.supervisor" in modules and "agent2rl_tui.grader.server" in modules
     code = (
         "import importlib, sys\n"

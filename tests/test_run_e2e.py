@@ -60,7 +60,7 @@ def test_the_report_matches_the_record(example_run: tuple[Path, str]) -> None:
     m = report["metrics"]
     assert m["n_submissions"] == 2 and m["valid_submission_rate"] == 1.0
     assert m["first_valid_idx"] == 1
-    assert 0 < m["first_valid_delay"] <= m["time_to_best"] < 300
+    assert 0 < m["first_valid_delay"] <= m["time_to_best"] < 1200
     assert m["time_to_first_improvement"] == m["first_valid_delay"]
     assert 0 < m["time_used_ratio"] < 1
     assert m["last_submit_gap"] >= 0
@@ -93,10 +93,10 @@ def test_the_workspace_has_what_the_agent_needs(example_run: tuple[Path, str]) -
                  "run_meta.json"):
         assert (ws / name).exists(), name
     instructions = (ws / "instructions.md").read_text()
-    for needle in ("GRADING_SERVER_URL", "/submit", "merge_and_unload", "OUTPUT_DIR", "5m00s"):
+    for needle in ("GRADING_SERVER_URL", "/submit", "merge_and_unload", "OUTPUT_DIR", "20m00s"):
         assert needle in instructions
     meta = json.loads((ws / "run_meta.json").read_text())
-    assert meta["timeout_s"] == 300 and meta["end_time"] == pytest.approx(meta["start_time"] + 300)
+    assert meta["timeout_s"] == 1200 and meta["end_time"] == pytest.approx(meta["start_time"] + 1200)
     assert not (ws / "models" / "tiny-llama" / "config.json").stat().st_mode & 0o222  # read-only
     assert "v2 (GRPO)" in (ws / "code" / "NOTES.md").read_text()
 

@@ -233,7 +233,7 @@ async def test_run_screen_panes_and_jumps(review_root: Path) -> None:
         await settle(pilot, lambda: diff.line_count > 0, what="the diff")
         assert run.query_one(RevisionsPane).current_seq() == view.submissions[1].revision_seq
         text = "\n".join(diff.row_text(y) for y in range(diff.line_count))
-        assert "train_config.json" in text and "grpo" in text
+        assert "code/grpo.py" in text and "code/reward.py" in text  # the GRPO stage's new code
 
         # d from Scores: the diff since the previous submission.
         await pilot.press("1")
@@ -248,7 +248,7 @@ async def test_run_screen_panes_and_jumps(review_root: Path) -> None:
         # 160 columns: the diff beside the revision list is wide enough for side by side.
         assert diff.side_by_side is None and diff.size.width >= SIDE_BY_SIDE_MIN_WIDTH
         assert diff.is_side_by_side
-        changed = [y for y in range(diff.line_count) if "grpo" in diff.row_text(y)]
+        changed = [y for y in range(diff.line_count) if "exact_match_reward" in diff.row_text(y)]  # code lines
         assert changed and all(len(diff.row_text(y).split("│")) == 2 for y in changed)
         await pilot.press("v")  # layout toggle works from the keyboard
         assert not diff.is_side_by_side
@@ -464,10 +464,11 @@ async def test_run_screen_notices_the_run_became_lost(tmp_path: Path) -> None:
                        heartbeat=start - LOST_AFTER_S + 4)
     app = Agent2RLApp(root=tmp_path, open_run=run_dir)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, lambda: isinstance(app.screen, RunScreen), what="the Run screen")
+        await settle(pilot, lambda: isinstance(app.screen, RunScreen) and "left" in plain(app.screen.query_one("#budget")),
+                     what="the Run screen with its budget")
         run: RunScreen = app.screen
         header = run.query_one("#budget", Static)
-        assert run.view.status == "running" and "left" in plain(header)
+        assert run.view.status == "running"
         await settle(pilot, lambda: run.view.status == "lost", timeout=15, what="the run to be seen lost")
         await settle(pilot, lambda: plain(header).startswith("lost"), what="the header to say lost")
         assert "ended" in plain(header) and "left" not in plain(header)

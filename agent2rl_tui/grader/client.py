@@ -2,7 +2,7 @@
 
 The supervisor uses it to wait for the grader (and the baseline) before the budget starts;
 tests and scripted agents use it to submit. Standard library only: httpx pulls in rich
-through its CLI, and the pure core must not import rich.
+through its CLI, and nothing below the front ends may import rich.
 """
 
 from __future__ import annotations

@@ -14,13 +14,15 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 
-from textual import on
+from textual import on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
 from agent2rl_tui.record.index import default_root
-from agent2rl_tui.ui.messages import OpenRun
+from agent2rl_tui.record.runview import load_run_view
+from agent2rl_tui.record.watch import RunWatch
+from agent2rl_tui.ui.messages import OpenRun, RunOpened
 
 
 class Agent2RLApp(App[None]):
@@ -48,10 +50,17 @@ class Agent2RLApp(App[None]):
         if self.open_run is not None:
             self.open_run_screen(self.open_run)
 
+    @work(thread=True, exclusive=True, group="open-run", exit_on_error=False)
     def open_run_screen(self, run_dir: Path) -> None:
+        """Read the run off the UI thread; its screen is pushed when the view arrives."""
+        watch = RunWatch(run_dir)  # first: a write from here on is seen as a change
+        self.post_message(RunOpened(load_run_view(Path(run_dir).resolve()), watch))
+
+    @on(RunOpened)
+    def run_opened(self, message: RunOpened) -> None:
         from agent2rl_tui.ui.screens.run import RunScreen
 
-        self.push_screen(RunScreen(run_dir, clock=self.clock))
+        self.push_screen(RunScreen(message.view, message.watch, clock=self.clock))
 
     @on(OpenRun)
     def open_run_asked(self, message: OpenRun) -> None:

@@ -18,7 +18,7 @@ from agent2rl_tui.record.items import SubmissionItems
 from agent2rl_tui.record.runview import RunView
 from agent2rl_tui.record.steplist import StepListing
 from agent2rl_tui.record.transcripts import StepRow
-from agent2rl_tui.record.watch import Stamp
+from agent2rl_tui.record.watch import RunWatch, Stamp
 
 # -- requests: a pane to its screen, a screen to the app -----------------------------------
 
@@ -52,6 +52,15 @@ class OpenRun(Message):
 
 
 # -- results: a thread worker to the widget that asked ------------------------------------
+
+
+@dataclass
+class RunOpened(Message):
+    """A run read off the UI thread, ready for its screen: the view and the watch on its record
+    (made before the view was read, so a write after the read is seen as a change)."""
+
+    view: RunView
+    watch: RunWatch
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""Leaves: time formats, process groups, GPUs, logging set-up. Imports nothing of ours."""

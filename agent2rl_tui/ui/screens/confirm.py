@@ -40,7 +40,7 @@ def stop_question(run_id: str, status: str, ended_at: float | None) -> str | Non
 
     An active run is stopped through its supervisor; a lost run whose record is still open
     (its supervisor died without closing it) has its record closed. Both go through
-    ``core.runs.stop_run``, which reconciles a run whose supervisor is gone.
+    ``run.lifecycle.stop_run``, which reconciles a run whose supervisor is gone.
     """
     if status == "lost" and ended_at is None:
         return (f"Close the record of lost run {run_id}?\nIts leftover processes are ended and the report "

@@ -52,17 +52,17 @@ class RunScreen(StoppingScreen):
         Binding("s", "stop", "Stop run", id="stop-run"),
     ]
 
-    def __init__(self, run_dir: Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, view: RunView, record_watch: RunWatch, *, clock: Callable[[], float] = time.time) -> None:
+        """``view`` and ``record_watch`` are read off the UI thread by whoever opens the screen."""
         super().__init__()
-        self.run_dir = Path(run_dir).resolve()
+        self.run_dir = Path(view.path).resolve()
         self.clock = clock
-        self.view: RunView | None = None
+        self.view: RunView | None = view
         self.filled: set[str] = set()
-        self.record_watch: RunWatch | None = None
+        self.record_watch: RunWatch | None = record_watch
 
     def compose(self) -> ComposeResult:
-        self.record_watch = RunWatch(self.run_dir)  # first: a write from here on is seen as a change
-        self.view = load_run_view(self.run_dir)  # the header needs it before the first paint
+        assert self.view is not None
         yield Header()
         yield BudgetHeader(id="budget")
         start = self.view.run["budget_start"] or self.view.run["created_at"]
