@@ -42,6 +42,11 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 SIZE = (160, 48)
 
 
+def run_screen_ready(app: Agent2RLApp) -> bool:
+    """The Run screen is on top and mounted with its panes (it is pushed once its run is read)."""
+    return isinstance(app.screen, RunScreen) and app.screen.ready
+
+
 async def settle(pilot, predicate, timeout: float = 10.0, what: str = "the screen") -> None:  # noqa: ANN001
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -175,7 +180,7 @@ async def test_run_screen_panes_and_jumps(review_root: Path) -> None:
         finished_row = next(i for i, r in enumerate(table_rows(table)) if r[1] == "finished")
         table.move_to(finished_row)
         await pilot.press("enter")
-        await settle(pilot, lambda: isinstance(app.screen, RunScreen), what="the Run screen")
+        await settle(pilot, lambda: run_screen_ready(app), what="the Run screen")
         run: RunScreen = app.screen
         view = run.view
         assert view is not None and view.status == "finished"
@@ -324,7 +329,7 @@ async def test_a_lost_run_is_shown_lost_and_can_be_closed(review_root: Path, tmp
         screen = await open_runs(pilot)
         assert table_rows(screen.query_one("#runs", VirtualTable))[0][1] == "lost"
         await pilot.press("enter")
-        await settle(pilot, lambda: isinstance(app.screen, RunScreen), what="the Run screen")
+        await settle(pilot, lambda: run_screen_ready(app), what="the Run screen")
         assert "lost" in plain(app.screen.query_one("#budget", Static))
         await pilot.press("escape", "s")
         await pilot.press("y")
@@ -376,7 +381,7 @@ async def test_new_run_validates_in_place_then_starts_a_live_run(tmp_path: Path,
         assert not any(root.iterdir())  # nothing half-made
         form.query_one("#command", Input).value = "sleep 2; echo done"
         await pilot.press("ctrl+s")
-        await settle(pilot, lambda: isinstance(app.screen, RunScreen), timeout=30, what="the new run's screen")
+        await settle(pilot, lambda: run_screen_ready(app), timeout=30, what="the new run's screen")
         run_dir = app.screen.run_dir
         await settle(pilot, lambda: app.screen.view.status in ("running", "finished"), timeout=60,
                      what="the live run to start")
@@ -389,10 +394,22 @@ async def test_open_a_single_run_folder(review_root: Path) -> None:
     run_dir = next(p for p in review_root.iterdir() if not p.name.endswith("-lost"))
     app = Agent2RLApp(root=review_root, open_run=run_dir)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, lambda: isinstance(app.screen, RunScreen), what="the Run screen")
+        await settle(pilot, lambda: run_screen_ready(app), what="the Run screen")
         assert app.screen.run_dir == run_dir.resolve()
         await pilot.press("escape")
         await settle(pilot, lambda: isinstance(app.screen, RunsScreen), what="Runs")
+
+
+async def test_a_folder_that_cannot_be_read_leaves_the_runs_screen_and_says_why(tmp_path: Path) -> None:
+    broken = tmp_path / "20261122T233321-arith-broken"
+    broken.mkdir()
+    (broken / "run.db").write_bytes(b"this is not a database" * 100)
+    app = Agent2RLApp(root=tmp_path, open_run=broken)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, lambda: isinstance(app.screen, RunsScreen) and bool(app._notifications),
+                     what="Runs with a notice")
+        notices = [n.message for n in app._notifications]
+        assert any(f"cannot open {broken}" in m for m in notices), notices
 
 
 
@@ -426,7 +443,7 @@ async def test_every_action_key_is_in_the_footer_and_the_palette_once(review_roo
         table = screen.query_one("#runs", VirtualTable)
         table.move_to(next(i for i, r in enumerate(table_rows(table)) if r[1] == "finished"))
         await pilot.press("enter")
-        await settle(pilot, lambda: isinstance(app.screen, RunScreen), what="the Run screen")
+        await settle(pilot, lambda: run_screen_ready(app), what="the Run screen")
         run: RunScreen = app.screen
         expected = {
             "scores": {"1": "Panes", "5": "Panes", "escape": "Runs", "s": "Stop run", "r": "Its revision",
@@ -464,7 +481,7 @@ async def test_run_screen_notices_the_run_became_lost(tmp_path: Path) -> None:
                        heartbeat=start - LOST_AFTER_S + 4)
     app = Agent2RLApp(root=tmp_path, open_run=run_dir)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, lambda: isinstance(app.screen, RunScreen) and "left" in plain(app.screen.query_one("#budget")),
+        await settle(pilot, lambda: run_screen_ready(app) and "left" in plain(app.screen.query_one("#budget")),
                      what="the Run screen with its budget")
         run: RunScreen = app.screen
         header = run.query_one("#budget", Static)
@@ -489,7 +506,7 @@ async def test_diff_since_previous_submission_before_revisions_was_ever_opened(
         store.update_submission(3, revision_seq=6)
     app = Agent2RLApp(root=tmp_path, open_run=run_dir)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, lambda: isinstance(app.screen, RunScreen), what="the Run screen")
+        await settle(pilot, lambda: run_screen_ready(app), what="the Run screen")
         run: RunScreen = app.screen
         subs = run.query_one("#subs", VirtualTable)
         await settle(pilot, lambda: subs.row_count == 4, what="the submissions")
@@ -510,7 +527,7 @@ async def test_a_lost_runs_record_can_be_closed_from_its_run_screen(review_root:
     shutil.copytree(lost_src, run_dir)
     app = Agent2RLApp(root=tmp_path, open_run=run_dir)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, lambda: isinstance(app.screen, RunScreen), what="the Run screen")
+        await settle(pilot, lambda: run_screen_ready(app), what="the Run screen")
         run: RunScreen = app.screen
         assert run.view.status == "lost" and run.view.run["ended_at"] is None
         await pilot.press("s")

@@ -22,7 +22,7 @@ from textual.screen import Screen
 from agent2rl_tui.record.index import default_root
 from agent2rl_tui.record.runview import load_run_view
 from agent2rl_tui.record.watch import RunWatch
-from agent2rl_tui.ui.messages import OpenRun, RunOpened
+from agent2rl_tui.ui.messages import OpenRun, RunOpened, RunOpenFailed
 
 
 class Agent2RLApp(App[None]):
@@ -44,22 +44,38 @@ class Agent2RLApp(App[None]):
         self.refresh_s = refresh_s
 
     def on_mount(self) -> None:
+        if self.open_run is not None:  # Runs goes under it when the run is read: one paint, not two
+            self.open_run_screen(self.open_run)
+        else:
+            self.push_runs_screen()
+
+    def push_runs_screen(self) -> None:
         from agent2rl_tui.ui.screens.runs import RunsScreen
 
         self.push_screen(RunsScreen(self.root, clock=self.clock, refresh_s=self.refresh_s))
-        if self.open_run is not None:
-            self.open_run_screen(self.open_run)
 
     @work(thread=True, exclusive=True, group="open-run", exit_on_error=False)
     def open_run_screen(self, run_dir: Path) -> None:
         """Read the run off the UI thread; its screen is pushed when the view arrives."""
         watch = RunWatch(run_dir)  # first: a write from here on is seen as a change
-        self.post_message(RunOpened(load_run_view(Path(run_dir).resolve()), watch))
+        try:
+            self.post_message(RunOpened(load_run_view(Path(run_dir).resolve()), watch))
+        except Exception as exc:  # noqa: BLE001 - any unreadable folder: say so, stay usable
+            watch.close()
+            self.post_message(RunOpenFailed(Path(run_dir), f"{type(exc).__name__}: {exc}"))
+
+    @on(RunOpenFailed)
+    def run_open_failed(self, message: RunOpenFailed) -> None:
+        if len(self.screen_stack) <= 1:
+            self.push_runs_screen()
+        self.notify(f"cannot open {message.run_dir}: {message.error}", severity="error", timeout=10)
 
     @on(RunOpened)
     def run_opened(self, message: RunOpened) -> None:
         from agent2rl_tui.ui.screens.run import RunScreen
 
+        if len(self.screen_stack) <= 1:
+            self.push_runs_screen()
         self.push_screen(RunScreen(message.view, message.watch, clock=self.clock))
 
     @on(OpenRun)

@@ -55,6 +55,14 @@ class OpenRun(Message):
 
 
 @dataclass
+class RunOpenFailed(Message):
+    """The run folder could not be read (gone, not a run, a broken run.db)."""
+
+    run_dir: Path
+    error: str
+
+
+@dataclass
 class RunOpened(Message):
     """A run read off the UI thread, ready for its screen: the view and the watch on its record
     (made before the view was read, so a write after the read is seen as a change)."""

@@ -60,6 +60,7 @@ class RunScreen(StoppingScreen):
         self.view: RunView | None = view
         self.filled: set[str] = set()
         self.record_watch: RunWatch | None = record_watch
+        self.ready = False  # set once mounted with its panes: the screen is pushed before it composes
 
     def compose(self) -> ComposeResult:
         assert self.view is not None
@@ -87,6 +88,7 @@ class RunScreen(StoppingScreen):
         self.set_interval(1.0, self.tick)
         self.set_interval(1.0, self.poll)
         self.focus_pane("scores")
+        self.ready = True
 
     def focus_pane(self, tab: str) -> None:
         self.query_one(FOCUS[tab]).focus()

@@ -55,9 +55,6 @@ class StepsView(VirtualTable):
         self.in_flight: set[int] = set()  # pages asked for and not yet here
         self.retried: set[int] = set()  # pages read again because they came back short
 
-    def on_mount(self) -> None:
-        self.reload()
-
     @property
     def count(self) -> int:
         return self.row_count
