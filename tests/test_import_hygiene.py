@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import agent2rl_tui.agents
+import agent2rl_tui.envs
 import agent2rl_tui.grader
 import agent2rl_tui.record
 import agent2rl_tui.run
@@ -24,7 +25,7 @@ import agent2rl_tui.tasks
 import agent2rl_tui.util
 
 ROOT = Path(__file__).resolve().parents[1]
-HEADLESS = (agent2rl_tui.util, agent2rl_tui.tasks, agent2rl_tui.record, agent2rl_tui.grader,
+HEADLESS = (agent2rl_tui.util, agent2rl_tui.tasks, agent2rl_tui.record, agent2rl_tui.envs, agent2rl_tui.grader,
             agent2rl_tui.run, agent2rl_tui.agents)
 
 

@@ -1,0 +1,170 @@
+"""Playing interactive games in batches: the Level-3 episode runner.
+
+Every live episode's next action comes from one policy call (for a model: one ``generate``
+over all their prompts), so a submission costs about as many generate calls as its longest
+episode has steps, not the sum over games. Episodes run in a pool of environment instances
+(environments are not thread-safe and some cost a JVM each); when an episode ends its
+instance starts the next waiting game at once, so the batch stays full.
+
+The prompt is a growing transcript in the task's ``EpisodeFormat``: a header, the first
+observation, then one ``" {action}\\n{observation}\\n>"`` per turn (the ReAct layout that
+ALFWorld's reference evaluation uses). The model's completion is cut to its first line to
+give the action. Everything an episode saw and did is kept, for evals/<n>/ and the TUI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agent2rl_tui.envs.base import Environment, Start
+
+
+@dataclass(frozen=True)
+class EpisodeFormat:
+    """How an episode is shown to the model, turn by turn."""
+
+    header: str = "Your task: {goal}\n"
+    think_prefix: str | None = None  # actions starting so are thoughts: the game's answer becomes think_reply
+    think_reply: str = "OK."
+
+    def first_prompt(self, start: Start, header: str | None = None) -> str:
+        text = (header if header is not None else self.header).format(goal=start.goal)
+        return f"{text}{start.observation.strip()}\n>"
+
+    def next_turn(self, action: str, observation: str) -> str:
+        return f" {action}\n{observation.strip()}\n>"
+
+    def action_from(self, completion: str) -> str:
+        """The first line of the completion, trimmed (what a ReAct agent sends to the game)."""
+        return completion.strip().split("\n", 1)[0].strip()
+
+    def shown_observation(self, action: str, observation: str) -> str:
+        if self.think_prefix is not None and action.startswith(self.think_prefix):
+            return self.think_reply
+        return observation
+
+
+@dataclass
+class Turn:
+    action: str
+    observation: str  # as shown to the model
+    reward: float
+    completion: str  # the model's raw text, before the action was cut from it
+
+
+@dataclass
+class Episode:
+    """One game played to its end."""
+
+    index: int
+    game: str
+    goal: str
+    first_observation: str
+    kind: str | None = None
+    turns: list[Turn] = field(default_factory=list)
+    won: bool = False
+    score: float = 0.0
+    end: str = ""  # "won", "done" (the game ended without a win), "step limit"
+    prompt: str = ""  # the full transcript as the model last saw it
+
+    @property
+    def steps(self) -> int:
+        return len(self.turns)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"steps": self.steps}
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A live episode waiting for its next action: what a policy is asked about."""
+
+    episode: Episode
+    prompt: str
+    admissible: list[str] | None
+
+
+Policy = Callable[[list[Pending]], list[str]]
+"""Completions for a batch of live episodes, in order (a model: one generate call)."""
+
+
+@dataclass
+class PlayStats:
+    policy_calls: int = 0
+    largest_batch: int = 0
+
+
+def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Policy, *,
+         fmt: EpisodeFormat | None = None, max_steps: int = 50, pool_size: int = 16,
+         header_for: Callable[[Start], str] | None = None,
+         stats: PlayStats | None = None) -> list[Episode]:
+    """Play every game once; the episodes come back in the order of ``games``."""
+    fmt = fmt or EpisodeFormat()
+    queue = list(enumerate(games))
+    queue.reverse()  # pop() takes the next game in order
+    episodes: dict[int, Episode] = {}
+    envs: list[Environment] = []
+    live: list[tuple[Environment, Pending]] = []
+    stats = stats if stats is not None else PlayStats()
+
+    def start_next(env: Environment) -> None:
+        index, game = queue.pop()
+        start = env.reset(game)
+        ep = Episode(index=index, game=game, goal=start.goal, first_observation=start.observation,
+                     kind=start.info.get("kind"))
+        episodes[index] = ep
+        prompt = fmt.first_prompt(start, header_for(start) if header_for else None)
+        live.append((env, Pending(ep, prompt, start.admissible)))
+
+    try:
+        while queue and len(envs) < pool_size:
+            envs.append(make_env())
+            start_next(envs[-1])
+        while live:
+            completions = policy([pending for _, pending in live])
+            stats.policy_calls += 1
+            stats.largest_batch = max(stats.largest_batch, len(live))
+            if len(completions) != len(live):
+                raise ValueError(f"the policy gave {len(completions)} completions for {len(live)} episodes")
+            still: list[tuple[Environment, Pending]] = []
+            freed: list[Environment] = []
+            for (env, pending), completion in zip(live, completions, strict=True):
+                ep = pending.episode
+                action = fmt.action_from(completion)
+                outcome = env.step(action)
+                shown = fmt.shown_observation(action, outcome.observation)
+                ep.turns.append(Turn(action, shown, outcome.reward, completion))
+                ep.score, ep.won = outcome.score, outcome.won
+                prompt = pending.prompt + fmt.next_turn(action, shown)
+                if outcome.won or outcome.done or ep.steps >= max_steps:
+                    ep.end = "won" if outcome.won else "done" if outcome.done else "step limit"
+                    ep.prompt = prompt
+                    freed.append(env)
+                else:
+                    still.append((env, Pending(ep, prompt, outcome.admissible)))
+            live = still
+            for env in freed:
+                if queue:
+                    start_next(env)
+    finally:
+        for env in envs:
+            env.close()
+    return [episodes[i] for i in sorted(episodes)]
+
+
+def summarize(episodes: list[Episode]) -> dict[str, Any]:
+    """Score = 100 × games won / games, with the same by kind of game where games have one."""
+    def pct(eps: list[Episode]) -> float:
+        return 100.0 * sum(e.won for e in eps) / len(eps) if eps else 0.0
+
+    kinds = sorted({e.kind for e in episodes if e.kind})
+    return {
+        "score": pct(episodes),
+        "games": len(episodes),
+        "won": sum(e.won for e in episodes),
+        "mean_steps": sum(e.steps for e in episodes) / len(episodes) if episodes else 0.0,
+        "by_kind": {k: {"games": len(g), "won": sum(e.won for e in g), "score": pct(g)}
+                    for k in kinds for g in [[e for e in episodes if e.kind == k]]},
+    }
