@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +120,47 @@ def test_bad_games_and_parameters_say_what_is_wrong() -> None:
             parse_game(bad)
     with pytest.raises(EnvError, match="numLocations|Unrecognized|twc"):
         TextWorldExpress("twc", "numPlaces=1")
+
+
+def test_an_episode_that_outgrows_the_context_ends_there_and_says_so() -> None:
+    episodes = play(TEST_GAMES[:3], lambda: TextWorldExpress(*TWC), lambda b: ["look around"] * len(b),
+                    max_steps=20, pool_size=2, fits=lambda prompt: len(prompt) < 1200)
+    assert [e.game for e in episodes] == TEST_GAMES[:3]
+    for e in episodes:
+        assert e.end == "context full" and not e.won and 0 < e.steps < 20
+        assert len(e.prompt) >= 1200
+
+
+def test_a_twc_run_scores_its_baseline_by_playing_the_test_games(tmp_path: Path) -> None:
+    """The whole path: task toml → grader → eval worker → episode runner on the transformers engine."""
+    import json
+    import re
+
+    from conftest import cli
+
+    from agent2rl_tui.record.store import RunStore, SubStatus
+    from agent2rl_tui.tasks.tinymodel import build_tiny_model
+
+    tiny_model = build_tiny_model(tmp_path / "tiny-4k", max_positions=4096)  # a game transcript is long
+    proc = cli("run", "start", "--task", "twc", "--agent", "command", "--command", "ls data",
+               "--model", str(tiny_model), "--budget", "10m", "--grace", "2s", "--eval-limit", "6",
+               root=tmp_path / "runs", timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
+    with RunStore.of_run(run_dir) as store:
+        base = store.baseline()
+    assert base is not None and base.status == SubStatus.SCORED, base
+    settings = json.loads(base.settings_json)
+    assert settings["env"]["game"] == "twc" and settings["evaluator"] == "episodes"
+    played = settings["episodes"]
+    assert played["games"] == 6 and played["largest_batch"] == 6  # all six games played at once
+    assert played["generate_calls"] <= 20  # one call per round for every live game, not one per game and step
+    lines = [json.loads(x) for x in (run_dir / "evals" / "0" / "results.jsonl").read_text().splitlines()]
+    assert [x["extra"]["game"] for x in lines] == [f"test:{20000 + i}" for i in range(6)]
+    for x in lines:
+        assert x["extra"]["end"] in ("won", "done", "step limit", "context full")
+        assert 0 < x["extra"]["steps"] <= 20 and len(x["extra"]["turns"]) == x["extra"]["steps"]
+        assert x["prompt"].startswith("Your task: " + x["extra"]["goal"])
+    assert base.score == pytest.approx(100.0 * sum(x["correct"] for x in lines) / 6)
+    train = (run_dir / "workspace" / "data" / "train.jsonl").read_text()
+    assert '"train:0"' in train and "test:" not in train  # the agent never sees the grader's games

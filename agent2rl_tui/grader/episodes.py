@@ -66,7 +66,7 @@ class Episode:
     turns: list[Turn] = field(default_factory=list)
     won: bool = False
     score: float = 0.0
-    end: str = ""  # "won", "done" (the game ended without a win), "step limit"
+    end: str = ""  # "won", "done" (the game ended without a win), "step limit", "context full"
     prompt: str = ""  # the full transcript as the model last saw it
 
     @property
@@ -98,9 +98,13 @@ class PlayStats:
 
 def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Policy, *,
          fmt: EpisodeFormat | None = None, max_steps: int = 50, pool_size: int = 16,
-         header_for: Callable[[Start], str] | None = None,
+         header_for: Callable[[Start], str] | None = None, fits: Callable[[str], bool] | None = None,
          stats: PlayStats | None = None) -> list[Episode]:
-    """Play every game once; the episodes come back in the order of ``games``."""
+    """Play every game once; the episodes come back in the order of ``games``.
+
+    ``fits`` says whether a prompt still fits the model's context: an episode whose
+    transcript outgrew it ends there as lost ("context full"), never silently truncated.
+    """
     fmt = fmt or EpisodeFormat()
     queue = list(enumerate(games))
     queue.reverse()  # pop() takes the next game in order
@@ -123,6 +127,16 @@ def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Poli
             envs.append(make_env())
             start_next(envs[-1])
         while live:
+            if fits is not None:
+                verdicts = [fits(p.prompt) for _, p in live]
+                full = [slot for slot, ok in zip(live, verdicts, strict=True) if not ok]
+                live = [slot for slot, ok in zip(live, verdicts, strict=True) if ok]
+                for env, p in full:
+                    p.episode.end, p.episode.prompt = "context full", p.prompt
+                    if queue:
+                        start_next(env)  # the new game joins this round
+                if not live:
+                    continue
             completions = policy([pending for _, pending in live])
             stats.policy_calls += 1
             stats.largest_batch = max(stats.largest_batch, len(live))

@@ -42,11 +42,13 @@ def evaluate(job: dict[str, Any], started: float, ready: float) -> dict[str, Any
     model_path = Path(job["model_path"])
     task = load_task(job["task_folder"])
     settings = task.inference
-    evaluator = evaluator_for(task)
+    interactive = task.level == 3
+    evaluator = None if interactive else evaluator_for(task)
     items = task.load_split("eval")
     if job.get("limit"):
         items = items[: int(job["limit"])]
-    examples = task.load_split("train")[: settings.fewshot] if settings.fewshot else []
+    examples = task.load_split("train")[: settings.fewshot] if settings.fewshot and not interactive else []
+    played: dict[str, Any] = {}
     timings = {"worker_start": ready - started}
 
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -56,13 +58,20 @@ def evaluate(job: dict[str, Any], started: float, ready: float) -> dict[str, Any
         print(f"engine {engine.name} ({why})", file=sys.stderr, flush=True)
         engine.load(model_path)
         t1 = time.perf_counter()
-        asked = [evaluator.prompt(item, settings, examples) for item in items]
-        prompts = [p if isinstance(p, str) else engine.render(p) for p in asked]
-        outputs = engine.generate(prompts, settings)
-        t2 = time.perf_counter()
-        results = evaluator.judge_all(items, prompts, outputs)
-        score = evaluator.score(results)
-        t3 = time.perf_counter()
+        if evaluator is None:  # Level 3: generation and judging are one loop over the games
+            from agent2rl_tui.grader.evaluators.episodes import play_task
+
+            results, played = play_task(task, engine, items, settings)
+            score = float(played["score"])
+            t2 = t3 = time.perf_counter()
+        else:
+            asked = [evaluator.prompt(item, settings, examples) for item in items]
+            prompts = [p if isinstance(p, str) else engine.render(p) for p in asked]
+            outputs = engine.generate(prompts, settings)
+            t2 = time.perf_counter()
+            results = evaluator.judge_all(items, prompts, outputs)
+            score = evaluator.score(results)
+            t3 = time.perf_counter()
         digest = hashing.result()
     engine.close()
     timings.update(load=t1 - t0, generate=t2 - t1, score=t3 - t2)
@@ -79,7 +88,8 @@ def evaluate(job: dict[str, Any], started: float, ready: float) -> dict[str, Any
         "weights_hash": digest,
         "engine": engine.name,
         "settings": {"evaluator": task.evaluator, "engine_choice": why, **settings.to_dict(),
-                     "engine_settings": task.engine.to_dict()},
+                     "engine_settings": task.engine.to_dict(),
+                     **({"env": task.raw.get("env", {}), "episodes": played} if played else {})},
         "timings": timings,
     }
 

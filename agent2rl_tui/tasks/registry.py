@@ -253,6 +253,22 @@ def generate_arith(seed: int, params: dict[str, Any]) -> tuple[Split, Split]:
     return items[eval_size:], items[:eval_size]
 
 
+def generate_twx_games(seed: int, params: dict[str, Any]) -> tuple[Split, Split]:
+    """TextWorldExpress game ids: ``train_games`` from the train fold for the agent,
+    ``eval_games`` from the test fold for the grader (the folds hold different objects).
+
+    Seeds follow the simulator's own lists (train 0-999, test 20000-20999), offset by
+    ``seed`` so two tasks can draw different games.
+    """
+    n_train, n_eval = int(params.get("train_games", 200)), int(params.get("eval_games", 50))
+    if not (0 < n_train <= 1000 and 0 < n_eval <= 1000) or not 0 <= seed <= 1000 - max(n_train, n_eval):
+        raise TaskError("twx_games: train_games and eval_games must be 1-1000, and seed + games at most 1000")
+    train = [{"game": f"train:{seed + i}"} for i in range(n_train)]
+    evals = [{"game": f"test:{20000 + seed + i}"} for i in range(n_eval)]
+    return train, evals
+
+
 GENERATORS: dict[str, Callable[[int, dict[str, Any]], tuple[Split, Split]]] = {
     "arith": generate_arith,
+    "twx_games": generate_twx_games,
 }

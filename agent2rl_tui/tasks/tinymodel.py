@@ -72,8 +72,12 @@ def build_tokenizer(seed: int = 0, vocab_size: int = 384):  # -> PreTrainedToken
     return tok
 
 
-def build_tiny_model(path: str | Path, seed: int = 0) -> Path:
-    """Write a tiny, randomly initialised Llama model and its tokenizer to ``path``."""
+def build_tiny_model(path: str | Path, seed: int = 0, *, max_positions: int = 512) -> Path:
+    """Write a tiny, randomly initialised Llama model and its tokenizer to ``path``.
+
+    ``max_positions`` is its context: 512 holds the arithmetic tasks; a text game's
+    transcript needs a few thousand (the tokenizer knows little English).
+    """
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
     from transformers.utils import logging as hf_logging
@@ -92,7 +96,7 @@ def build_tiny_model(path: str | Path, seed: int = 0) -> Path:
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=512,
+        max_position_embeddings=max_positions,
         tie_word_embeddings=True,
         bos_token_id=pad_id,
         eos_token_id=eos_id,
@@ -105,11 +109,11 @@ def build_tiny_model(path: str | Path, seed: int = 0) -> Path:
     )
     model.save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
-    _portable_tokenizer_config(out / "tokenizer_config.json")
+    _portable_tokenizer_config(out / "tokenizer_config.json", max_positions)
     return out
 
 
-def _portable_tokenizer_config(path: Path) -> None:
+def _portable_tokenizer_config(path: Path, max_positions: int) -> None:
     """Write the tokenizer config in the form transformers 4.x and 5.x (and vLLM) all read.
 
     transformers 5 saves ``tokenizer_class: TokenizersBackend`` and a list-valued
@@ -120,6 +124,6 @@ def _portable_tokenizer_config(path: Path) -> None:
     extra = cfg.pop("extra_special_tokens", None)
     if isinstance(extra, list):
         cfg["additional_special_tokens"] = extra
-    cfg["model_max_length"] = 512
+    cfg["model_max_length"] = max_positions
     cfg["chat_template"] = CHAT_TEMPLATE
     path.write_text(json.dumps(cfg, indent=2), encoding="utf-8")
