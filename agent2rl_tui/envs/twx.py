@@ -10,7 +10,8 @@ Facts the adapter relies on (textworld-express 1.1.0): each instance starts its 
 (0.3-0.5 s, ~70 MB) and is not thread-safe; ``reset`` returns ``(observation, infos)`` with
 ``validActions``, ``taskDescription``, ``score`` (0..1) and ``tasksuccess``; ``step`` returns
 ``(observation, reward, done, infos)``; ``done`` comes one step *after* ``envStepLimit``
-moves, so the episode runner, not the simulator, enforces the step limit.
+moves, so the episode runner, not the simulator, enforces the step limit; ``reset`` given
+a game name or parameters reloads the game, so they are set once, at ``load``.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ class TextWorldExpress:
 
     def reset(self, game: str) -> Start:
         fold, seed = parse_game(game)
-        obs, infos = self._env.reset(seed=seed, gameFold=fold, gameName=self.game_name, gameParams=self.params,
-                                     generateGoldPath=True)
+        # The game was loaded once in __init__: naming it again here would reload it (~50 ms).
+        obs, infos = self._env.reset(seed=seed, gameFold=fold, generateGoldPath=True)
         return Start(observation=obs, goal=infos.get("taskDescription", ""), admissible=sorted(infos["validActions"]),
                      info={"game": game})
 
