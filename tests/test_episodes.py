@@ -164,3 +164,34 @@ def test_a_twc_run_scores_its_baseline_by_playing_the_test_games(tmp_path: Path)
     assert base.score == pytest.approx(100.0 * sum(x["correct"] for x in lines) / 6)
     train = (run_dir / "workspace" / "data" / "train.jsonl").read_text()
     assert '"train:0"' in train and "test:" not in train  # the agent never sees the grader's games
+
+
+def test_the_workspace_play_kit_builds_the_graders_prompts(tmp_path: Path) -> None:
+    """data/play.py (a standalone copy for the agent) plays and prompts exactly as the grader."""
+    import json
+    import subprocess
+    import sys
+
+    from agent2rl_tui.run.workspace import write_play_kit
+    from agent2rl_tui.tasks.registry import load_task, write_jsonl
+
+    task = load_task("twc")
+    data = tmp_path / "data"
+    data.mkdir()
+    write_jsonl(data / "train.jsonl", task.load_split("train")[:4])
+    write_play_kit(data, task)
+    out = tmp_path / "expert.jsonl"
+    proc = subprocess.run([sys.executable, str(data / "play.py"), "expert", "--out", str(out), "--limit", "3"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    expert = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [t["game"] for t in expert] == ["train:0", "train:1", "train:2"] and all(t["won"] for t in expert)
+
+    # The grader, playing the same gold actions, sees the same transcript character for character.
+    gold = {t["game"]: [turn["action"] for turn in t["turns"]] for t in expert}
+    spec = task.raw["env"]
+    episodes = play(list(gold), lambda: TextWorldExpress(spec["game"], spec["params"]), gold_policy(gold),
+                    fmt=EpisodeFormat(header=task.inference.prompt_template), max_steps=spec["max_steps"])
+    for ep, t in zip(episodes, expert, strict=True):
+        assert ep.prompt == t["prompt"]
+        assert [turn["prompt"] for turn in t["turns"]][0] == ep.prompt.split(" " + t["turns"][0]["action"] + "\n")[0]

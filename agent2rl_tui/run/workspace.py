@@ -121,6 +121,8 @@ def populate_workspace(
     train_file = data_dir / "train.jsonl"
     if not train_file.exists():
         write_jsonl(train_file, task.load_split("train"))
+        if task.level == 3:
+            write_play_kit(data_dir, task)
         _make_read_only(data_dir)
     (ws / "description.md").write_text(task.description, encoding="utf-8")
     data_files = ", ".join(f"`{p.name}`" for p in sorted(data_dir.iterdir()))
@@ -135,6 +137,25 @@ def populate_workspace(
         encoding="utf-8",
     )
     return ws
+
+
+PLAY_PROGRAMS = {"textworld-express": Path(__file__).with_name("play_twx.py")}
+"""The program an interactive task's agent gets as data/play.py, by the kind of its [env]."""
+
+
+def write_play_kit(data_dir: Path, task: Task) -> None:
+    """data/play.py and data/env.json: the grader's prompt, action rule and limits, runnable."""
+    spec = dict(task.raw.get("env", {}))
+    program = PLAY_PROGRAMS.get(str(spec.get("kind")))
+    if program is None:
+        return
+    settings = task.inference
+    (data_dir / "env.json").write_text(json.dumps({
+        "kind": spec["kind"], "game": spec["game"], "params": spec.get("params", ""),
+        "max_steps": int(spec.get("max_steps", 50)), "header": settings.prompt_template,
+        "max_new_tokens": settings.max_new_tokens, "stop": list(settings.stop),
+    }, indent=2), encoding="utf-8")
+    shutil.copyfile(program, data_dir / "play.py")
 
 
 def write_run_meta(ws: Path, meta: dict[str, Any]) -> None:
