@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SPEC: dict[str, Any] = json.loads((HERE / "env.json").read_text(encoding="utf-8"))
+SPEC_FILE = HERE / "env.json"
+# Beside env.json in a workspace; anywhere else (the package's own copy) there is nothing to play.
+SPEC: dict[str, Any] = json.loads(SPEC_FILE.read_text(encoding="utf-8")) if SPEC_FILE.exists() else {}
 
 
 def make_env() -> Any:
@@ -121,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     sh = sub.add_parser("show", help="the first prompt of a game")
     sh.add_argument("game")
     args = ap.parse_args(argv)
+    if not SPEC:
+        ap.error(f"{SPEC_FILE} is missing: run the copy in the workspace's data/ folder")
     if args.cmd == "show":
         env = make_env()
         try:
