@@ -12,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.envs.twx import TextWorldExpress
 from agent2rl_tui.grader.engines.base import Engine
 from agent2rl_tui.grader.engines.hf import TransformersEngine
@@ -34,15 +35,15 @@ def environment_alone(game: str, params: str, games: list[str]) -> None:
           f"({steps / dt:.0f} steps/s, {dt / len(games) * 1000:.1f} ms per game incl. reset)")
 
 
-def played(engine: Engine, task_games: list[str], pool: int, spec: dict, fmt: EpisodeFormat, settings) -> None:  # noqa: ANN001
+def played(engine: Engine, task_games: list[str], pool: int, spec: EnvSpec, fmt: EpisodeFormat, settings) -> float:  # noqa: ANN001
     stats = PlayStats()
 
     def policy(batch: list[Pending]) -> list[str]:
         return engine.generate([p.prompt for p in batch], settings)
 
     t = time.perf_counter()
-    episodes = play(task_games, lambda: TextWorldExpress(spec["game"], spec["params"]), policy, fmt=fmt,
-                    max_steps=int(spec["max_steps"]), pool_size=pool, stats=stats)
+    episodes = play(task_games, spec.factory(), policy, fmt=fmt, max_steps=spec.max_steps, pool_size=pool,
+                    stats=stats)
     dt = time.perf_counter() - t
     s = summarize(episodes)
     print(f"pool {pool:3d}: {len(episodes)} episodes in {dt:6.1f} s = {len(episodes) / dt:6.2f} episodes/s; "
@@ -53,9 +54,9 @@ def played(engine: Engine, task_games: list[str], pool: int, spec: dict, fmt: Ep
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 64
     task = load_task("twc")
-    spec = task.raw["env"]
+    spec = EnvSpec.from_table(task.raw["env"])
     games = [f"test:{20000 + i}" for i in range(n)]
-    environment_alone(spec["game"], spec["params"], games)
+    environment_alone(spec.game, spec.params, games)
     with tempfile.TemporaryDirectory() as tmp:
         model = build_tiny_model(Path(tmp) / "tiny", max_positions=4096)
         engine = TransformersEngine()

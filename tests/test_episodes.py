@@ -195,3 +195,14 @@ def test_the_workspace_play_kit_builds_the_graders_prompts(tmp_path: Path) -> No
     for ep, t in zip(episodes, expert, strict=True):
         assert ep.prompt == t["prompt"]
         assert [turn["prompt"] for turn in t["turns"]][0] == ep.prompt.split(" " + t["turns"][0]["action"] + "\n")[0]
+
+
+def test_a_tasks_env_table_is_read_once_with_clear_errors() -> None:
+    from agent2rl_tui.envs import EnvSpec
+
+    spec = EnvSpec.from_table({"kind": "textworld-express", "game": "twc", "max_steps": "7"})
+    assert (spec.params, spec.max_steps, spec.pool_size, spec.think_prefix) == ("", 7, 16, None)
+    with pytest.raises(EnvError, match="kind 'alfred' is not known"):
+        EnvSpec.from_table({"kind": "alfred", "game": "x"})
+    with pytest.raises(EnvError, match="needs game"):
+        EnvSpec.from_table({"kind": "textworld-express"})

@@ -122,6 +122,11 @@ def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Poli
         prompt = fmt.first_prompt(start, header_for(start) if header_for else None)
         live.append((env, Pending(ep, prompt, start.admissible)))
 
+    def free(env: Environment) -> None:
+        """An episode ended on ``env``: it starts the next waiting game, if any (this round)."""
+        if queue:
+            start_next(env)
+
     try:
         while queue and len(envs) < pool_size:
             envs.append(make_env())
@@ -133,8 +138,7 @@ def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Poli
                 live = [slot for slot, ok in zip(live, verdicts, strict=True) if ok]
                 for env, p in full:
                     p.episode.end, p.episode.prompt = "context full", p.prompt
-                    if queue:
-                        start_next(env)  # the new game joins this round
+                    free(env)
                 if not live:
                     continue
             completions = policy([pending for _, pending in live])
@@ -160,8 +164,7 @@ def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Poli
                     still.append((env, Pending(ep, prompt, outcome.admissible)))
             live = still
             for env in freed:
-                if queue:
-                    start_next(env)
+                free(env)
     finally:
         for env in envs:
             env.close()

@@ -16,6 +16,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.tasks.registry import Task, write_jsonl
 from agent2rl_tui.util.timeutil import human_duration, iso
 
@@ -145,14 +146,14 @@ PLAY_PROGRAMS = {"textworld-express": Path(__file__).with_name("play_twx.py")}
 
 def write_play_kit(data_dir: Path, task: Task) -> None:
     """data/play.py and data/env.json: the grader's prompt, action rule and limits, runnable."""
-    spec = dict(task.raw.get("env", {}))
-    program = PLAY_PROGRAMS.get(str(spec.get("kind")))
+    spec = EnvSpec.from_table(task.raw.get("env", {}))
+    program = PLAY_PROGRAMS.get(spec.kind)
     if program is None:
         return
     settings = task.inference
     (data_dir / "env.json").write_text(json.dumps({
-        "kind": spec["kind"], "game": spec["game"], "params": spec.get("params", ""),
-        "max_steps": int(spec.get("max_steps", 50)), "header": settings.prompt_template,
+        "kind": spec.kind, "game": spec.game, "params": spec.params,
+        "max_steps": spec.max_steps, "header": settings.prompt_template,
         "max_new_tokens": settings.max_new_tokens, "stop": list(settings.stop),
     }, indent=2), encoding="utf-8")
     shutil.copyfile(program, data_dir / "play.py")

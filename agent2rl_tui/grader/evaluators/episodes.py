@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent2rl_tui.envs import env_factory
+from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.grader.engines.base import Engine
 from agent2rl_tui.grader.episodes import Episode, EpisodeFormat, Pending, PlayStats, play, summarize
 from agent2rl_tui.grader.evaluators.base import ItemResult
@@ -41,15 +41,15 @@ def context_check(engine: Engine, settings: InferenceSettings) -> Any:
 def play_task(task: Task, engine: Engine, items: list[dict[str, Any]],
               settings: InferenceSettings) -> tuple[list[ItemResult], dict[str, Any]]:
     """Per-episode results and the summary (score, games won, by kind, generate calls)."""
-    spec = dict(task.raw.get("env", {}))
-    fmt = EpisodeFormat(header=settings.prompt_template, think_prefix=spec.get("think_prefix"))
+    spec = EnvSpec.from_table(task.raw.get("env", {}))
+    fmt = EpisodeFormat(header=settings.prompt_template, think_prefix=spec.think_prefix)
 
     def policy(batch: list[Pending]) -> list[str]:
         return engine.generate([p.prompt for p in batch], settings)
 
     stats = PlayStats()
-    episodes = play([str(item["game"]) for item in items], env_factory(spec), policy, fmt=fmt,
-                    max_steps=int(spec.get("max_steps", 50)), pool_size=int(spec.get("pool_size", 16)),
+    episodes = play([str(item["game"]) for item in items], spec.factory(), policy, fmt=fmt,
+                    max_steps=spec.max_steps, pool_size=spec.pool_size,
                     fits=context_check(engine, settings), stats=stats)
     summary = summarize(episodes) | {"generate_calls": stats.policy_calls, "largest_batch": stats.largest_batch}
     return [episode_result(ep) for ep in episodes], summary
