@@ -140,3 +140,90 @@ def standard_run(root: Path) -> Path:
     add_transcript(run, claude_lines(30))
     add_logs(run)
     return run
+
+
+# -- Level 3: episodes of real games -------------------------------------------------------
+
+TWC = ("twc", "numLocations=1,numItemsToPutAway=1,includeDoors=0,limitInventorySize=0")
+"""The twc task's game and parameters (tasks/twc/task.toml)."""
+
+
+def twc_gold_paths(games: list[str]) -> dict[str, list[str]]:
+    """Each twc game's gold action sequence, from the simulator."""
+    from agent2rl_tui.envs.twx import TextWorldExpress
+
+    env = TextWorldExpress(*TWC)
+    try:
+        gold = {}
+        for game in games:
+            env.reset(game)
+            gold[game] = env.gold_actions() or []
+        return gold
+    finally:
+        env.close()
+
+
+def play_twc(games: list[str], plans: list[str], *, max_steps: int = 8, context_chars: int | None = 4000,
+             gold: dict[str, list[str]] | None = None) -> list[dict]:
+    """Result lines of twc games played by a scripted policy, exactly as the grader writes them
+    (the real episode runner on the real TextWorldExpress; needs Java).
+
+    ``plans[i]`` plays ``games[i]``: ``"gold"`` follows the game's gold path (completions that
+    say more than the action, as a model's do), ``"nonsense"`` sends an action the game does
+    not know until the step limit, ``"look"`` looks around again and again: long
+    observations, until the transcript outgrows ``context_chars`` (None: the step limit).
+    """
+    from agent2rl_tui.envs.twx import TextWorldExpress
+    from agent2rl_tui.grader.episodes import EpisodeFormat, Pending, play
+    from agent2rl_tui.grader.evaluators.episodes import episode_result
+
+    paths = gold if gold is not None else twc_gold_paths([g for g, p in zip(games, plans, strict=True) if p == "gold"])
+    plan_of = dict(zip(games, plans, strict=True))
+
+    def policy(batch: list[Pending]) -> list[str]:
+        out = []
+        for p in batch:
+            ep, plan = p.episode, plan_of[p.episode.game]
+            if plan == "gold":
+                out.append(f" {paths[ep.game][ep.steps]}" + ("\nI should find where it belongs." if ep.steps % 2 else ""))
+            elif plan == "look":
+                out.append(" look around")
+            else:
+                out.append(" dance with the furniture\n> dance")
+        return out
+
+    fits = (lambda prompt: len(prompt) <= context_chars) if context_chars else None
+    episodes = play(games, lambda: TextWorldExpress(*TWC, step_limit=max_steps), policy,
+                    fmt=EpisodeFormat(header="Your task: {goal}\n"), max_steps=max_steps, pool_size=2, fits=fits)
+    return [episode_result(ep).to_dict() for ep in episodes]
+
+
+def make_episode_run(root: Path, name: str, plans: list[list[str]], *, games: list[str] | None = None,
+                     max_steps: int = 8, context_chars: int | None = 4000, t0: float = T0) -> Path:
+    """A finished Level-3 (twc) run: the baseline played ``plans[0]``, submission n ``plans[n]``."""
+    games = games or [f"test:{20000 + i}" for i in range(len(plans[0]))]
+    gold = twc_gold_paths(games) if any("gold" in p for p in plans) else {}
+    run = root / name
+    make_run_folder(run)
+    with RunStore(run / "run.db", create=True) as store:
+        store.create_run(id=name, task="twc", agent="example", driver="scripted", base_model="tiny-llama",
+                         base_model_source="/models/tiny-llama", budget_s=300.0, grace_s=10.0, status="finished",
+                         created_at=t0 - 20, budget_start=t0, deadline=t0 + 300.0, ended_at=t0 + 150.0,
+                         agent_ended_at=t0 + 150.0, agent_exit_code=0, end_reason="agent_exited",
+                         heartbeat_at=t0 + 150.0, config_json=json.dumps({"task_folder": "tasks/twc"}))
+        for n, sub_plans in enumerate(plans):
+            results = play_twc(games, sub_plans, max_steps=max_steps, context_chars=context_chars, gold=gold)
+            won = sum(r["correct"] for r in results)
+            at = t0 - 10 if n == 0 else t0 + 30.0 * n
+            sub_id = store.add_submission(
+                kind="baseline" if n == 0 else "agent", status="scored",
+                model_path="models/tiny-llama" if n == 0 else f"output/v{n}", score=100.0 * won / len(results),
+                n_items=len(results), n_correct=won, weights_hash=f"e{n}", engine="transformers",
+                revision_seq=None if n == 0 else n + 1)
+            store.update_submission(sub_id, received_at=at, started_at=at + 0.1, finished_at=at + 2.5)
+            out = run / "evals" / str(sub_id)
+            out.mkdir(parents=True, exist_ok=True)
+            with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
+                for r in results:
+                    fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    return run

@@ -5,7 +5,12 @@ Opened with ``i`` from Scores. The rows are the submission's own ``evals/<n>/res
 baseline (solved / broke); ``f`` cycles a filter (all, wrong, correct, changed since the
 previous submission, changed since the baseline); the highlighted item is shown whole
 below the table: prompt, output, extracted answer, gold and any other field recorded.
-The screen is given the items already read (by the Scores pane's worker): it reads nothing.
+
+The items of an interactive task are episodes: the list then shows each game won or lost,
+how it ended and its steps, and below it the episode turn by turn (an ``EpisodeView``);
+``enter`` or ``t`` reads the turns (``n`` / ``p`` between them), ``]`` / ``[`` move between
+episodes from either. The screen is given the items already read (by the Scores pane's
+worker): it reads nothing.
 """
 
 from __future__ import annotations
@@ -21,14 +26,22 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
+from agent2rl_tui.record.episodes_view import all_episodes, episode_rows, facts
 from agent2rl_tui.record.items import Item, OtherItems, SubmissionItems
 from agent2rl_tui.record.runview import RunView
 from agent2rl_tui.record.store import Submission
+from agent2rl_tui.ui.widgets.episode_view import EpisodeView
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
 
 COLUMNS = [Column("#", 6, right=True), Column("ok", 3), Column("vs prev", 7), Column("vs base", 7),
            Column("extracted", 16), Column("gold", 16), Column("prompt", 0)]
+EPISODE_COLUMNS = [Column("#", 6, right=True), Column("won", 3), Column("vs prev", 7), Column("vs base", 7),
+                   Column("end", 12), Column("steps", 5, right=True), Column("game", 14), Column("actions", 0)]
 FILTERS = ("all", "wrong", "correct", "changed vs previous", "changed vs baseline")
+EPISODE_FILTERS = ("all", "lost", "won", "changed vs previous", "changed vs baseline")
+"""The same filters, named for episodes."""
+EPISODES = Binding.Group("Episode")
+CHANGE_STYLES = {"solved": "green", "broke": "red", "": ""}
 
 
 def _short(value: Any, width: int = 200) -> str:
@@ -50,8 +63,12 @@ def _correct_by_index(other: OtherItems | None) -> dict[int, bool] | None:
 
 class ItemsScreen(Screen[None]):
     BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back", id="items-back"),
+        Binding("escape", "back", "Back", id="items-back"),
         Binding("f", "next_filter", "Filter", id="items-filter"),
+        Binding("t", "toggle_turns", "Turns", id="items-turns",
+                tooltip="Read the highlighted episode's turns; again: back to the list"),
+        Binding("]", "episode(1)", "Next episode", id="items-next-episode", group=EPISODES),
+        Binding("[", "episode(-1)", "Prev episode", id="items-prev-episode", group=EPISODES),
     ]
 
     def __init__(self, view: RunView, sub: Submission, read: SubmissionItems) -> None:
@@ -59,6 +76,8 @@ class ItemsScreen(Screen[None]):
         self.view = view
         self.sub = sub
         self.items: list[Item] = read.items
+        self.episodes = all_episodes(read.items)
+        """The items are episodes of an interactive task (shown turn by turn)."""
         self.prev_label = f"#{read.previous.sub_id}" if read.previous else None
         self.prev = _correct_by_index(read.previous)
         self.base = _correct_by_index(read.baseline)
@@ -68,9 +87,12 @@ class ItemsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("", id="items-title")
-        yield VirtualTable(COLUMNS, id="items-table")
-        with VerticalScroll(id="item-detail"):
-            yield Static("", id="item-text")
+        yield VirtualTable(EPISODE_COLUMNS if self.episodes else COLUMNS, id="items-table")
+        if self.episodes:
+            yield EpisodeView(id="episode-view")
+        else:
+            with VerticalScroll(id="item-detail"):
+                yield Static("", id="item-text")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -85,6 +107,11 @@ class ItemsScreen(Screen[None]):
 
     def _row_change(self, item: dict[str, Any], other: dict[int, bool] | None) -> str:
         return _change(bool(item.get("correct")), other, item["index"])
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("toggle_turns", "episode"):
+            return self.episodes  # Level-1 items: hidden
+        return True
 
     def visible(self) -> list[dict[str, Any]]:
         name = FILTERS[self.filter_index]
@@ -103,23 +130,37 @@ class ItemsScreen(Screen[None]):
         correct = sum(1 for i in self.items if i.get("correct"))
         against = " · ".join(p for p in (f"vs prev: previous submission {self.prev_label}" if self.prev_label else "",
                                          "vs base: the baseline" if self.base is not None else "") if p)
+        counted = (f"{correct} of {len(self.items)} games won" if self.episodes
+                   else f"{correct} of {len(self.items)} items correct")
+        filters = EPISODE_FILTERS if self.episodes else FILTERS
         self.query_one("#items-title", Static).update(
-            f"submission {self.label}: {correct} of {len(self.items)} items correct · filter: "
-            f"{FILTERS[self.filter_index]} ({len(self.shown)} shown)" + (f" · {against}" if against else "")
+            f"submission {self.label}: {counted} · filter: "
+            f"{filters[self.filter_index]} ({len(self.shown)} shown)" + (f" · {against}" if against else "")
             if self.items else f"submission {self.label}: no per-item results recorded")
         table = self.query_one("#items-table", VirtualTable)
-        table.set_rows(len(self.shown), self._cells, cursor=0)
+        table.set_rows(len(self.shown), self._episode_cells if self.episodes else self._cells, cursor=0)
         if not self.shown:
-            self.query_one("#item-text", Static).update("")
+            if self.episodes:
+                self.query_one("#episode-view", EpisodeView).set_rows([])
+            else:
+                self.query_one("#item-text", Static).update("")
 
     def _cells(self, i: int) -> list[str | Text]:
         item = self.shown[i]
         ok = bool(item.get("correct"))
-        styles = {"solved": "green", "broke": "red", "": ""}
         prev, base = self._row_change(item, self.prev), self._row_change(item, self.base)
         return [str(item["index"]), Text("✓" if ok else "✗", style="green" if ok else "red"),
-                Text(prev, style=styles[prev]), Text(base, style=styles[base]),
+                Text(prev, style=CHANGE_STYLES[prev]), Text(base, style=CHANGE_STYLES[base]),
                 _short(item.get("extracted"), 40), _short(item.get("gold"), 40), _short(item.get("prompt"))]
+
+    def _episode_cells(self, i: int) -> list[str | Text]:
+        item = self.shown[i]
+        ep = facts(item)
+        prev, base = self._row_change(item, self.prev), self._row_change(item, self.base)
+        return [str(item["index"]), Text("✓" if ep.won else "✗", style="green" if ep.won else "red"),
+                Text(prev, style=CHANGE_STYLES[prev]), Text(base, style=CHANGE_STYLES[base]),
+                Text(ep.end or "-", style="" if ep.won else "dim"), str(ep.steps), ep.game,
+                _short(" · ".join(ep.actions), 400)]
 
     def current_item(self) -> dict[str, Any] | None:
         table = self.query_one("#items-table", VirtualTable)
@@ -129,6 +170,9 @@ class ItemsScreen(Screen[None]):
     def show_item(self) -> None:
         item = self.current_item()
         if item is None:
+            return
+        if self.episodes:
+            self.query_one("#episode-view", EpisodeView).set_rows(episode_rows(item))
             return
         ok = bool(item.get("correct"))
         parts = [Text(f"item {item['index']} · {'correct' if ok else 'wrong'} · extracted {item.get('extracted')!r}"
@@ -143,6 +187,26 @@ class ItemsScreen(Screen[None]):
                                                                          default=str))]
         self.query_one("#item-text", Static).update(Text("\n").join(parts))
 
+    @on(VirtualTable.Selected, "#items-table")
+    def read_turns(self) -> None:
+        if self.episodes:
+            self.query_one("#episode-view", EpisodeView).focus()
+
     def action_next_filter(self) -> None:
         self.filter_index = (self.filter_index + 1) % len(FILTERS)
         self.populate()
+
+    def action_back(self) -> None:
+        """From an episode's turns back to the list; from the list back to Scores."""
+        if self.episodes and isinstance(self.focused, EpisodeView):
+            self.query_one("#items-table", VirtualTable).focus()
+        else:
+            self.app.pop_screen()
+
+    def action_toggle_turns(self) -> None:
+        view = self.query_one("#episode-view", EpisodeView)
+        (self.query_one("#items-table", VirtualTable) if view.has_focus else view).focus()
+
+    def action_episode(self, delta: int) -> None:
+        table = self.query_one("#items-table", VirtualTable)
+        table.move_to(table.cursor + delta)

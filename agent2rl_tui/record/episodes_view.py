@@ -1,0 +1,140 @@
+"""Episodes (the items of an interactive task) as a reviewer reads them, turn by turn.
+
+A Level-3 result line keeps the whole game in ``extra`` (the grader's ``episode_result``):
+the game, its goal, how it ended, and every turn's action, observation, reward and the
+model's raw completion. This module decides what of it is shown and in what order (the
+facts, the opening observation, then each turn) and caps what could be too long to draw at
+once: an episode that ran into its step limit may hold fifty long observations. The Items
+screen only draws these rows; nothing here knows about a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+MAX_TURNS = 200
+"""Turns shown per episode; the rest are counted, not drawn."""
+MAX_TEXT_CHARS = 4000
+"""Characters shown of one observation or completion; the rest are counted, not drawn."""
+
+END_MEANINGS = {
+    "won": "won",
+    "done": "lost: the game ended without a win",
+    "step limit": "lost: the step limit was reached before a win",
+    "context full": "lost: the transcript outgrew the model's context",
+}
+"""What each end an episode runner records means (``Episode.end``)."""
+
+RowKind = Literal["won", "lost", "field", "observation", "action", "completion", "hidden"]
+
+
+@dataclass(frozen=True)
+class EpisodeFacts:
+    """What the list shows of an episode, and the head of its detail."""
+
+    index: int
+    won: bool
+    game: str
+    kind: str | None
+    goal: str
+    end: str  # "won", "done", "step limit", "context full" (or whatever the grader wrote)
+    steps: int
+    score: float | None
+    actions: list[str]
+
+    @property
+    def outcome(self) -> str:
+        """``won``, or ``lost (<end>)``: a short verdict for a table cell."""
+        return "won" if self.won else f"lost ({self.end})" if self.end and self.end != "won" else "lost"
+
+    @property
+    def end_meaning(self) -> str:
+        return END_MEANINGS.get(self.end, f"{'won' if self.won else 'lost'}: {self.end or 'no end recorded'}")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One block of an episode's detail: a label column, a text, and a dimmer note."""
+
+    kind: RowKind
+    label: str
+    text: str
+    turn: int | None = None  # the turn (from 1) the row belongs to
+    note: str = ""  # shown after the text (an action's reward)
+    note_good: bool = False  # the note is good news (a positive reward)
+
+
+def is_episode(item: dict[str, Any]) -> bool:
+    """An interactive task's result line: its ``extra`` holds the turns played."""
+    extra = item.get("extra")
+    return isinstance(extra, dict) and isinstance(extra.get("turns"), list)
+
+
+def all_episodes(items: Iterable[dict[str, Any]]) -> bool:
+    """The items are episodes (an evaluation's items are all of one kind); False for none."""
+    seen = False
+    for item in items:
+        if not is_episode(item):
+            return False
+        seen = True
+    return seen
+
+
+def facts(item: dict[str, Any]) -> EpisodeFacts:
+    extra = item.get("extra") or {}
+    turns = [t for t in extra.get("turns") or [] if isinstance(t, dict)]
+    score = extra.get("score")
+    return EpisodeFacts(
+        index=int(item.get("index", 0)), won=bool(item.get("correct")), game=str(extra.get("game") or "?"),
+        kind=str(extra["kind"]) if extra.get("kind") else None, goal=str(extra.get("goal") or ""),
+        end=str(extra.get("end") or item.get("extracted") or ""), steps=int(extra.get("steps", len(turns))),
+        score=float(score) if isinstance(score, int | float) else None,
+        actions=[str(t.get("action", "")) for t in turns])
+
+
+def _reward(value: Any) -> str:
+    if not isinstance(value, int | float):
+        return "reward ?"
+    return f"reward {value:+g}" if value else "reward 0"
+
+
+def _capped(kind: RowKind, label: str, text: str, turn: int | None, max_chars: int) -> list[Row]:
+    if len(text) <= max_chars:
+        return [Row(kind, label, text, turn)]
+    return [Row(kind, label, text[:max_chars], turn),
+            Row("hidden", "", f"… {len(text) - max_chars:,} more characters not shown", turn)]
+
+
+def episode_rows(item: dict[str, Any], *, max_turns: int = MAX_TURNS,
+                 max_chars: int = MAX_TEXT_CHARS) -> list[Row]:
+    """The detail of one episode: its facts, the opening observation, then every turn
+    (action and reward; the raw completion where it says more than the action; the
+    observation), with long texts and turns past ``max_turns`` counted instead of shown."""
+    f = facts(item)
+    extra = item.get("extra") or {}
+    score = f" · score {f.score:g}" if f.score is not None else ""
+    rows = [Row("won" if f.won else "lost", "",
+                f"episode {f.index} · {f.outcome} after {f.steps} step{'s' if f.steps != 1 else ''}{score}"),
+            Row("field", "game", f.game)]
+    if f.kind:
+        rows.append(Row("field", "kind", f.kind))
+    rows += [Row("field", "goal", f.goal or "-"), Row("field", "end", f.end_meaning),
+             Row("field", "steps", str(f.steps))]
+    rows += _capped("observation", "start", str(extra.get("first_observation") or "").rstrip(), None, max_chars)
+    turns = [t for t in extra.get("turns") or [] if isinstance(t, dict)]
+    for n, turn in enumerate(turns[:max_turns], start=1):
+        action = str(turn.get("action", ""))
+        reward = turn.get("reward")
+        rows.append(Row("action", f"{n} >", action or "(empty action)", n, _reward(reward),
+                        isinstance(reward, int | float) and reward > 0))
+        completion = turn.get("completion")
+        if isinstance(completion, str) and completion.strip() != action:
+            rows += _capped("completion", "raw", json.dumps(completion, ensure_ascii=False), n, max_chars)
+        rows += _capped("observation", "", str(turn.get("observation", "")).rstrip(), n, max_chars)
+    if len(turns) > max_turns:
+        rows.append(Row("hidden", "", f"… {len(turns) - max_turns} more turns not shown (turns {max_turns + 1}-"
+                                      f"{len(turns)}); the evaluation's results.jsonl holds them all"))
+    return rows
