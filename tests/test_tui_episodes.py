@@ -264,6 +264,13 @@ async def test_items_screen_shows_episodes_won_lost_flips_and_turns(episode_root
         await pilot.press("escape")
         await settle(pilot, lambda: app.screen is run_screen and isinstance(app.screen, RunScreen), what="back")
 
+        # The Scores pane sums the episodes up in the same words: games won, and which flipped.
+        summary = run_screen.query_one("#items-text", Static)
+        await settle(pilot, lambda: "games won" in plain(summary), what="the Scores summary")
+        assert "4 of 6 games won" in plain(summary)
+        assert f"- #0 {GAMES[0]}: lost (context full) after" in plain(summary)
+        assert f"+ #2 {GAMES[2]}: won after 3 steps" in plain(summary)
+
 
 @needs_java
 @pytest.mark.slow

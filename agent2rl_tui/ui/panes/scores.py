@@ -17,6 +17,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
+from agent2rl_tui.record.episodes_view import facts, is_episode
 from agent2rl_tui.record.items import SubmissionItems, read_submission_items
 from agent2rl_tui.record.runview import RunView, compare_items
 from agent2rl_tui.record.store import Submission, SubStatus
@@ -29,6 +30,15 @@ ITEMS_SHOWN = 20
 COLUMNS = [Column("#", 8), Column("at", 8, right=True), Column("score", 7, right=True),
            Column("Δ prev", 7, right=True), Column("Δ base", 7, right=True), Column("status", 9),
            Column("eval", 7, right=True), Column("rev", 4, right=True), Column("model", 0)]
+
+
+def item_line(item: dict) -> str:
+    """One solved/broken item: a game with how it ended, or the prompt's tail with the answer."""
+    if is_episode(item):
+        f = facts(item)
+        return f"{f.game}: {f.outcome} after {f.steps} steps"
+    prompt = str(item.get("prompt", "")).replace("\n", " ")[-50:]
+    return f"{prompt!r} → {item.get('extracted')!r} (gold {item.get('gold')})"
 
 
 def workspace_relative(path: str | None) -> str:
@@ -162,7 +172,8 @@ class ScoresPane(Vertical):
         items = read.items
         if items:
             correct = sum(1 for i in items if i.get("correct"))
-            lines.append(Text(f"{correct} of {len(items)} items correct (i: browse them all)"))
+            what = "games won" if is_episode(items[0]) else "items correct"
+            lines.append(Text(f"{correct} of {len(items)} {what} (i: browse them all)"))
             others = [(f"previous submission #{read.previous.sub_id}", read.previous.items)] if read.previous else []
             if read.baseline is not None:
                 others.append(("baseline", read.baseline.items))
@@ -172,9 +183,7 @@ class ScoresPane(Vertical):
                                   f"kept {cmp.kept}, still wrong {cmp.still_wrong}", style="bold"))
                 for tag, group, style in (("+", cmp.solved, "green"), ("-", cmp.broken, "red")):
                     for item in group[:ITEMS_SHOWN]:
-                        prompt = str(item.get("prompt", "")).replace("\n", " ")[-50:]
-                        lines.append(Text(f" {tag} #{item['index']} {prompt!r} → {item.get('extracted')!r} "
-                                          f"(gold {item.get('gold')})", style=style))
+                        lines.append(Text(f" {tag} #{item['index']} {item_line(item)}", style=style))
                     if len(group) > ITEMS_SHOWN:
                         lines.append(Text(f"   … {len(group) - ITEMS_SHOWN} more", style="dim"))
         return Text("\n").join(lines)
