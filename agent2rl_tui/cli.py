@@ -125,7 +125,8 @@ def data_group() -> None:
 @data_group.command("prepare")
 @click.argument("task")
 @click.option("--from", "source", type=click.Path(path_type=Path),
-              help="Local files instead of the hub: a folder with the splits, or the one data file.")
+              help="Local files instead of the hub: a folder with the splits, or the one data file "
+                   "(alfworld: the folder alfworld-download filled, holding json_2.1.1/).")
 def data_prepare(task: str, source: Path | None) -> None:
     """Put TASK's train and eval splits into the data cache."""
     from agent2rl_tui.tasks.data import prepare

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.envs.base import EnvError, Environment
 
-KINDS = ("textworld-express",)
+KINDS = ("textworld-express", "alfworld")
+TRANSCRIPTS = ("plain", "react")
 
 
 @dataclass(frozen=True)
@@ -20,7 +23,8 @@ class EnvSpec:
     """A task's ``[env]`` table, read once: which environment, its game, and the limits."""
 
     kind: str
-    game: str
+    game: str = ""
+    """The TextWorldExpress game (``twc``, ...); ALFWorld's games are the task's prepared data."""
     params: str = ""
     max_steps: int = 50
     """Actions per episode; then the game counts as lost."""
@@ -28,19 +32,54 @@ class EnvSpec:
     """Games played at once (one environment instance each)."""
     think_prefix: str | None = None
     """Actions starting so are thoughts: they cost a step and are answered "OK."."""
+    transcript: str = "plain"
+    """How the episode is written for the model: ``plain`` (observations trimmed) or ``react``
+    (ReAct's ALFWorld layout, see ``grader.episodes.ReActFormat``)."""
+    examples: str | None = None
+    """A JSON file in the task folder with few-shot examples by kind (``react_<kind>_<i>``),
+    put in the header's ``{example_<i>}`` fields."""
+    data_dir: Path | None = None
+    """The task's prepared data folder, where an environment with game files finds them."""
+    processes: bool = False
+    """Each environment in its own process (``envs.subproc``), the pool stepped in parallel:
+    for environments that spend their time in Python (ALFWorld)."""
 
     @classmethod
-    def from_table(cls, table: dict[str, Any]) -> EnvSpec:
-        if table.get("kind") not in KINDS:
-            raise EnvError(f"[env] kind {table.get('kind')!r} is not known; known: {', '.join(KINDS)}")
-        if "game" not in table:
+    def from_table(cls, table: dict[str, Any], data_dir: Path | None = None) -> EnvSpec:
+        kind = table.get("kind")
+        if kind not in KINDS:
+            raise EnvError(f"[env] kind {kind!r} is not known; known: {', '.join(KINDS)}")
+        if kind == "textworld-express" and "game" not in table:
             raise EnvError("[env] needs game = \"...\" (e.g. \"twc\")")
-        return cls(kind=str(table["kind"]), game=str(table["game"]), params=str(table.get("params", "")),
+        transcript = str(table.get("transcript", "plain"))
+        if transcript not in TRANSCRIPTS:
+            raise EnvError(f"[env] transcript {transcript!r} is not known; known: {', '.join(TRANSCRIPTS)}")
+        return cls(kind=str(kind), game=str(table.get("game", "")), params=str(table.get("params", "")),
                    max_steps=int(table.get("max_steps", 50)), pool_size=int(table.get("pool_size", 16)),
-                   think_prefix=table.get("think_prefix"))
+                   think_prefix=table.get("think_prefix"), transcript=transcript,
+                   examples=table.get("examples"), data_dir=data_dir, processes=bool(table.get("processes", False)))
+
+    @property
+    def workers(self) -> int:
+        """How many environments the episode runner drives at once."""
+        return self.pool_size if self.processes else 1
 
     def factory(self) -> Callable[[], Environment]:
         """A maker of fresh environment instances for this spec."""
-        from agent2rl_tui.envs.twx import TextWorldExpress
+        make: Callable[[], Environment]
+        if self.kind == "alfworld":
+            from agent2rl_tui.envs.alfworld import PREPARE_HINT, ALFWorld
+            from agent2rl_tui.tasks.alfworld import GAMES_DIR
 
-        return lambda: TextWorldExpress(self.game, self.params, step_limit=self.max_steps)
+            if self.data_dir is None:
+                raise EnvError(f"ALFWorld plays the task's prepared games, and none were given: {PREPARE_HINT}")
+            make = partial(ALFWorld, self.data_dir / GAMES_DIR)
+        else:
+            from agent2rl_tui.envs.twx import TextWorldExpress
+
+            make = partial(TextWorldExpress, self.game, self.params, step_limit=self.max_steps)
+        if self.processes:
+            from agent2rl_tui.envs.subproc import InChildProcess
+
+            return partial(InChildProcess, make)
+        return make

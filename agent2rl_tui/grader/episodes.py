@@ -8,17 +8,19 @@ instance starts the next waiting game at once, so the batch stays full.
 
 The prompt is a growing transcript in the task's ``EpisodeFormat``: a header, the first
 observation, then one ``" {action}\\n{observation}\\n>"`` per turn (the ReAct layout that
-ALFWorld's reference evaluation uses). The model's completion is cut to its first line to
-give the action. Everything an episode saw and did is kept, for evals/<n>/ and the TUI.
+ALFWorld's reference evaluation uses; ``ReActFormat`` is its exact form, docs/grading.md
+section C). The model's completion is cut to its first line to give the action. Everything
+an episode saw and did is kept, for evals/<n>/ and the TUI.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent2rl_tui.envs.base import Environment, Start
+from agent2rl_tui.envs.base import Environment, Outcome, Start
 
 
 @dataclass(frozen=True)
@@ -26,11 +28,13 @@ class EpisodeFormat:
     """How an episode is shown to the model, turn by turn."""
 
     header: str = "Your task: {goal}\n"
-    think_prefix: str | None = None  # actions starting so are thoughts: the game's answer becomes think_reply
+    think_prefix: str | None = None  # actions starting so are thoughts: not sent to the game, answered think_reply
     think_reply: str = "OK."
 
     def first_prompt(self, start: Start, header: str | None = None) -> str:
-        text = (header if header is not None else self.header).format(goal=start.goal)
+        """The header (``header`` as given, else ``self.header`` filled with the goal), then
+        the first observation."""
+        text = header if header is not None else self.header.format(goal=start.goal)
         return f"{text}{start.observation.strip()}\n>"
 
     def next_turn(self, action: str, observation: str) -> str:
@@ -40,10 +44,34 @@ class EpisodeFormat:
         """The first line of the completion, trimmed (what a ReAct agent sends to the game)."""
         return completion.strip().split("\n", 1)[0].strip()
 
+    def is_thought(self, action: str) -> bool:
+        return self.think_prefix is not None and action.startswith(self.think_prefix)
+
     def shown_observation(self, action: str, observation: str) -> str:
-        if self.think_prefix is not None and action.startswith(self.think_prefix):
-            return self.think_reply
-        return observation
+        return self.think_reply if self.is_thought(action) else observation
+
+
+@dataclass(frozen=True)
+class ReActFormat(EpisodeFormat):
+    """ReAct's ALFWorld transcript, as ReAct's notebook and AutoRL-Bench's evaluation write it.
+
+    The first observation loses its first paragraph (TextWorld's welcome banner) and its
+    other paragraphs are joined by single newlines; observations are shown as the game gave
+    them, untrimmed, less a leading ``"You arrive at loc N. "`` (ReAct's ``process_ob``; the
+    games of alfworld 0.4 no longer say it); the header comes whole from ``header_for``.
+    """
+
+    def first_prompt(self, start: Start, header: str | None = None) -> str:
+        text = header if header is not None else self.header.format(goal=start.goal)
+        return text + "\n".join(start.observation.split("\n\n")[1:]) + "\n>"
+
+    def next_turn(self, action: str, observation: str) -> str:
+        return f" {action}\n{observation}\n>"
+
+    def shown_observation(self, action: str, observation: str) -> str:
+        if observation.startswith("You arrive at loc "):
+            observation = observation[observation.find(". ") + 2:]
+        return super().shown_observation(action, observation)
 
 
 @dataclass
@@ -99,11 +127,18 @@ class PlayStats:
 def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Policy, *,
          fmt: EpisodeFormat | None = None, max_steps: int = 50, pool_size: int = 16,
          header_for: Callable[[Start], str] | None = None, fits: Callable[[str], bool] | None = None,
-         stats: PlayStats | None = None) -> list[Episode]:
+         stats: PlayStats | None = None, workers: int = 1) -> list[Episode]:
     """Play every game once; the episodes come back in the order of ``games``.
+
+    ``header_for`` gives a game's whole header (used as it is, never ``format``-ed), for
+    tasks whose header depends on the game (ALFWorld's few-shot examples of its kind).
 
     ``fits`` says whether a prompt still fits the model's context: an episode whose
     transcript outgrew it ends there as lost ("context full"), never silently truncated.
+
+    ``workers`` > 1 makes, resets and steps up to that many environments at once (threads):
+    for environments whose calls wait on their own process (``envs.subproc``). The
+    episodes are the same as with one.
     """
     fmt = fmt or EpisodeFormat()
     queue = list(enumerate(games))
@@ -112,33 +147,57 @@ def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Poli
     envs: list[Environment] = []
     live: list[tuple[Environment, Pending]] = []
     stats = stats if stats is not None else PlayStats()
+    threads = ThreadPoolExecutor(workers) if workers > 1 else None
 
-    def start_next(env: Environment) -> None:
-        index, game = queue.pop()
-        start = env.reset(game)
-        ep = Episode(index=index, game=game, goal=start.goal, first_observation=start.observation,
-                     kind=start.info.get("kind"))
-        episodes[index] = ep
-        prompt = fmt.first_prompt(start, header_for(start) if header_for else None)
-        live.append((env, Pending(ep, prompt, start.admissible)))
+    def each(fn: Callable[[Any], Any], args: Iterable[Any]) -> list[Any]:
+        """``fn`` over ``args``, in order; at once with threads (every call ends before an error is raised)."""
+        if threads is None:
+            return [fn(a) for a in args]
+        futures = [threads.submit(fn, a) for a in args]
+        wait(futures)
+        return [f.result() for f in futures]
 
-    def free(env: Environment) -> None:
-        """An episode ended on ``env``: it starts the next waiting game, if any (this round)."""
-        if queue:
-            start_next(env)
+    def start_next(free: list[Environment]) -> None:
+        """Each freed environment starts the next waiting game, in order, while games wait."""
+        jobs = [(env, *queue.pop()) for env in free[:len(queue)]]
+        starts = each(lambda job: job[0].reset(job[2]), jobs)
+        for (env, index, game), start in zip(jobs, starts, strict=True):
+            ep = Episode(index=index, game=game, goal=start.goal, first_observation=start.observation,
+                         kind=start.info.get("kind"))
+            episodes[index] = ep
+            prompt = fmt.first_prompt(start, header_for(start) if header_for else None)
+            live.append((env, Pending(ep, prompt, start.admissible)))
+
+    def act(slot: tuple[Environment, Pending], action: str) -> Outcome:
+        """The game's answer; a thought is not sent to the game (its answer would be replaced)."""
+        env, pending = slot
+        if fmt.is_thought(action):
+            ep = pending.episode
+            return Outcome(observation=fmt.think_reply, reward=0.0, done=False, won=ep.won, score=ep.score,
+                           admissible=pending.admissible)
+        return env.step(action)
+
+    def make(_: int) -> Environment | BaseException:
+        try:
+            return make_env()
+        except BaseException as exc:  # noqa: BLE001 - raised below, once every maker has ended
+            return exc
 
     try:
-        while queue and len(envs) < pool_size:
-            envs.append(make_env())
-            start_next(envs[-1])
+        made = each(make, range(min(pool_size, len(queue))))
+        envs.extend(e for e in made if not isinstance(e, BaseException))
+        failed = [e for e in made if isinstance(e, BaseException)]
+        if failed:
+            raise failed[0]
+        start_next(envs)
         while live:
             if fits is not None:
                 verdicts = [fits(p.prompt) for _, p in live]
                 full = [slot for slot, ok in zip(live, verdicts, strict=True) if not ok]
                 live = [slot for slot, ok in zip(live, verdicts, strict=True) if ok]
-                for env, p in full:
+                for _, p in full:
                     p.episode.end, p.episode.prompt = "context full", p.prompt
-                    free(env)
+                start_next([env for env, _ in full])
                 if not live:
                     continue
             completions = policy([pending for _, pending in live])
@@ -146,12 +205,12 @@ def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Poli
             stats.largest_batch = max(stats.largest_batch, len(live))
             if len(completions) != len(live):
                 raise ValueError(f"the policy gave {len(completions)} completions for {len(live)} episodes")
+            actions = [fmt.action_from(c) for c in completions]
+            outcomes = each(lambda slot_action: act(*slot_action), zip(live, actions, strict=True))
             still: list[tuple[Environment, Pending]] = []
             freed: list[Environment] = []
-            for (env, pending), completion in zip(live, completions, strict=True):
+            for (env, pending), completion, action, outcome in zip(live, completions, actions, outcomes, strict=True):
                 ep = pending.episode
-                action = fmt.action_from(completion)
-                outcome = env.step(action)
                 shown = fmt.shown_observation(action, outcome.observation)
                 ep.turns.append(Turn(action, shown, outcome.reward, completion))
                 ep.score, ep.won = outcome.score, outcome.won
@@ -163,11 +222,11 @@ def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Poli
                 else:
                     still.append((env, Pending(ep, prompt, outcome.admissible)))
             live = still
-            for env in freed:
-                free(env)
+            start_next(freed)
     finally:
-        for env in envs:
-            env.close()
+        each(lambda env: env.close(), envs)
+        if threads is not None:
+            threads.shutdown()
     return [episodes[i] for i in sorted(episodes)]
 
 

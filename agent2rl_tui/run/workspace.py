@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.envs import EnvSpec
-from agent2rl_tui.tasks.registry import Task, write_jsonl
+from agent2rl_tui.tasks.registry import Task, task_cache, write_jsonl
 from agent2rl_tui.util.timeutil import human_duration, iso
 
 RECORD_DIRS = ("logs", "evals", "report")
@@ -140,22 +140,35 @@ def populate_workspace(
     return ws
 
 
-PLAY_PROGRAMS = {"textworld-express": Path(__file__).with_name("play_twx.py")}
+PLAY_PROGRAMS = {"textworld-express": Path(__file__).with_name("play_twx.py"),
+                 "alfworld": Path(__file__).with_name("play_alfworld.py")}
 """The program an interactive task's agent gets as data/play.py, by the kind of its [env]."""
 
 
 def write_play_kit(data_dir: Path, task: Task) -> None:
-    """data/play.py and data/env.json: the grader's prompt, action rule and limits, runnable."""
+    """data/play.py and data/env.json: the grader's prompt, action rule and limits, runnable.
+
+    ALFWorld's kit also gets the few-shot examples file and, under data/games/, the game
+    files of the train split only (never the grader's games).
+    """
     spec = EnvSpec.from_table(task.raw.get("env", {}))
     program = PLAY_PROGRAMS.get(spec.kind)
     if program is None:
         return
     settings = task.inference
-    (data_dir / "env.json").write_text(json.dumps({
-        "kind": spec.kind, "game": spec.game, "params": spec.params,
-        "max_steps": spec.max_steps, "header": settings.prompt_template,
-        "max_new_tokens": settings.max_new_tokens, "stop": list(settings.stop),
-    }, indent=2), encoding="utf-8")
+    env = {"kind": spec.kind, "game": spec.game, "params": spec.params,
+           "max_steps": spec.max_steps, "header": settings.prompt_template,
+           "max_new_tokens": settings.max_new_tokens, "stop": list(settings.stop)}
+    if spec.kind == "alfworld":
+        from agent2rl_tui.tasks.alfworld import GAME_FILE, GAMES_DIR, copy_games
+
+        env |= {"think_prefix": spec.think_prefix, "examples": spec.examples, "games": GAMES_DIR}
+        if spec.examples:
+            shutil.copyfile(task.folder / spec.examples, data_dir / Path(spec.examples).name)
+            env["examples"] = Path(spec.examples).name
+        copy_games(task_cache(task) / GAMES_DIR, [row["game"] for row in task.load_split("train")],
+                   data_dir / GAMES_DIR, files=(GAME_FILE,))
+    (data_dir / "env.json").write_text(json.dumps(env, indent=2), encoding="utf-8")
     shutil.copyfile(program, data_dir / "play.py")
 
 

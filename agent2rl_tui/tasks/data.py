@@ -8,6 +8,8 @@ only the cache, so a run never touches the network, and a run of a task whose da
 prepared fails before its budget starts with the command to run.
 
 The cache is ``$AGENT2RL_DATA``, else ``~/.cache/agent2rl-tui/data`` (``registry.cache_root``).
+A task whose data are game folders rather than rows names its own preparer
+(``preparer = "alfworld"``: ``tasks.alfworld``).
 """
 
 from __future__ import annotations
@@ -128,6 +130,10 @@ def prepare(task: Task, source: Path | None = None) -> dict[str, Any]:
     """Fill the task's cache; returns what source.json records."""
     if task.data.get("source") != "prepared":
         raise TaskError(f"task {task.name} builds its data itself ({task.data.get('source')}); nothing to prepare")
+    if task.data.get("preparer") == "alfworld":  # game folders, not rows: its own preparer
+        from agent2rl_tui.tasks.alfworld import prepare_games
+
+        return prepare_games(task, source)
     if source is not None:
         train, evals, origin = _from_path(task, source)
     else:

@@ -1,20 +1,25 @@
 """The interactive (Level-3) evaluation: play each eval game once with the submitted model.
 
-The task's ``[env]`` table names the environment, its limits and the pool size; its
-``[inference]`` table the header of the transcript (``prompt_template``, filled with the
-game's goal) and the decoding. Every episode becomes one result line in evals/<n>/ with
-all its turns, so a reviewer can replay what the model did.
+The task's ``[env]`` table names the environment, its limits, the pool size and the
+transcript's layout; its ``[inference]`` table the header of the transcript
+(``prompt_template``, filled with the game's goal and, where ``[env] examples`` names a file
+of few-shot examples, the examples of the game's kind) and the decoding. Every episode
+becomes one result line in evals/<n>/ with all its turns, so a reviewer can replay what the
+model did.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Any
 
 from agent2rl_tui.envs import EnvSpec
+from agent2rl_tui.envs.base import EnvError, Start
 from agent2rl_tui.grader.engines.base import Engine
-from agent2rl_tui.grader.episodes import Episode, EpisodeFormat, Pending, PlayStats, play, summarize
+from agent2rl_tui.grader.episodes import Episode, EpisodeFormat, Pending, PlayStats, ReActFormat, play, summarize
 from agent2rl_tui.grader.evaluators.base import ItemResult
-from agent2rl_tui.tasks.registry import InferenceSettings, Task
+from agent2rl_tui.tasks.registry import InferenceSettings, Task, task_cache
 
 
 def episode_result(ep: Episode) -> ItemResult:
@@ -38,18 +43,51 @@ def context_check(engine: Engine, settings: InferenceSettings) -> Any:
     return lambda prompt: len(tokenizer(prompt)["input_ids"]) + settings.max_new_tokens <= limit
 
 
+def episode_format(spec: EnvSpec, settings: InferenceSettings) -> EpisodeFormat:
+    """The transcript layout the task's ``[env] transcript`` names."""
+    cls = ReActFormat if spec.transcript == "react" else EpisodeFormat
+    return cls(header=settings.prompt_template, think_prefix=spec.think_prefix)
+
+
+def header_maker(task: Task, spec: EnvSpec, template: str) -> Callable[[Start], str] | None:
+    """Per-game headers where the task has few-shot examples by kind, else None (one header).
+
+    The template's ``{example_<i>}`` is the file's entry ``react_<kind>_<i>`` for the game's
+    kind (ReAct puts ``react_<kind>_1`` then ``react_<kind>_0`` before each ALFWorld game);
+    ``str.format`` puts the examples in as they are, braces and all.
+    """
+    if not spec.examples:
+        return None
+    path = task.folder / spec.examples
+    try:
+        examples: dict[str, str] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EnvError(f"task {task.name}: [env] examples {path}: {exc}") from exc
+
+    def header(start: Start) -> str:
+        kind = start.info.get("kind")
+        fields = {"example_" + key.rsplit("_", 1)[1]: text for key, text in examples.items()
+                  if key.startswith(f"react_{kind}_")}
+        if not fields:
+            raise EnvError(f"task {task.name}: {path.name} has no react_{kind}_<i> examples for game {start.info.get('game')}")
+        return template.format(goal=start.goal, **fields)
+
+    return header
+
+
 def play_task(task: Task, engine: Engine, items: list[dict[str, Any]],
               settings: InferenceSettings) -> tuple[list[ItemResult], dict[str, Any]]:
     """Per-episode results and the summary (score, games won, by kind, generate calls)."""
-    spec = EnvSpec.from_table(task.raw.get("env", {}))
-    fmt = EpisodeFormat(header=settings.prompt_template, think_prefix=spec.think_prefix)
+    spec = EnvSpec.from_table(task.raw.get("env", {}), data_dir=task_cache(task))
+    fmt = episode_format(spec, settings)
 
     def policy(batch: list[Pending]) -> list[str]:
         return engine.generate([p.prompt for p in batch], settings)
 
     stats = PlayStats()
     episodes = play([str(item["game"]) for item in items], spec.factory(), policy, fmt=fmt,
-                    max_steps=spec.max_steps, pool_size=spec.pool_size,
+                    max_steps=spec.max_steps, pool_size=spec.pool_size, workers=spec.workers,
+                    header_for=header_maker(task, spec, settings.prompt_template),
                     fits=context_check(engine, settings), stats=stats)
     summary = summarize(episodes) | {"generate_calls": stats.policy_calls, "largest_batch": stats.largest_batch}
     return [episode_result(ep) for ep in episodes], summary

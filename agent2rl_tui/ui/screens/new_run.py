@@ -23,6 +23,15 @@ from agent2rl_tui.tasks.registry import discover
 from agent2rl_tui.ui.messages import OpenRun, RunStarted, RunStartFailed
 from agent2rl_tui.util.timeutil import parse_duration
 
+DEFAULT_TASK = "arith"
+"""The form's first choice: the task that runs anywhere in a minute (the demo's)."""
+
+
+def default_task(tasks: list[str]):  # noqa: ANN201 - a task name or Select.BLANK
+    if DEFAULT_TASK in tasks:
+        return DEFAULT_TASK
+    return tasks[0] if tasks else Select.BLANK
+
 
 class NewRunScreen(Screen[None]):
     BINDINGS = [
@@ -51,7 +60,7 @@ class NewRunScreen(Screen[None]):
                 yield Static(profile_problem, id="new-run-profiles-error")
             with Vertical(classes="field"):
                 yield Label("task")
-                yield Select([(t, t) for t in tasks], value=tasks[0] if tasks else Select.BLANK, id="task",
+                yield Select([(t, t) for t in tasks], value=default_task(tasks), id="task",
                              allow_blank=False)
             with Vertical(classes="field"):
                 yield Label("agent profile")

@@ -1,0 +1,125 @@
+"""ALFWorld household games (put, clean, heat, cool, examine, put two) as an ``Environment``.
+
+ALFWorld (PyPI ``alfworld``, the optional extra ``.[alfworld]``) plays ALFRED's household
+tasks as TextWorld games: each game is a folder with a ``game.tw-pddl`` file (its PDDL domain,
+problem and text grammar), prepared by ``agent2rl-tui data prepare alfworld``. A game id is
+the folder relative to the games root, ``<split>/<task>/<trial>``; its kind comes from the
+task folder's name (``tasks.alfworld.kind_of``).
+
+The adapter builds the environment as ``AlfredTWEnv.init_env`` does for evaluation
+(alfworld 0.4.2, textworld 1.7.0): ``GenericEnvironment(EnvInfos(won, admissible_commands,
+extras=["gamefile"]))`` wrapped by ``AlfredDemangler(shuffle=False)``, ``AlfredInfos`` and
+``Filter``, so observations are character for character what ALFWorld's own gym env gives
+(``textworld.gym``'s step limit wrapper is left out: the episode runner counts steps). Facts
+it relies on: ``load(path)`` switches game in place (the PDDL backend, fast-downward, is
+loaded once per instance), then ``reset()`` → ``(observation, infos)`` and ``step(command)``
+→ ``(observation, score, done, infos)`` with ``infos["won"]``; a command the game does not
+know answers ``"Nothing happens."``; ``done`` is only ever a win (the PDDL env never says
+lost). The first observation is ``-= Welcome to TextWorld, ALFRED! =-``, the room, and the
+``Your task is to: ...`` line, as three paragraphs. Since 0.4.0 the command that places an
+object is ``move X to Y`` (before: ``put X in/on Y``).
+
+Costs measured on two busy cores: ``load`` + ``reset`` 3-5 s (the PDDL problem is
+translated twice), a step 0.2-0.3 s (every step re-derives the admissible commands).
+
+``gold_actions`` is the PDDL planner's plan from the game's start (what textworld reports as
+the ``walkthrough`` extra), computed on first request (1-3 s), not at every reset.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agent2rl_tui.envs.base import EnvError, Outcome, Start
+from agent2rl_tui.tasks.alfworld import GAME_FILE, goal_in, kind_of
+
+PREPARE_HINT = "run `agent2rl-tui data prepare alfworld --from DIR` (DIR: where alfworld-download put json_2.1.1/)"
+
+
+def game_path(root: Path, game: str) -> Path:
+    """The game file of ``game`` under ``root``, with a clear error for a bad or missing id."""
+    rel = Path(game)
+    if not game or rel.is_absolute() or ".." in rel.parts:
+        raise EnvError(f"ALFWorld game {game!r} is not '<split>/<task>/<trial>' under the games folder")
+    path = root / rel / GAME_FILE
+    if not path.is_file():
+        raise EnvError(f"ALFWorld game {game!r} is not in {root}: {PREPARE_HINT}")
+    return path
+
+
+class ALFWorld:
+    """One TextWorld PDDL environment playing ALFWorld games from one games root."""
+
+    name = "alfworld"
+
+    def __init__(self, root: Path) -> None:
+        try:
+            import textworld
+            from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+            from textworld.envs.wrappers import Filter, GenericEnvironment
+        except ImportError as exc:
+            raise EnvError(f"ALFWorld is not installed ({exc}): `pip install -e '.[alfworld]'` "
+                           "(alfworld==0.4.2; it builds fast-downward and jericho, a few minutes)") from exc
+        if not root.is_dir():
+            raise EnvError(f"the ALFWorld games folder {root} does not exist: {PREPARE_HINT}")
+        self.root = root
+        env: Any = GenericEnvironment(textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"]))
+        for wrapper in (AlfredDemangler(shuffle=False), AlfredInfos, Filter):
+            env = wrapper(env)
+        self._env = env
+        self._plan: list[str] | None = None
+        self._planned = False
+
+    def reset(self, game: str) -> Start:
+        path = game_path(self.root, game)
+        try:
+            self._env.load(str(path))
+            obs, infos = self._env.reset()
+        except Exception as exc:  # noqa: BLE001 - a broken game file: say which
+            raise EnvError(f"ALFWorld could not load {path}: {type(exc).__name__}: {exc}") from exc
+        self._plan, self._planned = None, False
+        return Start(observation=obs, goal=goal_in(obs), admissible=list(infos["admissible_commands"]),
+                     info={"game": game, "kind": kind_of(game)})
+
+    def step(self, action: str) -> Outcome:
+        obs, score, done, infos = self._env.step(action)
+        won = bool(infos["won"])
+        return Outcome(observation=obs, reward=float(score), done=bool(done or won), won=won,
+                       score=1.0 if won else 0.0, admissible=list(infos["admissible_commands"]))
+
+    def gold_actions(self) -> list[str] | None:
+        if not self._planned:
+            self._plan, self._planned = plan_from_start(self._env), True
+        return list(self._plan) if self._plan else None
+
+    def close(self) -> None:
+        try:
+            self._env.close()
+        except Exception:  # noqa: BLE001 - nothing left to release
+            pass
+
+
+def plan_from_start(env: Any) -> list[str] | None:
+    """The planner's winning commands from the loaded game's initial state, or None.
+
+    What textworld's PDDL env returns as ``extra.walkthrough`` at reset (the game file's own
+    walkthrough, else fast-downward's plan), computed here on a fresh copy of the initial
+    state so that asking costs nothing unless asked. Reaches into textworld 1.7.0's
+    ``PddlEnv`` (``_game_data``, ``_logic``, ``downward_lib``, ``_entity_infos``, whose names
+    the demangler has already set); any other shape gives None rather than an error.
+    """
+    try:
+        from textworld.envs.pddl import PddlEnv
+        from textworld.envs.pddl import logic as pddl_logic
+
+        inner = env
+        while not isinstance(inner, PddlEnv):
+            inner = inner._wrapped_env
+        stored = inner._game_data.get("walkthrough")
+        if stored:
+            return list(stored)
+        state = pddl_logic.PddlState(inner.downward_lib, inner._game_data["pddl_problem"], inner._logic)
+        return list(state.replan(inner._entity_infos)) or None
+    except Exception:  # noqa: BLE001 - no plan is an answer gold_actions may give
+        return None
