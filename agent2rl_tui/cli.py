@@ -77,11 +77,13 @@ def open_cmd(path: Path) -> None:
 @main.command("tiny-model")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--seed", default=0, show_default=True)
-def tiny_model(path: Path, seed: int) -> None:
-    """Build the tiny Llama model and tokenizer at PATH (offline, under a second)."""
+@click.option("--max-positions", default=512, show_default=True,
+              help="its context; a text game's transcript (twc) needs 2048")
+def tiny_model(path: Path, seed: int, max_positions: int) -> None:
+    """Build the tiny Llama model and tokenizer at PATH (offline, in seconds)."""
     from agent2rl_tui.tasks.tinymodel import build_tiny_model
 
-    out = build_tiny_model(path, seed=seed)
+    out = build_tiny_model(path, seed=seed, max_positions=max_positions)
     click.echo(f"tiny model written to {out}")
 
 

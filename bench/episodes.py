@@ -2,7 +2,9 @@
 (every live game's next action from one generate call) against one game at a time, and the
 environment alone (TextWorldExpress steps per second, gold paths).
 
-Run: ``python bench/episodes.py [GAMES]`` (default 64). Needs Java on PATH.
+Run: ``python bench/episodes.py [GAMES] [MODEL]`` (default 64 games and a fresh, untrained
+tiny model, whose actions are noise until the step limit; give a trained model, e.g. the
+example agent's SFT output, to time episodes that end when they are won). Needs Java.
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ def main() -> None:
     games = [f"test:{20000 + i}" for i in range(n)]
     environment_alone(spec.game, spec.params, games)
     with tempfile.TemporaryDirectory() as tmp:
-        model = build_tiny_model(Path(tmp) / "tiny", max_positions=4096)
+        model = Path(sys.argv[2]) if len(sys.argv) > 2 else build_tiny_model(Path(tmp) / "tiny", max_positions=2048)
+        print(f"model: {model}")
         engine = TransformersEngine()
         engine.load(model)
         settings = task.inference

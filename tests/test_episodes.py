@@ -131,39 +131,65 @@ def test_an_episode_that_outgrows_the_context_ends_there_and_says_so() -> None:
         assert len(e.prompt) >= 1200
 
 
-def test_a_twc_run_scores_its_baseline_by_playing_the_test_games(tmp_path: Path) -> None:
-    """The whole path: task toml → grader → eval worker → episode runner on the transformers engine."""
+def test_the_example_agent_takes_the_online_rl_route_on_twc(tmp_path: Path) -> None:
+    """The whole Level-3 path through the CLI: the grader plays the test games with the base
+    model (baseline), the example agent SFTs on gold paths of the train games in the grader's
+    format and submits, then runs GRPO whose rollouts play the game online and submits again."""
     import json
+    import os
     import re
 
     from conftest import cli
 
+    from agent2rl_tui.record.revisions import files_at, get_revision
     from agent2rl_tui.record.store import RunStore, SubStatus
     from agent2rl_tui.tasks.tinymodel import build_tiny_model
 
-    tiny_model = build_tiny_model(tmp_path / "tiny-4k", max_positions=4096)  # a game transcript is long
-    proc = cli("run", "start", "--task", "twc", "--agent", "command", "--command", "ls data",
-               "--model", str(tiny_model), "--budget", "10m", "--grace", "2s", "--eval-limit", "6",
-               root=tmp_path / "runs", timeout=900)
+    tiny_model = build_tiny_model(tmp_path / "tiny-2k", max_positions=2048)  # a game transcript is long
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "EXAMPLE_SFT_STEPS": "40", "EXAMPLE_GRPO_STEPS": "1",
+                        "EXAMPLE_GAMES": "16", "EXAMPLE_GENERATIONS": "2", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    proc = cli("run", "start", "--task", "twc", "--agent", "example", "--model", str(tiny_model),
+               "--budget", "30m", "--grace", "5s", "--eval-limit", "4", root=tmp_path / "runs", timeout=1700, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
+    log = (run_dir / "logs" / "agent.log").read_text()
     with RunStore.of_run(run_dir) as store:
         base = store.baseline()
+        subs = store.submissions(kind="agent")
     assert base is not None and base.status == SubStatus.SCORED, base
     settings = json.loads(base.settings_json)
     assert settings["env"]["game"] == "twc" and settings["evaluator"] == "episodes"
-    played = settings["episodes"]
-    assert played["games"] == 6 and played["largest_batch"] == 6  # all six games played at once
-    assert played["generate_calls"] <= 20  # one call per round for every live game, not one per game and step
+    played, max_steps = settings["episodes"], settings["env"]["max_steps"]
+    assert played["games"] == 4 and played["largest_batch"] == 4  # all four games played at once
+    assert played["generate_calls"] <= max_steps  # one call per round for every live game, not one per game and step
     lines = [json.loads(x) for x in (run_dir / "evals" / "0" / "results.jsonl").read_text().splitlines()]
-    assert [x["extra"]["game"] for x in lines] == [f"test:{20000 + i}" for i in range(6)]
+    assert [x["extra"]["game"] for x in lines] == [f"test:{20000 + i}" for i in range(4)]
     for x in lines:
         assert x["extra"]["end"] in ("won", "done", "step limit", "context full")
-        assert 0 < x["extra"]["steps"] <= 20 and len(x["extra"]["turns"]) == x["extra"]["steps"]
+        assert 0 < x["extra"]["steps"] <= max_steps and len(x["extra"]["turns"]) == x["extra"]["steps"]
         assert x["prompt"].startswith("Your task: " + x["extra"]["goal"])
-    assert base.score == pytest.approx(100.0 * sum(x["correct"] for x in lines) / 6)
+    assert base.score == pytest.approx(100.0 * sum(x["correct"] for x in lines) / 4)
     train = (run_dir / "workspace" / "data" / "train.jsonl").read_text()
     assert '"train:0"' in train and "test:" not in train  # the agent never sees the grader's games
+
+    # Stage one: SFT on the gold paths, replayed through the workspace's play kit.
+    assert "expert: 16 games replayed, 16 won" in log, log[-3000:]
+    # Stage two: GRPO's rollouts played whole episodes online (2 games x 2 episodes a step).
+    assert re.search(r"rollouts: 4 episodes, \d+ won, [\d.]+ steps each", log), log[-3000:]
+    assert len(subs) == 2 and all(s.status == SubStatus.SCORED for s in subs), subs
+    sft, grpo = subs
+    files1 = set(files_at(run_dir, get_revision(run_dir, sft.revision_seq)))
+    files2 = set(files_at(run_dir, get_revision(run_dir, grpo.revision_seq)))
+    assert "code/episodes_sft.py" in files1 and "code/episodes_grpo.py" not in files1
+    assert {"code/episodes_sft.py", "code/episodes_grpo.py"} <= files2
+    # What SFT taught, seen in the grader's own record of the episodes: the base model writes
+    # no game command; the SFT model's first action is one, as in every gold path.
+    first_actions = {n: [json.loads(x)["extra"]["turns"][0]["action"]
+                         for x in (run_dir / "evals" / str(n) / "results.jsonl").read_text().splitlines()]
+                     for n in (0, sft.id)}
+    verbs = ("take ", "put ", "open ")
+    assert not any(a.startswith(verbs) for a in first_actions[0]), first_actions
+    assert all(a.startswith(verbs) for a in first_actions[sft.id]), first_actions
 
 
 def test_the_workspace_play_kit_builds_the_graders_prompts(tmp_path: Path) -> None:

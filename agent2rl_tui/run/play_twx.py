@@ -12,7 +12,9 @@ collect trajectories for training:
 
 or import it (``sys.path.insert(0, "data")``; ``import play``) and call
 ``play.play(generate, games)`` with ``generate(prompts: list[str]) -> list[str]``: every live
-game's next action comes from one call, as in the grader. Each turn is returned with the
+game's next action comes from one call, as in the grader. For a rollout loop of your own
+(e.g. RL on token ids), ``make_env``, ``reset``, ``step``, ``action_from`` and ``next_turn``
+are the pieces ``play`` is made of. Each turn is returned with the
 prompt the model saw, so ``prompt -> " " + action + "\\n"`` is a training pair.
 """
 
@@ -87,14 +89,24 @@ def play(generate: Callable[[list[str]], list[str]], games: list[str], pool: int
     return [{k: v for k, v in t.items() if k != "env"} for t in sorted(done, key=lambda t: order[t["game"]])]
 
 
+def step(env: Any, action: str) -> tuple[str, float, bool, bool, float]:
+    """One action: (observation, reward, won, game over, the game's score 0..1).
+
+    The step limit is the caller's to count (``SPEC["max_steps"]``), as the grader does.
+    """
+    obs, reward, finished, infos = env.step(action)
+    won = bool(infos.get("tasksuccess"))
+    return obs, float(reward), won, won or bool(finished or infos.get("taskfailure")), float(infos.get("score", 0.0))
+
+
 def _step(t: dict[str, Any], action: str, completion: str) -> bool:
     """Play one action in trajectory ``t``; True when its game is over."""
-    obs, reward, finished, infos = t["env"].step(action)
+    obs, reward, won, over, _score = step(t["env"], action)
     t["turns"].append({"prompt": t["prompt"], "completion": completion, "action": action,
                        "observation": obs, "reward": reward})
     t["prompt"] += next_turn(action, obs)
-    t["won"] = bool(infos.get("tasksuccess"))
-    return t["won"] or bool(finished or infos.get("taskfailure")) or len(t["turns"]) >= int(SPEC["max_steps"])
+    t["won"] = won
+    return over or len(t["turns"]) >= int(SPEC["max_steps"])
 
 
 def expert(games: list[str]) -> list[dict[str, Any]]:

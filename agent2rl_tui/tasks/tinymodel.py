@@ -4,8 +4,9 @@ The demo and the test suite need a real model that loads through the same
 transformers/TRL/vLLM code paths as a real checkpoint, trains in seconds on a CPU
 and is never downloaded. This module makes one: a byte-level BPE tokenizer (digits
 split one by one, ChatML special tokens, a chat template) trained on a few KB of
-generated text, and a ~100k-parameter Llama with tied embeddings, saved as
-config.json + model.safetensors + tokenizer files.
+generated text (arithmetic, chat turns, text-game sentences of household words), and
+a ~125k-parameter Llama with tied embeddings, saved as config.json + model.safetensors +
+tokenizer files.
 """
 
 from __future__ import annotations
@@ -29,8 +30,35 @@ _WORDS = (
 ).split()
 
 
+# Household words for text-game observations ("You are in the kitchen. In one part of the room
+# you see a fridge that is closed."): with them in the corpus a game transcript takes about a
+# token per word instead of one per letter or two, so it fits the tiny model's context.
+_ROOMS = "kitchen bedroom bathroom living room laundry pantry corridor garden hall office garage".split()
+_FURNITURE = (
+    "fridge counter cupboard cabinet drawer shelf table desk chair sofa bed wardrobe dresser chest of drawers "
+    "night stand dressing book case coffee end side TV stand arm bench stove oven toaster dishwasher sink "
+    "washing machine clothes drier basket trash can wastepaper toilet bath tub shower rack hook holder mat "
+    "towel wall work kitchen dining folding shoe coat hat key umbrella spice cutlery"
+).split()
+_THINGS = (
+    "apple banana tomato potato onion pepper lettuce carrot egg bread milk cheese knife fork spoon plate "
+    "bowl cup mug glass pan pot kettle teapot ladle peeler board shirt T-shirt sweater jacket coat dress "
+    "skirt socks shoes boots sneakers slippers hat cap scarf tie belt glove blanket pillow sheet towel "
+    "duvet cushion lamp book notebook copybook paper pen pencil soap handsoap brush comb toothbrush "
+    "toothpaste shampoo tissue candle vase picture remote control phone laptop clock watch bag box"
+).split()
+_ADJECTIVES = "clean dirty used wet dry black white brown gray red green blue yellow striped plaid wooden old new".split()
+_GAME_LINES = (
+    "You are in the {room}. In one part of the room you see a {f1}, that has nothing on it.",
+    "There is also a {f2} that is closed. You also see a {f1}. In another part of the room you see a {a} {t}.",
+    "You take the {a} {t}. You put the {t} in the {f2}. You open the {f2}. It's empty inside.",
+    "take {a} {t}\nopen {f2}\nput {a} {t} in {f2}\nput {t} on {f1}\nlook around\ninventory\ngo to {f1}",
+    "Your task is to pick up objects, then place them in their usual locations in the environment.",
+)
+
+
 def _corpus(rng: random.Random, lines: int = 600) -> list[str]:
-    """A few KB of text shaped like what the tiny model will see: arithmetic, chat turns."""
+    """A few KB of text shaped like what the tiny model will see: arithmetic, chat turns, games."""
     out: list[str] = []
     for _ in range(lines):
         a, b = rng.randint(0, 99), rng.randint(0, 99)
@@ -38,10 +66,13 @@ def _corpus(rng: random.Random, lines: int = 600) -> list[str]:
         words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(2, 8)))
         out.append(f"{words} {a}{op}{b}= {a} {op} {b} = #### {a + b}")
         out.append(f"<|im_start|>user\n{words}?<|im_end|>\n<|im_start|>assistant\n#### {a}<|im_end|>")
+        out.append(rng.choice(_GAME_LINES).format(room=rng.choice(_ROOMS), f1=rng.choice(_FURNITURE),
+                                                  f2=rng.choice(_FURNITURE), t=rng.choice(_THINGS),
+                                                  a=rng.choice(_ADJECTIVES)) + "\n>")
     return out
 
 
-def build_tokenizer(seed: int = 0, vocab_size: int = 384):  # -> PreTrainedTokenizerFast
+def build_tokenizer(seed: int = 0, vocab_size: int = 768):  # -> PreTrainedTokenizerFast
     """Train the byte-level BPE tokenizer and wrap it as a transformers fast tokenizer."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -76,7 +107,7 @@ def build_tiny_model(path: str | Path, seed: int = 0, *, max_positions: int = 51
     """Write a tiny, randomly initialised Llama model and its tokenizer to ``path``.
 
     ``max_positions`` is its context: 512 holds the arithmetic tasks; a text game's
-    transcript needs a few thousand (the tokenizer knows little English).
+    transcript (twc: ~300 tokens to start, a few dozen a turn) needs 2048.
     """
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM

@@ -8,8 +8,14 @@ code/. Notes go to code/NOTES.md, as an agent would keep them.
 
 Environment: the benchmark's (WORKSPACE, MODEL_PATH, DATA_PATH, OUTPUT_DIR, TASK,
 GRADING_SERVER_URL) plus optional EXAMPLE_SFT_STEPS, EXAMPLE_GRPO_STEPS,
-EXAMPLE_MAX_COMPLETION (GRPO's completion length, 8 for arith; GSM8K needs hundreds) and
-EXAMPLE_SEED.
+EXAMPLE_MAX_COMPLETION (GRPO's completion length, 8 for arith; GSM8K needs hundreds),
+EXAMPLE_SEED, and for interactive tasks EXAMPLE_GAMES (train games to use, 0: all) and
+EXAMPLE_GENERATIONS (episodes per game in a GRPO group).
+
+An interactive task (its play kit ``data/play.py`` + ``data/env.json`` in the workspace)
+takes the paper's route instead: ``episodes_sft.py`` (SFT on the gold paths of the train
+games, in the grader's transcript format) -> v1, then ``episodes_grpo.py`` (GRPO whose
+rollouts play the game online) -> v2.
 """
 
 from __future__ import annotations
@@ -98,6 +104,8 @@ def main() -> int:
         say(f"budget left: {remaining:.0f} s" if isinstance(remaining, (int, float)) else "budget left: unknown")
     except GraderAPIError as exc:
         say(f"could not read the budget ({exc}); going on")
+    if (data_path / "env.json").exists():  # an interactive task: its play kit is in data/
+        return interactive_route(workspace, api, model_path, data_path, output_dir, sft_steps, grpo_steps, seed)
     note(workspace, f"# Plan\n- SFT {sft_steps} steps on {n_rows} rows -> output/v1\n"
                     f"- GRPO {grpo_steps} steps, exact-match reward, from v1 -> output/v2\n")
 
@@ -130,4 +138,43 @@ def main() -> int:
     r2 = submit(api, v2)
     say(f"submission v2: {json.dumps(r2)}")
     note(workspace, f"- v2 (GRPO): score {r2.get('score')}; best so far {r2.get('best')}")
+    return 0
+
+
+def interactive_route(workspace: Path, api: GraderAPI, model_path: Path, data_path: Path, output_dir: Path,
+                      sft_steps: int, grpo_steps: int, seed: int) -> int:
+    """The paper's route on a game task: SFT warm-up on expert trajectories, then GRPO online."""
+    games = os.environ.get("EXAMPLE_GAMES", "0")
+    note(workspace, f"# Plan (interactive task)\n- SFT {sft_steps} steps on the train games' gold paths, "
+                    f"in the grader's transcript format (data/play.py) -> output/v1\n"
+                    f"- GRPO {grpo_steps} steps with online rollouts through the game, reward = the game's "
+                    f"score, from v1 -> output/v2\n")
+    write_code(workspace, "episodes_sft.py")
+    t0 = time.time()
+    v1 = output_dir / "v1"
+    rc = run_code(workspace, "episodes_sft.py", "--model", str(model_path), "--data", str(data_path), "--out", str(v1),
+                  "--steps", str(sft_steps), "--games", games, "--seed", str(seed))
+    if rc != 0:
+        say(f"code/episodes_sft.py failed (exit {rc}); stopping")
+        note(workspace, f"- SFT failed (exit {rc})")
+        return 1
+    say(f"SFT done in {time.time() - t0:.1f} s; submitting {v1}")
+    r1 = submit(api, v1)
+    say(f"submission v1: {json.dumps(r1)}")
+    note(workspace, f"- v1 (SFT): score {r1.get('score')} (baseline {r1.get('baseline_score')})")
+
+    write_code(workspace, "episodes_grpo.py")
+    t1 = time.time()
+    v2 = output_dir / "v2"
+    rc = run_code(workspace, "episodes_grpo.py", "--model", str(v1), "--data", str(data_path), "--out", str(v2),
+                  "--steps", str(grpo_steps), "--games", games, "--seed", str(seed),
+                  "--generations", os.environ.get("EXAMPLE_GENERATIONS", "4"))
+    if rc != 0:
+        say(f"code/episodes_grpo.py failed (exit {rc}); stopping with v1 as the best")
+        note(workspace, f"- GRPO failed (exit {rc})")
+        return 1
+    say(f"GRPO done in {time.time() - t1:.1f} s; submitting {v2}")
+    r2 = submit(api, v2)
+    say(f"submission v2: {json.dumps(r2)}")
+    note(workspace, f"- v2 (GRPO online): score {r2.get('score')}; best so far {r2.get('best')}")
     return 0

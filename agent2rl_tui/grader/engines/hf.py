@@ -59,6 +59,8 @@ class TransformersEngine:
             gen_kwargs["temperature"] = settings.temperature
         else:  # silence "generation flags are not valid" for models with sampling defaults
             gen_kwargs.update(temperature=None, top_p=None, top_k=None)
+        if settings.stop:  # a row stops at its first stop string; the batch when every row has
+            gen_kwargs.update(stop_strings=list(settings.stop), tokenizer=tok)
         batch = max(1, settings.batch_size)
         for start in range(0, len(order), batch):
             idx = order[start : start + batch]

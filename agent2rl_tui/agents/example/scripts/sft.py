@@ -40,6 +40,7 @@ def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, s
         per_device_train_batch_size=8,
         lr_scheduler_type="constant",
         bf16=False,
+        activation_checkpointing=False,  # a tiny model on a CPU: recomputing costs more than it saves
         logging_steps=max(1, steps // 5),
         save_strategy="no",
         report_to=[],
