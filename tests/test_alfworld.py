@@ -290,6 +290,19 @@ def test_the_play_kit_builds_the_graders_prompts(task: Task, expert_run: tuple, 
         expected += react_turn(action, outcome.observation)
     assert t["prompt"] == expected
 
+    # The example agent's SFT stage reads this kit as it reads twc's: one pair per gold turn.
+    from agent2rl_tui.agents.example import scripts
+
+    code = ("import json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); import episodes_sft as s; "
+            "pairs, won = s.expert_turns(s.load_play_kit(Path(sys.argv[2])), [sys.argv[3]]); "
+            "print(json.dumps({'pairs': pairs, 'won': won}))")
+    proc = subprocess.run([sys.executable, "-c", code, str(Path(scripts.__file__).parent), str(data), TRAIN],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sft = json.loads(proc.stdout.splitlines()[-1])
+    assert sft["won"] == 1 and [p["completion"] for p in sft["pairs"]] == [f" {a}\n" for a in gold]
+    assert [p["prompt"] for p in sft["pairs"]] == [turn["prompt"] for turn in t["turns"]]
+
 
 def test_the_adapter_shows_what_alfworlds_own_env_shows(cache: Path) -> None:
     """AlfredTWEnv, built from a config as ReAct and AutoRL-Bench build it, against the adapter:

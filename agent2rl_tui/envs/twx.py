@@ -69,7 +69,8 @@ class TextWorldExpress:
         return None if not gold or gold[0].startswith("ERROR") else gold
 
     def close(self) -> None:
+        shut, self._env.close = self._env.close, lambda: None  # its __del__ would close again, noisily
         try:
-            self._env.close()
+            shut()
         except Exception:  # noqa: BLE001 - the JVM is gone already
             pass
