@@ -15,11 +15,12 @@ import time
 from pathlib import Path
 
 from agent2rl_tui.envs import EnvSpec
+from agent2rl_tui.envs.base import Environment
 from agent2rl_tui.envs.twx import TextWorldExpress
 from agent2rl_tui.grader.engines.base import Engine
 from agent2rl_tui.grader.engines.hf import TransformersEngine
 from agent2rl_tui.grader.episodes import EpisodeFormat, Pending, PlayStats, play, summarize
-from agent2rl_tui.tasks.registry import load_task
+from agent2rl_tui.tasks.registry import InferenceSettings, load_task
 from agent2rl_tui.tasks.tinymodel import build_tiny_model
 
 
@@ -37,20 +38,34 @@ def environment_alone(game: str, params: str, games: list[str]) -> None:
           f"({steps / dt:.0f} steps/s, {dt / len(games) * 1000:.1f} ms per game incl. reset)")
 
 
-def played(engine: Engine, task_games: list[str], pool: int, spec: EnvSpec, fmt: EpisodeFormat, settings) -> float:  # noqa: ANN001
+def played(engine: Engine, task_games: list[str], pool: int, spec: EnvSpec, fmt: EpisodeFormat,
+           settings: InferenceSettings) -> tuple[float, float]:
+    """Play the games with ``pool`` at once; (seconds in all, seconds in generate)."""
     stats = PlayStats()
+    spent = {"generate": 0.0, "start envs": 0.0}
+    make = spec.factory()
+
+    def make_env() -> Environment:
+        t = time.perf_counter()
+        env = make()
+        spent["start envs"] += time.perf_counter() - t
+        return env
 
     def policy(batch: list[Pending]) -> list[str]:
-        return engine.generate([p.prompt for p in batch], settings)
+        t = time.perf_counter()
+        out = engine.generate([p.prompt for p in batch], settings)
+        spent["generate"] += time.perf_counter() - t
+        return out
 
     t = time.perf_counter()
-    episodes = play(task_games, spec.factory(), policy, fmt=fmt, max_steps=spec.max_steps, pool_size=pool,
-                    stats=stats)
+    episodes = play(task_games, make_env, policy, fmt=fmt, max_steps=spec.max_steps, pool_size=pool, stats=stats)
     dt = time.perf_counter() - t
     s = summarize(episodes)
-    print(f"pool {pool:3d}: {len(episodes)} episodes in {dt:6.1f} s = {len(episodes) / dt:6.2f} episodes/s; "
-          f"{stats.policy_calls} generate calls, mean {s['mean_steps']:.1f} steps, score {s['score']:.1f}")
-    return dt
+    print(f"pool {pool:3d}: {len(episodes)} episodes in {dt:6.1f} s = {len(episodes) / dt:6.2f} episodes/s "
+          f"(generate {spent['generate']:.1f} s, starting {pool} simulators {spent['start envs']:.1f} s, "
+          f"the rest {dt - sum(spent.values()):.1f} s); {stats.policy_calls} generate calls, "
+          f"mean {s['mean_steps']:.1f} steps, score {s['score']:.1f}")
+    return dt, spent["generate"]
 
 
 def main() -> None:
@@ -66,9 +81,13 @@ def main() -> None:
         engine.load(model)
         settings = task.inference
         fmt = EpisodeFormat(header=settings.prompt_template)
-        batched = played(engine, games, min(n, 64), spec, fmt, settings)
-        one = played(engine, games, 1, spec, fmt, settings)
-        print(f"batched is {one / batched:.1f}x faster than one episode at a time (goal: >= 5x at 64 episodes)")
+        pools = {pool: played(engine, games, pool, spec, fmt, settings) for pool in (min(n, 64), spec.pool_size, 1)}
+        one, one_gen = pools[1]
+        many, many_gen = pools[min(n, 64)]
+        task_pool, _ = pools[spec.pool_size]
+        print(f"generation, {min(n, 64)} at once vs one at a time: {one_gen / many_gen:.1f}x faster (goal: >= 5x)")
+        print(f"end to end: {min(n, 64)} at once {one / many:.1f}x, the task's pool of {spec.pool_size} "
+              f"{one / task_pool:.1f}x faster than one game at a time (each simulator is a JVM to start)")
 
 
 if __name__ == "__main__":
