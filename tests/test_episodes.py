@@ -65,6 +65,30 @@ def test_batched_and_one_at_a_time_play_the_same_episodes() -> None:
     assert [e.to_dict() for e in one] == [e.to_dict() for e in many]
 
 
+def test_simulators_in_one_jvm_play_as_simulators_in_their_own() -> None:
+    """The task's maker puts a whole pool in one JVM; interleaved games do not touch each other."""
+    from agent2rl_tui.envs import EnvSpec
+
+    games = TEST_GAMES[:8]
+    gold = gold_paths(TWC, games)
+    made: list[TextWorldExpress] = []
+    maker = EnvSpec.from_table({"kind": "textworld-express", "game": TWC[0], "params": TWC[1]}).factory()
+
+    def make() -> TextWorldExpress:
+        made.append(maker())
+        return made[-1]
+
+    nonsense = {g: ["look around", "take it"] + gold[g] for g in games[::2]}  # some games take longer
+    policy = gold_policy(gold | nonsense)
+    shared = play(games, make, policy, pool_size=8)
+    alone = play(games, lambda: TextWorldExpress(*TWC), policy, pool_size=8)
+    assert [e.to_dict() for e in shared] == [e.to_dict() for e in alone]
+    assert all(e.won for e in shared)
+    jvms = {id(env._jvm) for env in made}
+    assert len(made) == 8 and len(jvms) == 1
+    assert made[0]._jvm.down and made[0]._jvm.first._gateway.java_process.poll() is not None  # shut with the last
+
+
 def test_a_random_policy_rarely_wins_cookingworld() -> None:
     rng = random.Random(0)
 

@@ -77,7 +77,12 @@ class EnvSpec:
         else:
             from agent2rl_tui.envs.twx import TextWorldExpress
 
-            make = partial(TextWorldExpress, self.game, self.params, step_limit=self.max_steps)
+            pool: list[TextWorldExpress] = []
+
+            def make() -> Environment:  # every simulator of this maker in one JVM
+                host = next((env for env in pool if not env._jvm.down), None)
+                pool.append(TextWorldExpress(self.game, self.params, step_limit=self.max_steps, share_jvm_with=host))
+                return pool[-1]
         if self.processes:
             from agent2rl_tui.envs.subproc import InChildProcess
 
