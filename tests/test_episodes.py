@@ -237,6 +237,16 @@ def test_the_workspace_play_kit_builds_the_graders_prompts(tmp_path: Path) -> No
     expert = [json.loads(line) for line in out.read_text().splitlines()]
     assert [t["game"] for t in expert] == ["train:0", "train:1", "train:2"] and all(t["won"] for t in expert)
 
+    # The kit's batched play (its simulators in one JVM, games interleaved) replays them exactly.
+    code = ("import json, sys; sys.path.insert(0, 'data'); import play; "
+            "ex = [json.loads(line) for line in open('expert.jsonl')]; "
+            "nxt = {t['prompt']: ' ' + t['action'] + '\\n' for e in ex for t in e['turns']}; "
+            "out = play.play(lambda ps: [nxt[p] for p in ps], [e['game'] for e in ex], pool=3); "
+            "print(json.dumps([[o['won'], o['prompt'] == e['prompt']] for o, e in zip(out, ex)]))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1]) == [[True, True]] * 3
+
     # The grader, playing the same gold actions, sees the same transcript character for character.
     gold = {t["game"]: [turn["action"] for turn in t["turns"]] for t in expert}
     spec = task.raw["env"]

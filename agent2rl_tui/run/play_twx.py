@@ -33,18 +33,25 @@ SPEC_FILE = HERE / "env.json"
 SPEC: dict[str, Any] = json.loads(SPEC_FILE.read_text(encoding="utf-8")) if SPEC_FILE.exists() else {}
 
 
+_JVM: list[Any] = []  # the simulator whose JVM every other one lives in (one JVM per process)
+
+
 def make_env() -> Any:
+    """A fresh simulator for this task's games. All of them share one JVM (a JVM holds any
+    number of independent games), which ends with this process; ``close()`` is a no-op."""
+    import copy
+
     from textworld_express import TextWorldExpressEnv
 
-    env = TextWorldExpressEnv(envStepLimit=int(SPEC["max_steps"]) + 1)
+    limit = int(SPEC["max_steps"]) + 1
+    if not _JVM:
+        host = TextWorldExpressEnv(envStepLimit=limit)
+        host.close = lambda: None  # its __del__ must not end the JVM under the others
+        _JVM.append(host)
+    env = copy.copy(_JVM[0])
+    env.server = _JVM[0]._gateway.jvm.textworldexpress.runtime.PythonInterface()
+    env.envStepLimit, env.lastStepScore, env.runHistory = limit, 0, []
     env.load(SPEC["game"], SPEC["params"])
-    shut = env.close
-
-    def close_once() -> None:  # its __del__ closes again and may print a BrokenPipeError
-        env.close = lambda: None
-        shut()
-
-    env.close = close_once
     return env
 
 
