@@ -109,35 +109,15 @@ def main() -> int:
     note(workspace, f"# Plan\n- SFT {sft_steps} steps on {n_rows} rows -> output/v1\n"
                     f"- GRPO {grpo_steps} steps, exact-match reward, from v1 -> output/v2\n")
 
-    # Stage one: SFT, written, run, submitted.
-    write_code(workspace, "sft.py")
-    t0 = time.time()
     v1 = output_dir / "v1"
-    rc = run_code(workspace, "sft.py", "--model", str(model_path), "--data", str(train), "--out", str(v1),
-                  "--steps", str(sft_steps), "--seed", str(seed))
-    if rc != 0:
-        say(f"code/sft.py failed (exit {rc}); stopping")
-        note(workspace, f"- SFT failed (exit {rc})")
+    if stage(workspace, api, "SFT", "sft.py", v1, "--model", str(model_path), "--data", str(train),
+             "--steps", str(sft_steps), "--seed", str(seed)) is None:
         return 1
-    say(f"SFT done in {time.time() - t0:.1f} s; submitting {v1}")
-    r1 = submit(api, v1)
-    say(f"submission v1: {json.dumps(r1)}")
-    note(workspace, f"- v1 (SFT): score {r1.get('score')} (baseline {r1.get('baseline_score')})")
-
     # Stage two: a GRPO script and its reward, a new revision of code/, run from v1.
-    write_code(workspace, "reward.py", "grpo.py")
-    t1 = time.time()
-    v2 = output_dir / "v2"
-    rc = run_code(workspace, "grpo.py", "--model", str(v1), "--data", str(train), "--out", str(v2),
-                  "--steps", str(grpo_steps), "--seed", str(seed), "--max-completion", str(max_completion))
-    if rc != 0:
-        say(f"code/grpo.py failed (exit {rc}); stopping with v1 as the best")
-        note(workspace, f"- GRPO failed (exit {rc})")
+    if stage(workspace, api, "GRPO", "grpo.py", output_dir / "v2", "--model", str(v1), "--data", str(train),
+             "--steps", str(grpo_steps), "--seed", str(seed), "--max-completion", str(max_completion),
+             helpers=("reward.py",)) is None:
         return 1
-    say(f"GRPO done in {time.time() - t1:.1f} s; submitting {v2}")
-    r2 = submit(api, v2)
-    say(f"submission v2: {json.dumps(r2)}")
-    note(workspace, f"- v2 (GRPO): score {r2.get('score')}; best so far {r2.get('best')}")
     return 0
 
 
@@ -149,32 +129,31 @@ def interactive_route(workspace: Path, api: GraderAPI, model_path: Path, data_pa
                     f"in the grader's transcript format (data/play.py) -> output/v1\n"
                     f"- GRPO {grpo_steps} steps with online rollouts through the game, reward = the game's "
                     f"score, from v1 -> output/v2\n")
-    write_code(workspace, "episodes_sft.py")
-    t0 = time.time()
     v1 = output_dir / "v1"
-    rc = run_code(workspace, "episodes_sft.py", "--model", str(model_path), "--data", str(data_path), "--out", str(v1),
-                  "--steps", str(sft_steps), "--games", games, "--seed", str(seed))
-    if rc != 0:
-        say(f"code/episodes_sft.py failed (exit {rc}); stopping")
-        note(workspace, f"- SFT failed (exit {rc})")
+    if stage(workspace, api, "SFT", "episodes_sft.py", v1, "--model", str(model_path), "--data", str(data_path),
+             "--steps", str(sft_steps), "--games", games, "--seed", str(seed)) is None:
         return 1
-    say(f"SFT done in {time.time() - t0:.1f} s; submitting {v1}")
-    r1 = submit(api, v1)
-    say(f"submission v1: {json.dumps(r1)}")
-    note(workspace, f"- v1 (SFT): score {r1.get('score')} (baseline {r1.get('baseline_score')})")
-
-    write_code(workspace, "episodes_grpo.py")
-    t1 = time.time()
-    v2 = output_dir / "v2"
-    rc = run_code(workspace, "episodes_grpo.py", "--model", str(v1), "--data", str(data_path), "--out", str(v2),
-                  "--steps", str(grpo_steps), "--games", games, "--seed", str(seed),
-                  "--generations", os.environ.get("EXAMPLE_GENERATIONS", "4"))
-    if rc != 0:
-        say(f"code/episodes_grpo.py failed (exit {rc}); stopping with v1 as the best")
-        note(workspace, f"- GRPO failed (exit {rc})")
+    if stage(workspace, api, "GRPO online", "episodes_grpo.py", output_dir / "v2", "--model", str(v1),
+             "--data", str(data_path), "--steps", str(grpo_steps), "--games", games, "--seed", str(seed),
+             "--generations", os.environ.get("EXAMPLE_GENERATIONS", "4")) is None:
         return 1
-    say(f"GRPO done in {time.time() - t1:.1f} s; submitting {v2}")
-    r2 = submit(api, v2)
-    say(f"submission v2: {json.dumps(r2)}")
-    note(workspace, f"- v2 (GRPO online): score {r2.get('score')}; best so far {r2.get('best')}")
     return 0
+
+
+def stage(workspace: Path, api: GraderAPI, name: str, script: str, out: Path, *args: str,
+          helpers: tuple[str, ...] = ()) -> dict[str, Any] | None:
+    """One stage: write ``script`` (and ``helpers``) into code/, run it to train ``out``, submit
+    it, note the score. None when the script failed (the stage before stays the best)."""
+    write_code(workspace, *helpers, script)
+    started = time.time()
+    rc = run_code(workspace, script, *args, "--out", str(out))
+    if rc != 0:
+        say(f"code/{script} failed (exit {rc}); stopping" + (" with v1 as the best" if out.name != "v1" else ""))
+        note(workspace, f"- {name} failed (exit {rc})")
+        return None
+    say(f"{name} done in {time.time() - started:.1f} s; submitting {out}")
+    result = submit(api, out)
+    say(f"submission {out.name}: {json.dumps(result)}")
+    note(workspace, f"- {out.name} ({name}): score {result.get('score')} (baseline {result.get('baseline_score')}); "
+                    f"best so far {result.get('best')}")
+    return result

@@ -19,16 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-
-def load_play_kit(data_dir: Path) -> Any:
-    sys.path.insert(0, str(data_dir.resolve()))
-    import play  # data/play.py, written by the benchmark
-
-    return play
+from episodes_sft import load_play_kit  # beside this file in code/, written by stage one
 
 
 class Rollouts:
