@@ -1,0 +1,172 @@
+"""The contamination check on real run folders: real snapshots.git, real GSM8K and HumanEval splits."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import make_prepared_run
+
+from agent2rl_tui.record.contamination import (
+    CHUNK_BYTES,
+    Scanner,
+    build_index,
+    check_run,
+    read_contamination,
+    write_contamination,
+)
+from agent2rl_tui.record.revisions import Snapshotter
+from agent2rl_tui.tasks.registry import Task, load_task
+
+
+@pytest.fixture(scope="module")
+def gsm8k(prepared_data: Path) -> Task:
+    return load_task("gsm8k")
+
+
+@pytest.fixture(scope="module")
+def humaneval(prepared_data: Path) -> Task:
+    return load_task("humaneval")
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, tiny_model: Path) -> Path:
+    return make_prepared_run(tmp_path / "runs", tiny_model)
+
+
+def write(run_dir: Path, rel: str, text: str | bytes) -> Path:
+    path = run_dir / "workspace" / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def disguised(text: str) -> str:
+    """The text as an agent might paste it: case changed, spaces doubled, lines re-broken."""
+    return text.upper().replace(" ", "  ").replace(". ", ".\n\t")
+
+
+def hit_of(result: dict[str, Any], path: str) -> dict[str, Any]:
+    return next(h for h in result["hits"] if h["path"] == path)
+
+
+def test_pasted_test_questions_are_found_with_their_revisions_and_path(run_dir: Path, gsm8k: Task) -> None:
+    evals, train = gsm8k.load_split("eval"), gsm8k.load_split("train")
+    snap = Snapshotter(run_dir)
+    snap.snapshot("start")
+    stolen = [17, 250, 1300]
+    notes = "# extra practice problems\n\n" + "\n\n".join(disguised(evals[i]["question"]) for i in stolen) + "\n"
+    write(run_dir, "code/notes.md", notes)
+    write(run_dir, "code/train_copy.jsonl", "".join(json.dumps(r) + "\n" for r in train[:300]))
+    write(run_dir, "code/train.py", "import json\nrows = [json.loads(l) for l in open('notes.md')]\n")
+    second, _ = snap.snapshot("watch")
+    write(run_dir, "code/train.py", "import json\nlr = 1e-5\n")
+    third, _ = snap.snapshot("watch")
+    # A file that held a test item (question and worked answer) for one revision only.
+    scratch = write(run_dir, "code/scratch.py", f"Q = {evals[42]['question']!r}\nA = {evals[42]['answer']!r}\n")
+    fourth, _ = snap.snapshot("watch")
+    scratch.unlink()
+    fifth, _ = snap.snapshot("watch")
+
+    result = check_run(run_dir, gsm8k)
+
+    assert result["contaminated"] is True
+    assert result["eval_items"] == len(evals) == 1319
+    assert result["checkable_items"] > 1300
+    assert result["items"] == sorted(["17", "250", "1300", "42"])
+    assert [h["path"] for h in result["hits"]] == ["code/notes.md", "code/scratch.py"]
+    assert hit_of(result, "code/notes.md") == {
+        "path": "code/notes.md", "revisions": [second.seq, third.seq, fourth.seq, fifth.seq],
+        "in_final_workspace": True, "items": ["1300", "17", "250"]}
+    assert hit_of(result, "code/scratch.py") == {
+        "path": "code/scratch.py", "revisions": [fourth.seq], "in_final_workspace": False, "items": ["42"]}
+    assert result["revisions_scanned"] == 5 and result["skipped"]["errors"] == 0
+
+
+def test_files_outside_the_revisions_are_scanned_and_ours_are_not(run_dir: Path, gsm8k: Task) -> None:
+    evals = gsm8k.load_split("eval")
+    Snapshotter(run_dir).snapshot("start")
+    # Rollouts in output/ (never captured by a revision) with test items' gold answers.
+    rollouts = [json.dumps({"prompt": f"problem {i}", "completion": "Let me think. " * 20, "reward": 0.0})
+                for i in range(3000)]
+    rollouts.insert(1500, json.dumps({"prompt": evals[7]["question"], "completion": evals[7]["answer"]}))
+    write(run_dir, "output/rollouts/step_100.jsonl", "\n".join(rollouts) + "\n")
+    write(run_dir, "output/rollouts/copy.jsonl", (run_dir / "workspace/output/rollouts/step_100.jsonl").read_text())
+    # A file of several chunks, one item's words one per line in the middle.
+    words = evals[8]["question"].split()
+    filler = "x\n" * ((CHUNK_BYTES - 200) // 2)
+    write(run_dir, "output/long.txt", filler + "\n".join(words) + "\n" + filler)
+    # Skipped, though they hold test items: weights by name, binary content, over the size cap.
+    write(run_dir, "output/ckpt/model.safetensors", evals[9]["question"] * 3)
+    write(run_dir, "output/cache.dat", b"\0\1" + evals[10]["question"].encode() * 3)
+    write(run_dir, "output/huge.txt", evals[11]["question"] + "\n" + "y " * 3_000_000)
+    # Ours: the base model and the train split (read-only to the agent) are never scanned.
+    models, data = run_dir / "workspace" / "models", run_dir / "workspace" / "data"
+    base = next(models.iterdir())
+    for folder in (base, data):
+        folder.chmod(folder.stat().st_mode | stat.S_IWUSR)
+    write(run_dir, f"models/{base.name}/README.md", evals[12]["question"])
+    write(run_dir, "data/eval_copy.txt", evals[13]["question"])
+    assert any(p.suffix == ".safetensors" for p in base.iterdir())
+
+    result = check_run(run_dir, gsm8k, size_cap=5_000_000)
+
+    assert result["items"] == ["7", "8"]
+    assert result["hits"] == [
+        {"path": "output/long.txt", "revisions": [], "in_final_workspace": True, "items": ["8"]},
+        {"path": "output/rollouts/copy.jsonl", "revisions": [], "in_final_workspace": True, "items": ["7"]},
+        {"path": "output/rollouts/step_100.jsonl", "revisions": [], "in_final_workspace": True, "items": ["7"]},
+    ]
+    skipped = result["skipped"]
+    assert (skipped["weights"], skipped["binary"], skipped["too_large"], skipped["errors"]) == (1, 1, 1, 0)
+    assert result["bytes_scanned"] > os.path.getsize(run_dir / "workspace" / "output" / "long.txt")
+
+
+def test_an_item_is_found_however_the_stream_is_cut(gsm8k: Task) -> None:
+    evals = gsm8k.load_split("eval")
+    index = build_index(evals, gsm8k.load_split("train"))
+    text = ("noise " * 50 + "\n".join(json.dumps(evals[99]["question"]).split(" ")) + "\n" + "noise\n" * 50).encode()
+    for piece in (1, 7, 64, len(text)):
+        scanner = Scanner(index, chunk_bytes=1)  # every feed is scanned at once: n-grams span the pieces
+        for at in range(0, len(text), piece):
+            scanner.feed(text[at:at + piece])
+        assert [index.item_ids[i] for i in index.items_in(scanner.finish())] == ["99"], piece
+
+
+def test_a_copied_humaneval_eval_problem_is_found_and_a_train_problem_is_not(run_dir: Path,
+                                                                             humaneval: Task) -> None:
+    evals, train = humaneval.load_split("eval"), humaneval.load_split("train")
+    snap = Snapshotter(run_dir)
+
+    def solution(row: dict[str, Any]) -> str:
+        return row["prompt"] + row["canonical_solution"] + "\n\n" + row["test"] + f"\ncheck({row['entry_point']})\n"
+
+    write(run_dir, "code/reference.py", solution(evals[5]))
+    write(run_dir, "code/train_solutions.py", "\n\n".join(solution(r) for r in train[:40]))
+    rev, _ = snap.snapshot("watch")
+
+    result = check_run(run_dir, humaneval)
+
+    assert result["eval_items"] == len(evals) == 82
+    assert result["checkable_items"] == 82
+    assert result["hits"] == [
+        {"path": "code/reference.py", "revisions": [rev.seq], "in_final_workspace": True, "items": ["HumanEval/87"]}]
+
+
+def test_the_result_is_written_whole_and_read_back(run_dir: Path, gsm8k: Task) -> None:
+    assert read_contamination(run_dir) is None
+    result = check_run(run_dir, gsm8k)
+    assert result["contaminated"] is False and result["hits"] == [] and result["items"] == []
+    path = write_contamination(run_dir, result)
+    assert path == run_dir / "report" / "contamination.json"
+    assert read_contamination(run_dir) == result
+    assert sorted(p.name for p in path.parent.iterdir()) == ["contamination.json"]
+    path.write_text("{not json")
+    assert read_contamination(run_dir) is None
