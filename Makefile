@@ -11,7 +11,12 @@ setup: $(VENV)/.installed
 
 # ALFWorld (the alfworld task) compiles fast-downward and jericho: where that fails, the rest
 # still installs and the ALFWorld tests skip, saying how to install it.
+# Containment of the agent needs bubblewrap (docs/containment.md): installed here where root and
+# apt-get are at hand; elsewhere a note says how, and runs start "not contained" until it is.
 $(VENV)/.installed: pyproject.toml
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; } || \
+		echo "note: bubblewrap is not installed; agents will run NOT CONTAINED until it is: sudo apt install bubblewrap"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check $(TORCH_PIN) -e '.[dev]'
 	$(BIN)/pip install -q --disable-pip-version-check $(TORCH_PIN) -e '.[dev,alfworld]' || \

@@ -17,6 +17,7 @@ import click
 
 from agent2rl_tui.record.index import RunError, default_root, find_run, list_runs, summarize
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore, StoreError
+from agent2rl_tui.run.containment import probe as containment_probe
 from agent2rl_tui.run.lifecycle import RunRequest, start_run, stop_run
 from agent2rl_tui.run.profiles import ProfileError, load_profiles
 from agent2rl_tui.tasks.registry import TaskError, discover, load_task
@@ -193,12 +194,14 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--gpus", help="CUDA devices the run expects, e.g. 0 or 0,1 (checked before the run).")
 @click.option("--allow-missing-key", is_flag=True, help="Start even if the agent's API key variable is unset.")
 @click.option("--profiles", "profiles", type=click.Path(path_type=Path), help="Agent profiles TOML file.")
+@click.option("--no-contain", "no_contain", is_flag=True,
+              help="Run the agent without its sandbox (the record marks the run 'not contained').")
 @click.option("--detach", is_flag=True, help="Return at once; the run goes on in the background.")
 @click.pass_context
 def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: str, grace: str,
               driver: str | None, seed: int, command: str | None, env: tuple[str, ...],
               eval_timeout: str | None, eval_limit: int | None, gpus: str | None, allow_missing_key: bool,
-              profiles: Path | None, detach: bool) -> None:
+              profiles: Path | None, no_contain: bool, detach: bool) -> None:
     """Start a run: workspace, baseline, agent under a budget, report."""
     try:
         req = RunRequest(
@@ -207,13 +210,19 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
             driver=driver, seed=seed, command=command, root=ctx.obj["root"],
             eval_timeout_s=parse_duration(eval_timeout) if eval_timeout else None,
             eval_limit=eval_limit, agent_env=_parse_env(env), gpus=gpus,
-            allow_missing_key=allow_missing_key, profiles_path=profiles,
+            allow_missing_key=allow_missing_key, profiles_path=profiles, contain=not no_contain,
         )
         run_dir, pid = start_run(req)
     except USER_ERRORS as exc:
         _fail(exc)
     click.echo(f"run {run_dir.name} started (supervisor pid {pid})")
     click.echo(f"run folder: {run_dir}")
+    why_not = None if no_contain else containment_probe()
+    if no_contain:
+        click.echo("warning: --no-contain: the agent can read and write outside its workspace; the "
+                   "run is marked 'not contained'", err=True)
+    elif why_not:
+        click.echo(f"warning: the agent will run NOT CONTAINED: {why_not}", err=True)
     if detach:
         click.echo(f"follow it with `agent2rl-tui run show {run_dir.name}`; stop it with "
                    f"`agent2rl-tui run stop {run_dir.name}`")

@@ -20,6 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # torch threads sleep, not spin, on a busy machine
 
 from agent2rl_tui.grader.client import GraderClient  # noqa: E402
 from agent2rl_tui.grader.launch import GraderProcess, spawn_grader  # noqa: E402

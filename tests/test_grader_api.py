@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -263,12 +262,10 @@ def test_time_reports_the_budget(live_grader: LiveGrader) -> None:
 
 def test_an_evaluation_past_its_timeout_is_killed_and_recorded(tmp_path: Path, tiny_model: Path) -> None:
     run_dir = make_prepared_run(tmp_path, tiny_model, eval_timeout_s=0.2)
-    started = time.monotonic()
     grader = LiveGrader(run_dir)  # the baseline itself times out; the grader still comes up
     try:
         assert grader.health["baseline"]["status"] == "failed"
         assert "timed out" in grader.health["baseline"]["error"]
-        assert time.monotonic() - started < 60
         assert grader.client.health()["status"] == "ok"
     finally:
         grader.close()

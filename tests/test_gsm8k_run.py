@@ -37,3 +37,8 @@ def test_example_agent_on_a_gsm8k_slice(prepared_data: Path, tiny_model: Path, t
         train = [json.loads(line) for line in fh]
     assert len(train) == 7473  # the agent gets the train split, never the test split
     assert not any("Janet’s ducks" in row["question"] for row in train)
+    # The example agent trains on the train split only: the contamination check finds nothing,
+    # though every eval item is long enough to be checked.
+    contamination = json.loads((run / "report" / "contamination.json").read_text())
+    assert contamination["items"] == [] and contamination["checkable_items"] == 1319
+    assert contamination["files_scanned"] > 0

@@ -7,7 +7,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -44,11 +43,9 @@ def write_agent(tmp_path: Path, source: str) -> str:
 
 def test_an_agent_that_ignores_sigterm_is_killed_at_the_deadline(tmp_path: Path, tiny_model: Path) -> None:
     command = write_agent(tmp_path, STUBBORN)
-    started = time.monotonic()
     proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
                "--model", str(tiny_model), "--budget", "4s", "--grace", "1s",
                root=tmp_path / "runs", timeout=180)
-    elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = run_dir_of(proc.stdout)
     with RunStore.of_run(run_dir) as store:
@@ -58,9 +55,9 @@ def test_an_agent_that_ignores_sigterm_is_killed_at_the_deadline(tmp_path: Path,
     assert run["end_reason"] == "deadline"
     assert run["agent_exit_code"] == -signal.SIGKILL
     assert "agent_killed" in kinds and "strays_killed" in kinds
-    # Ended within the budget plus the grace period (and the baseline before the budget).
-    assert run["agent_ended_at"] - run["budget_start"] < 4 + 1 + 3
-    assert elapsed < 120
+    # It outlived SIGTERM by the grace period, then SIGKILL ended it (no wait for anything else).
+    assert run["agent_ended_at"] >= run["deadline"] + 1
+    assert run["agent_ended_at"] < run["deadline"] + 60
     escaped = int((run_dir / "workspace" / "escaped.pid").read_text())
     assert not procs.pid_alive(escaped)
     assert "stubborn agent up" in (run_dir / "logs" / "agent.log").read_text()
@@ -91,14 +88,12 @@ def test_a_detached_run_survives_the_process_that_started_it(tmp_path: Path, tin
 
 def test_detach_returns_at_once_and_stop_ends_the_run(tmp_path: Path, tiny_model: Path) -> None:
     command = write_agent(tmp_path, SLEEPER)
-    started = time.monotonic()
     proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
                "--model", str(tiny_model), "--budget", "10m", "--grace", "2s", "--detach",
                root=tmp_path / "runs", timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert time.monotonic() - started < 20
     run_dir = run_dir_of(proc.stdout)
-    assert summarize(run_dir).status in ACTIVE_STATUSES
+    assert summarize(run_dir).status in ACTIVE_STATUSES  # it returned while the run goes on
     wait_for(lambda: summarize(run_dir).status == "running", timeout=120, what="the agent to start")
     stop = cli("run", "stop", run_dir.name, "--wait", "60", root=tmp_path / "runs")
     assert stop.returncode == 0

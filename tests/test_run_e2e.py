@@ -68,6 +68,16 @@ def test_the_report_matches_the_record(example_run: tuple[Path, str]) -> None:
     assert (run_dir / "report" / "report.md").read_text().startswith(f"# Run {run_dir.name}")
 
 
+def test_the_example_agent_trains_and_improves_contained(example_run: tuple[Path, str]) -> None:
+    """Containment is on by default and costs the example agent nothing (scores: the test above)."""
+    from agent2rl_tui.run.containment import probe
+
+    run_dir, _ = example_run
+    report = read_report(run_dir)
+    assert report["containment"]["contained"] is (probe() is None), report["containment"]
+    assert report["contamination"]["contaminated"] is False
+
+
 def test_the_eval_split_never_enters_the_workspace(example_run: tuple[Path, str]) -> None:
     run_dir, _ = example_run
     task = load_task("arith")

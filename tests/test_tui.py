@@ -320,6 +320,23 @@ async def test_run_screen_panes_and_jumps(review_root: Path) -> None:
         await settle(pilot, lambda: isinstance(app.screen, RunsScreen), what="back to Runs")
 
 
+async def test_the_runs_list_flags_runs_not_contained_or_contaminated(tmp_path: Path) -> None:
+    """A reviewer sees at a glance which runs were not contained and which may have seen eval items."""
+    contained = {"contained": True, "reason": "bubblewrap (/usr/bin/bwrap)"}
+    cases = {"clean": (contained, False), "uncontained": ({"contained": False, "reason": "--no-contain"}, False),
+             "leaky": (contained, True)}
+    for name, (containment, contaminated) in cases.items():
+        run = make_run(tmp_path, name)
+        with RunStore.of_run(run) as store:
+            store.event("supervisor", "containment", "…", containment)
+            store.event("supervisor", "contamination", "…", {"contaminated": contaminated})
+    app = Agent2RLApp(root=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_runs(pilot)
+        flags = {r[-1]: r[-2] for r in table_rows(screen.query_one("#runs", VirtualTable))}
+    assert flags == {"clean": "", "uncontained": "not contained", "leaky": "contaminated?"}
+
+
 async def test_a_lost_run_is_shown_lost_and_can_be_closed(review_root: Path, tmp_path: Path) -> None:
     root = tmp_path / "root"
     lost_src = next(p for p in review_root.iterdir() if p.name.endswith("-lost"))

@@ -487,7 +487,7 @@ async def test_diffview_colours_follow_the_theme(repo_diff: str) -> None:
 
 
 @pytest.mark.asyncio
-async def test_diffview_loads_a_2000_line_rewrite_quickly(tmp_path: Path) -> None:
+async def test_diffview_loads_a_2000_line_rewrite(tmp_path: Path) -> None:
     old, new = tmp_path / "old.py", tmp_path / "new.py"
     old.write_text("".join(f"x_{i} = compute({i}, 'a')  # {i}\n" for i in range(2000)))
     new.write_text("".join(f"y_{i} = compute({i * 2}, 'b')  # {i}\n" for i in range(2000)))
@@ -495,14 +495,11 @@ async def test_diffview_loads_a_2000_line_rewrite_quickly(tmp_path: Path) -> Non
                           capture_output=True, text=True).stdout
     view = DiffView()
     async with WidgetApp(view).run_test(size=(100, 40)) as pilot:
-        t0 = time.perf_counter()
-        view.set_diff(diff)
+        view.set_diff(diff)  # how fast: bench/ui_widgets.py
         strips = [view.render_line(y) for y in range(view.size.height)]
-        elapsed = time.perf_counter() - t0
         await pilot.pause()
         assert view.line_count >= 4000 and len(view.hunk_rows) == 1
         assert "x_0 = compute(0, 'a')" in strips[2].text
-        assert elapsed < 1.0, elapsed
         await pilot.press("end")
         await pilot.pause()
         assert view.scroll_offset.y == view.max_scroll_y > 3900

@@ -7,6 +7,7 @@ stopped beating is shown as lost by whoever reads it.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import sys
@@ -65,6 +66,20 @@ class RunSummary:
     end_reason: str | None
     error: str | None
     n_revisions: int = 0
+    contained: bool | None = None
+    """False when the agent ran (or runs) outside its sandbox; None before it started."""
+    contaminated: bool | None = None
+    """True when the contamination check found eval items in what the agent wrote."""
+
+    @property
+    def flags(self) -> str:
+        """What a reviewer must see in the runs list: "not contained", "contaminated?"."""
+        out = []
+        if self.contaminated:
+            out.append("contaminated?")
+        if self.contained is False:
+            out.append("not contained")
+        return " · ".join(out)
 
     @property
     def improvement(self) -> float | None:
@@ -100,7 +115,9 @@ SELECT r.*,
   (SELECT score FROM submissions WHERE id = {BASELINE_ID} AND status = '{SubStatus.SCORED.value}') AS baseline_score,
   ({BEST_SCORE_SQL}) AS best_score,
   (SELECT COUNT(*) FROM submissions WHERE kind = 'agent' AND status != 'rejected') AS n_submissions,
-  (SELECT COUNT(*) FROM revisions) AS n_revisions
+  (SELECT COUNT(*) FROM revisions) AS n_revisions,
+  (SELECT data_json FROM events WHERE kind = 'containment' ORDER BY id DESC LIMIT 1) AS containment_json,
+  (SELECT data_json FROM events WHERE kind = 'contamination' ORDER BY id DESC LIMIT 1) AS contamination_json
 FROM run r LIMIT 1
 """
 
@@ -130,7 +147,16 @@ def summarize(run_dir: Path) -> RunSummary:
         end_reason=run["end_reason"],
         error=run["error"],
         n_revisions=run["n_revisions"],
+        contained=_flag(run["containment_json"], "contained", started=run["budget_start"] is not None),
+        contaminated=_flag(run["contamination_json"], "contaminated", started=False),
     )
+
+
+def _flag(data_json: str | None, key: str, *, started: bool) -> bool | None:
+    """An event's boolean; with no event, False for a run whose agent started, else None."""
+    if data_json:
+        return bool(json.loads(data_json).get(key))
+    return False if started else None
 
 
 def run_folders(root: Path | None = None) -> list[Path]:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.record.capture import DEFAULT_RULES
+from agent2rl_tui.record.contamination import read_contamination
 from agent2rl_tui.record.samples import summarize_samples
 from agent2rl_tui.record.store import RunStore, Submission, SubStatus, best_of, scored_score
 from agent2rl_tui.record.transcripts import transcript_totals
@@ -92,6 +93,15 @@ WARNING_KINDS = {
 """Events a reader of the report should see (with every event the vitals sampler raises)."""
 
 
+NO_CONTAINMENT_RECORD = ("no containment recorded: the agent never started, or the run was made by a "
+                         "version of agent2rl-tui without containment")
+
+
+def containment_of(store: RunStore) -> dict[str, Any]:
+    """How the agent was contained (the supervisor's ``containment`` event), or why not."""
+    return store.last_event_data("containment") or {"contained": False, "reason": NO_CONTAINMENT_RECORD}
+
+
 def warning_events(store: RunStore) -> list[dict[str, Any]]:
     return [
         {"at": iso(e["at"]), "source": e["source"], "kind": e["kind"], "message": e["message"]}
@@ -107,6 +117,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         revisions = [dict(r) for r in store.conn.execute("SELECT * FROM revisions ORDER BY seq")]
         transcript = transcript_totals(store)
         warnings = warning_events(store)
+        contained = containment_of(store)
     base_score = scored_score(baseline)
     best = best_of(subs)
     start = run.get("budget_start")
@@ -158,6 +169,8 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "transcript": transcript,
         "vitals": summarize_samples(run_dir),
         "warnings": warnings,
+        "containment": contained,
+        "contamination": read_contamination(run_dir),
         "generated_at": iso(now()),
     }
 
@@ -184,6 +197,10 @@ def render_markdown(report: dict[str, Any]) -> str:
     ]
     if report["error"]:
         lines.append(f"- error: {report['error']}")
+    c = report["containment"]
+    lines.append(f"- containment: **contained** by {c['reason']}" if c["contained"]
+                 else f"- containment: **NOT CONTAINED**: {c['reason']}")
+    lines.append(contamination_line(report["contamination"]))
     lines += ["", "| # | at | status | score | vs baseline | eval s | revision | model |",
               "|---|---|---|---|---|---|---|---|"]
     for s in report["submissions"]:
@@ -215,6 +232,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                   f"{v['mem_used_max'] >> 20} of {v['mem_total'] >> 20} MiB; disk free min {v['disk_free_min'] >> 30} GiB",
                   f"- agent: up to {v['agent_procs_max']} processes, RSS max {v['agent_rss_max'] >> 20} MiB",
                   f"- {gpus}"]
+    lines += contamination_section(report["contamination"])
     warnings = report.get("warnings") or []
     if warnings:
         lines += ["", f"## Warnings ({len(warnings)})", ""]
@@ -222,6 +240,30 @@ def render_markdown(report: dict[str, Any]) -> str:
         if len(warnings) > 200:
             lines.append(f"- … and {len(warnings) - 200} more in run.db's events table")
     return "\n".join(lines) + "\n"
+
+
+def contamination_line(result: dict[str, Any] | None) -> str:
+    if result is None:
+        return "- contamination check: not run"
+    if result["items"]:
+        return (f"- contamination check: **CONTAMINATED?** {len(result['items'])} eval item(s) found in "
+                f"{len(result['hits'])} file(s) the agent wrote")
+    return (f"- contamination check: clean ({result['checkable_items']} eval items checked against "
+            f"{result['files_scanned']} file(s))")
+
+
+def contamination_section(result: dict[str, Any] | None) -> list[str]:
+    if not result or not result["hits"]:
+        return []
+    lines = ["", f"## Contamination check: {len(result['items'])} eval item(s) found",
+             f"{result['n']}-token overlaps with the eval split (prompts and gold answers), normalised for case "
+             "and whitespace; n-grams shared with the train split do not count.", "",
+             "| file | revisions | at the end | eval items |", "|---|---|---|---|"]
+    for hit in result["hits"]:
+        items = ", ".join(str(i) for i in hit["items"][:20]) + (" …" if len(hit["items"]) > 20 else "")
+        revs = ", ".join(str(r) for r in hit["revisions"]) or "-"
+        lines.append(f"| `{hit['path']}` | {revs} | {'yes' if hit['in_final_workspace'] else 'no'} | {items} |")
+    return lines
 
 
 def write_report(run_dir: Path) -> dict[str, Any]:

@@ -303,6 +303,12 @@ class RunStore:
             (now(), source, kind, message, json.dumps(data) if data is not None else None),
         )
 
+    def last_event_data(self, kind: str) -> dict[str, Any] | None:
+        """The data of the newest event of this kind (e.g. ``containment``), None if there is none."""
+        row = self.conn.execute("SELECT data_json FROM events WHERE kind = ? ORDER BY id DESC LIMIT 1",
+                                (kind,)).fetchone()
+        return json.loads(row[0]) if row is not None and row[0] else None
+
     def events(self, since_id: int = 0) -> list[dict[str, Any]]:
         rows = self.conn.execute("SELECT * FROM events WHERE id > ? ORDER BY id", (since_id,))
         return [dict(r) for r in rows]

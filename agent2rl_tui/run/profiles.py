@@ -32,7 +32,8 @@ BASE_ENV = (
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "SHELL", "TMPDIR", "TZ",
     "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES",
     "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_TOKEN", "HF_ENDPOINT", "TRANSFORMERS_CACHE",
-    "TOKENIZERS_PARALLELISM", "OMP_NUM_THREADS", "VIRTUAL_ENV", "CONDA_PREFIX", "PIP_INDEX_URL",
+    "TOKENIZERS_PARALLELISM", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "MKL_NUM_THREADS", "VIRTUAL_ENV",
+    "CONDA_PREFIX", "PIP_INDEX_URL",
     "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
     "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
     "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "NODE_OPTIONS",
@@ -67,6 +68,12 @@ class AgentProfile:
     env: dict[str, str] = field(default_factory=dict)
     """Fixed variables for the agent (e.g. to skip a trust prompt)."""
     install_hint: str = ""
+    writable_paths: tuple[str, ...] = ()
+    """Paths the contained agent may write besides its workspace (``~/`` is the user's home):
+    its CLI's configuration, logins and sessions. See docs/containment.md."""
+    read_only_paths: tuple[str, ...] = ()
+    """Paths the contained agent may read that containment would otherwise hide (under the
+    home, the run's folder, /tmp): a tool's install, a shared dataset."""
 
     @property
     def executable(self) -> str:
@@ -123,6 +130,7 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
             # Bypass mode refuses to run as root unless IS_SANDBOX=1 (anthropics/claude-code#3490).
             env={"IS_SANDBOX": "1", "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
             install_hint="npm install -g @anthropic-ai/claude-code",
+            writable_paths=("~/.claude", "~/.claude.json"),
         ),
         AgentProfile(
             name="codex",
@@ -135,6 +143,7 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
             env_pass=("CODEX_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME"),
             required_env=(("CODEX_API_KEY", "OPENAI_API_KEY"),),
             install_hint="npm install -g @openai/codex",
+            writable_paths=("~/.codex",),
         ),
         AgentProfile(
             name="gemini-cli",
@@ -151,6 +160,7 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
             env={"GEMINI_TRUST_WORKSPACE": "true", "GEMINI_CLI_TRUST_WORKSPACE": "true",
                  "GEMINI_SANDBOX": "false"},
             install_hint="npm install -g @google/gemini-cli",
+            writable_paths=("~/.gemini",),
         ),
         AgentProfile(
             name="opencode",
@@ -166,6 +176,7 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
             env={"OPENCODE_CONFIG_CONTENT": '{"permission": "allow", "autoupdate": false, "share": "disabled"}',
                  "OPENCODE_DISABLE_AUTOUPDATE": "1"},
             install_hint="npm install -g opencode-ai",
+            writable_paths=("~/.config/opencode", "~/.local/share/opencode", "~/.local/state/opencode"),
         ),
         AgentProfile(
             name="openhands",
@@ -178,6 +189,7 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
             required_env=(("LLM_API_KEY",),),
             env={"OPENHANDS_SUPPRESS_BANNER": "1"},
             install_hint="uv tool install openhands --python 3.12",
+            writable_paths=("~/.openhands",),
         ),
         AgentProfile(
             name="example",
@@ -207,7 +219,8 @@ def user_profiles_path() -> Path:
 
 
 _FIELDS = {"command", "description", "stream_format", "instructions_file", "model_flag", "model_env",
-           "default_model", "env_pass", "required_env", "env", "install_hint"}
+           "default_model", "env_pass", "required_env", "env", "install_hint", "writable_paths",
+           "read_only_paths"}
 
 
 def _from_toml(name: str, raw: dict[str, Any], known: dict[str, AgentProfile], source: Path) -> AgentProfile:
@@ -224,7 +237,9 @@ def _from_toml(name: str, raw: dict[str, Any], known: dict[str, AgentProfile], s
             continue
         if key == "command":
             value = tuple(shlex.split(value) if isinstance(value, str) else value)
-        elif key == "env_pass":
+        elif key in ("env_pass", "writable_paths", "read_only_paths"):
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise ProfileError(f"{source}: [agents.{name}] {key} must be a list of strings")
             value = tuple(value)
         elif key == "required_env":
             value = tuple(tuple([g] if isinstance(g, str) else g) for g in value)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,9 +27,12 @@ from typing import Any
 
 from agent2rl_tui.grader.client import GraderClient, GraderUnavailable
 from agent2rl_tui.grader.launch import GraderProcess, spawn_grader
+from agent2rl_tui.record.contamination import check_run, write_contamination
+from agent2rl_tui.record.index import default_root
 from agent2rl_tui.record.report import write_report
 from agent2rl_tui.record.revisions import SnapshotError, Snapshotter
 from agent2rl_tui.record.store import RunStore, SubStatus
+from agent2rl_tui.run import containment
 from agent2rl_tui.run.agent_output import AgentOutput
 from agent2rl_tui.run.lifecycle import AGENT_ENV_VAR
 from agent2rl_tui.run.profiles import AgentProfile, get_profile
@@ -36,7 +40,7 @@ from agent2rl_tui.run.prompt import build_prompt
 from agent2rl_tui.run.vitals import VitalsSampler
 from agent2rl_tui.run.watcher import RevisionWatcher
 from agent2rl_tui.run.workspace import make_run_folder, populate_workspace, write_run_meta
-from agent2rl_tui.tasks.registry import load_task
+from agent2rl_tui.tasks.registry import cache_root, load_task
 from agent2rl_tui.util import procs as procs
 from agent2rl_tui.util.logsetup import configure_logging
 from agent2rl_tui.util.timeutil import human_duration, iso, now
@@ -71,6 +75,7 @@ class Supervisor:
         self.watcher: RevisionWatcher | None = None
         self.output: AgentOutput | None = None
         self.vitals = VitalsSampler(self.run_dir)
+        self.containment: containment.Containment | None = None
 
     # -- signals and heartbeat --------------------------------------------------------
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -124,6 +129,7 @@ class Supervisor:
             self.stop_grader()
             self.vitals.stop()
             self.fail_unfinished()
+            self.check_contamination()
             self.store.update_run(status=final_status, ended_at=now(), error=error, heartbeat_at=now())
             self.store.event("supervisor", "end", f"run {final_status}", {"error": error})
             self.done.set()
@@ -191,6 +197,8 @@ class Supervisor:
              "timeout_s": self.run["budget_s"], "end_time": deadline},
         )
         env = self.agent_env(profile, model)
+        self.containment = self.contain(profile, env)
+        argv = self.containment.wrap(argv)
         self.take_snapshot("start")
         self.watcher = RevisionWatcher(self.snapshotter)
         self.watcher.start()
@@ -220,6 +228,48 @@ class Supervisor:
             self.output = None
         self.stop_watcher()
         return reason
+
+    def contain(self, profile: AgentProfile, env: dict[str, str]) -> containment.Containment:
+        """The agent's sandbox, or why there is none; either way it goes into the record."""
+        if not self.cfg.get("contain", True):
+            made = containment.not_contained("started with --no-contain", requested=False)
+        else:
+            made = containment.build(
+                run_dir=self.run_dir, workspace=self.ws, runs_root=default_root(), data_cache=cache_root(),
+                env=env, writable_paths=profile.writable_paths, read_only_paths=profile.read_only_paths,
+            )
+        if made.contained:
+            log.info("the agent runs contained: %s; hidden: %s", made.reason, ", ".join(made.hidden))
+            message = f"agent contained by {made.reason}"
+        else:
+            log.warning("the agent runs NOT CONTAINED: %s", made.reason)
+            message = f"agent not contained: {made.reason}"
+        self.store.event("supervisor", "containment", message, made.record())
+        return made
+
+    def check_contamination(self) -> None:
+        """Scan what the agent wrote for eval items (record/contamination.py); never fatal."""
+        if self.store.run().get("budget_start") is None:
+            return
+        try:
+            result = check_run(self.run_dir, load_task(self.cfg["task_folder"]))
+            write_contamination(self.run_dir, result)
+        except Exception as exc:  # noqa: BLE001 - the record closes whatever the scan does
+            log.exception("the contamination check failed")
+            self.store.event("supervisor", "contamination_failed", f"contamination check failed: {exc}")
+            return
+        items = result["items"]
+        if items:
+            files = ", ".join(h["path"] for h in result["hits"][:5])
+            log.warning("contamination check: %d eval item(s) found in what the agent wrote (%s)", len(items), files)
+            message = f"{len(items)} eval item(s) found in what the agent wrote"
+        else:
+            log.info("contamination check: no eval item found in %d file(s) (%d checkable items)",
+                     result["files_scanned"], result["checkable_items"])
+            message = "no eval item found in what the agent wrote"
+        self.store.event("supervisor", "contamination", message,
+                         {"contaminated": bool(items), "items": items[:50], "n_items": len(items),
+                          "files": [h["path"] for h in result["hits"][:50]]})
 
     def _profiles_path(self) -> Path | None:
         path = self.cfg.get("profiles_path")
@@ -335,6 +385,7 @@ class Supervisor:
             agent.kill()
             code = agent.wait()
         self.vitals.agent_pgid = None  # gone by design from here on: not an "agent group gone" event
+        shutil.rmtree(self.run_dir / containment.AGENT_TMP, ignore_errors=True)
         self.store.update_run(agent_exit_code=code, agent_ended_at=now())
         self.store.event("supervisor", "agent_end", f"agent exited with code {code}")
         log.info("agent exit code %s", code)
@@ -404,6 +455,7 @@ class Supervisor:
             GRADING_SERVER_URL=self.grader_url,
             PYTHONUNBUFFERED="1",
         )
+        env.setdefault("OMP_WAIT_POLICY", os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))  # see lifecycle.py
         env.update(json.loads(os.environ.get(AGENT_ENV_VAR, "{}")))
         if self.cfg.get("gpus"):
             env["CUDA_VISIBLE_DEVICES"] = self.cfg["gpus"]

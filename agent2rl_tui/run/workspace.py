@@ -87,7 +87,9 @@ JSON or no `model_path`; 403 a path outside the workspace (symlinks and `..` are
   deadline are still scored.
 - Submit full models. If you train a LoRA adapter, merge it first
   (`model = model.merge_and_unload(); model.save_pretrained(DIR); tokenizer.save_pretrained(DIR)`).
-- Only paths under this workspace can be submitted; do not read or write outside it.
+- Only paths under this workspace can be submitted; do not read or write outside it. The run
+  is contained unless its record says otherwise: outside this workspace the system is
+  read-only, and `$HOME` and `/tmp` are this run's own.
 - Submitting the base model, or a copy of it, is recorded as such (by its weights).
 - The eval data is held by the grader; you never see it. Train on `data/` only.
 """

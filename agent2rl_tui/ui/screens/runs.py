@@ -44,6 +44,7 @@ COLUMNS = [  # sort key, column
     ("revs", Column("revs", 5, right=True)),
     ("used", Column("budget used", 17)),
     ("started", Column("started", 16)),
+    ("flags", Column("flags", 27)),
     ("id", Column("run", 0)),
 ]
 SORT_KEYS = {
@@ -52,7 +53,7 @@ SORT_KEYS = {
     "baseline": lambda r: (r.baseline is None, r.baseline or 0.0), "best": lambda r: (r.best is None, r.best or 0.0),
     "delta": lambda r: (r.improvement is None, r.improvement or 0.0), "subs": lambda r: r.n_submissions,
     "revs": lambda r: r.n_revisions, "used": lambda r: r.budget_used_s or 0.0, "started": lambda r: r.created_at,
-    "mark": lambda r: r.created_at, "id": lambda r: r.id,
+    "mark": lambda r: r.created_at, "id": lambda r: r.id, "flags": lambda r: r.flags,
 }
 
 
@@ -177,7 +178,7 @@ class RunsScreen(StoppingScreen):
             r.base_model, fmt_score(r.baseline), fmt_score(r.best), fmt_score(r.improvement, signed=True),
             str(r.n_submissions), str(r.n_revisions),
             f"{human_duration(r.budget_used_s)} / {human_duration(r.budget_s)}",
-            fmt_time(r.created_at, self.clock()), r.id,
+            fmt_time(r.created_at, self.clock()), Text(r.flags, style="bold red") if r.flags else "", r.id,
         ]
 
     def current_run_id(self) -> str | None:
