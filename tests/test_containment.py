@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import cli
+from conftest import SHARED_DATA, cli
 
 from agent2rl_tui.record.index import summarize
 from agent2rl_tui.record.store import RunStore
@@ -84,7 +84,8 @@ def test_a_contained_agent_cannot_reach_the_eval_split_or_the_record(
                           for r in stolen)
     env = {"PROBE_SCRIPT": PROBE.read_text(), "PROBE_PY": sys.executable, "PROBE_PACKAGE": str(package),
            "PROBE_CACHE": str(prepared_data), "PROBE_OTHER_RUN": str(other / "evals" / "0" / "results.jsonl"),
-           "PROBE_HOME_FILE": str(home_file), "PROBE_STOLEN": stolen_text}
+           "PROBE_HOME_FILE": str(home_file), "PROBE_STOLEN": stolen_text,
+           "PROBE_SOURCE": str(SHARED_DATA / "gsm8k")}  # where the data cache was prepared from
     proc = cli("run", "start", "--task", "gsm8k", "--agent", "command", "--command", HOSTILE_AGENT,
                "--model", str(tiny_model), "--budget", "5m", "--grace", "2s", "--eval-limit", "3",
                *[a for k, v in env.items() for a in ("--env", f"{k}={v}")], root=runs, timeout=600)
@@ -95,9 +96,9 @@ def test_a_contained_agent_cannot_reach_the_eval_split_or_the_record(
 
     # Every attempt was refused, and the probe ran to its end.
     attempts = [line.split(" ", 1)[1] for line in log.splitlines() if " refused " in line or " ESCAPED " in line]
-    assert len(attempts) == 16, log
+    assert len(attempts) == 17, log
     assert all(a.startswith("refused") for a in attempts), "\n".join(a for a in attempts if "ESCAPED" in a)
-    assert "probe done 16" in log and "hostile agent done" in log
+    assert "probe done 17" in log and "hostile agent done" in log
 
     # The grader was reachable, and scored a submission from a workspace path.
     assert "submitted: scored" in log
@@ -137,7 +138,8 @@ def test_a_contained_agent_cannot_reach_the_eval_split_or_the_record(
     assert in_code["path"] == "code/extra_train.jsonl" and in_code["in_final_workspace"] and in_code["items"] == ids
     assert in_code["revisions"], "the file was captured by at least one revision"
     assert in_home["path"] == "~/stash.jsonl" and in_home["items"] == ids
-    assert "CONTAMINATED?" in (run / "report" / "report.md").read_text()
+    md = (run / "report" / "report.md").read_text()
+    assert "CONTAMINATED?" in md and f"| `code/extra_train.jsonl` | {', '.join(map(str, in_code['revisions']))} | yes |" in md
     assert events["contamination"]["contaminated"] is True
     assert summarize(run).flags == "contaminated?"
 
@@ -180,20 +182,22 @@ def test_the_sandbox_hides_the_run_and_keeps_the_tools(tmp_path: Path) -> None:
     (ws / "models").mkdir()
     (run / "evals").mkdir()
     (run / "evals" / "gold.txt").write_text("42")
+    source = tmp_path / "HumanEval.jsonl"  # a package's data file the cache was prepared from
+    source.write_text('{"canonical_solution": "return 42"}\n')
     env = dict(os.environ)
     made = containment.build(run_dir=run, workspace=ws, runs_root=tmp_path / "runs", data_cache=tmp_path / "cache",
-                             env=env, writable_paths=("~/.agent2rl-never-there",))
+                             env=env, writable_paths=("~/.agent2rl-never-there",), sources=(source,))
     assert made.contained and made.reason.startswith("bubblewrap")
     import subprocess
 
     script = ("import os, sys, agent2rl_tui; open('made-inside', 'w').write('ok');"
               "print(os.path.exists('../evals/gold.txt'), len([p for p in os.listdir('/proc') if p.isdigit()]),"
-              " os.access('/usr', os.W_OK), os.environ['TMPDIR'])")
+              f" os.access('/usr', os.W_OK), os.environ['TMPDIR'], len(open({str(source)!r}).read()))")
     out = subprocess.run(made.wrap([sys.executable, "-c", script]), cwd=ws, env=env, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    seen, n_procs, usr_writable, tmpdir = out.stdout.split()
-    assert (seen, usr_writable, tmpdir) == ("False", "False", "/tmp")
+    seen, n_procs, usr_writable, tmpdir, source_size = out.stdout.split()
+    assert (seen, usr_writable, tmpdir, source_size) == ("False", "False", "/tmp", "0")
     assert int(n_procs) <= 3  # bubblewrap's init and this process
     assert (ws / "made-inside").read_text() == "ok"
     assert not Path.home().joinpath(".agent2rl-never-there").exists()

@@ -313,6 +313,8 @@ async def test_run_screen_panes_and_jumps(review_root: Path) -> None:
         await settle(pilot, lambda: "valid_submission_rate" in md.source, what="the report")
         assert f"# Run {view.run['id']}" in md.source and "## Code revisions" in md.source
         assert "## The agent's prompt" in md.source and "You are an ML engineer" in md.source
+        # Containment and the contamination check, as a reviewer must see them.
+        assert "- containment: " in md.source and "- contamination check: clean" in md.source
         # Stopping a finished run says so instead of asking.
         await pilot.press("s")
         assert isinstance(app.screen, RunScreen)

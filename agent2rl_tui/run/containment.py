@@ -129,13 +129,13 @@ def _path_prefixes(path_var: str, home: Path) -> list[Path]:
     return out
 
 
-def _hidden_dirs(run_dir: Path, runs_root: Path, data_cache: Path, keep: list[Path]) -> list[Path]:
+def _hidden_dirs(run_dir: Path, runs_root: Path, data_cache: Path, *more: Path, keep: list[Path]) -> list[Path]:
     """The run folder, the folder its siblings share, the default runs root and the data cache.
 
     A parent that holds something the agent must keep (the venv, agent2rl-tui, $HOME) is not a
     runs folder, so it is left alone.
     """
-    candidates = [run_dir, run_dir.parent, runs_root, data_cache]
+    candidates = [run_dir, run_dir.parent, runs_root, data_cache, *more]
     out: list[Path] = []
     for d in candidates:
         d = d.resolve()
@@ -154,9 +154,14 @@ def build(
     env: dict[str, str],
     writable_paths: tuple[str, ...] = (),
     read_only_paths: tuple[str, ...] = (),
+    sources: tuple[Path, ...] = (),
     bwrap: str | None = None,
 ) -> Containment:
-    """The sandbox for one run's agent, or a not-contained record saying why not."""
+    """The sandbox for one run's agent, or a not-contained record saying why not.
+
+    ``sources``: files or folders the task's data was prepared from (they hold the eval split):
+    hidden like the data cache (a file is covered by an empty one).
+    """
     why_not = probe(bwrap)
     if why_not is not None:
         return Containment(False, why_not)
@@ -173,8 +178,9 @@ def build(
     read_only = [*python_dirs, *_path_prefixes(env.get("PATH", ""), real_home),
                  *(_expand(p, real_home) for p in read_only_paths)]
     writable = [_expand(p, real_home) for p in writable_paths]
-    hidden = _hidden_dirs(run_dir, runs_root, data_cache,
-                          keep=[*python_dirs, real_home, *(p for p in read_only + writable if p.exists())])
+    keep = [*python_dirs, real_home, *(p for p in read_only + writable if p.exists())]
+    hidden = _hidden_dirs(run_dir, runs_root, data_cache, *(s for s in sources if s.is_dir()), keep=keep)
+    hidden_files = [s.resolve() for s in sources if s.is_file()]
 
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev"]
     for pattern in NVIDIA_DEVICES:
@@ -188,6 +194,11 @@ def build(
         args += ["--bind-try", str(p), str(p)]
     for d in hidden:
         args += ["--tmpfs", str(d)]
+    if hidden_files:  # an empty file over each (bind mounts are nodev: /dev/null would not read)
+        empty = run_dir / "empty-file"
+        empty.write_bytes(b"")
+        for f in hidden_files:
+            args += ["--ro-bind", str(empty), str(f)]
     args += ["--bind", str(workspace), str(workspace)]
     for sub in ("data", "models"):
         if (workspace / sub).is_dir():
@@ -196,7 +207,7 @@ def build(
              "--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL", "--"]
     return Containment(
         True, f"bubblewrap ({bwrap})",
-        hidden=[str(d) for d in hidden],
+        hidden=[str(p) for p in [*hidden, *hidden_files]],
         writable=[str(workspace), f"{real_home} (the run's {AGENT_HOME}/)", f"/tmp (the run's {AGENT_TMP}/)",
                   *(str(p) for p in writable if p.exists())],
         read_only=["/", *(str(workspace / s) for s in ("data", "models")),

@@ -40,6 +40,7 @@ from agent2rl_tui.run.prompt import build_prompt
 from agent2rl_tui.run.vitals import VitalsSampler
 from agent2rl_tui.run.watcher import RevisionWatcher
 from agent2rl_tui.run.workspace import make_run_folder, populate_workspace, write_run_meta
+from agent2rl_tui.tasks.data import source_paths
 from agent2rl_tui.tasks.registry import cache_root, load_task
 from agent2rl_tui.util import procs as procs
 from agent2rl_tui.util.logsetup import configure_logging
@@ -237,6 +238,7 @@ class Supervisor:
             made = containment.build(
                 run_dir=self.run_dir, workspace=self.ws, runs_root=default_root(), data_cache=cache_root(),
                 env=env, writable_paths=profile.writable_paths, read_only_paths=profile.read_only_paths,
+                sources=tuple(source_paths(load_task(self.cfg["task_folder"]))),
             )
         if made.contained:
             log.info("the agent runs contained: %s; hidden: %s", made.reason, ", ".join(made.hidden))

@@ -126,6 +126,20 @@ def _digest(rows: Rows) -> str:
     return h.hexdigest()[:16]
 
 
+def source_paths(task: Task) -> list[Path]:
+    """The local files or folders the task's cache was prepared from (they hold the eval split
+    too, so a contained agent must not see them): ``--from`` paths and package data files."""
+    meta_path = task_cache(task) / "source.json"
+    try:
+        origin = str(json.loads(meta_path.read_text(encoding="utf-8")).get("source", ""))
+    except (OSError, ValueError):
+        return []
+    if origin.startswith("python package ") and ": " in origin:
+        origin = origin.split(": ", 1)[1]
+    path = Path(origin)
+    return [path] if path.is_absolute() and path.exists() else []
+
+
 def prepare(task: Task, source: Path | None = None) -> dict[str, Any]:
     """Fill the task's cache; returns what source.json records."""
     if task.data.get("source") != "prepared":
