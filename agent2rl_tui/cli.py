@@ -194,6 +194,10 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--gpus", help="CUDA devices the run expects, e.g. 0 or 0,1 (checked before the run).")
 @click.option("--allow-missing-key", is_flag=True, help="Start even if the agent's API key variable is unset.")
 @click.option("--profiles", "profiles", type=click.Path(path_type=Path), help="Agent profiles TOML file.")
+@click.option("--read-only-path", "read_only_paths", multiple=True, type=click.Path(path_type=Path, exists=True),
+              help="A path outside the workspace the contained agent may read, e.g. its own script (repeatable).")
+@click.option("--writable-path", "writable_paths", multiple=True, type=click.Path(path_type=Path, exists=True),
+              help="A path outside the workspace the contained agent may write (repeatable).")
 @click.option("--no-contain", "no_contain", is_flag=True,
               help="Run the agent without its sandbox (the record marks the run 'not contained').")
 @click.option("--detach", is_flag=True, help="Return at once; the run goes on in the background.")
@@ -201,7 +205,8 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: str, grace: str,
               driver: str | None, seed: int, command: str | None, env: tuple[str, ...],
               eval_timeout: str | None, eval_limit: int | None, gpus: str | None, allow_missing_key: bool,
-              profiles: Path | None, no_contain: bool, detach: bool) -> None:
+              profiles: Path | None, read_only_paths: tuple[Path, ...], writable_paths: tuple[Path, ...],
+              no_contain: bool, detach: bool) -> None:
     """Start a run: workspace, baseline, agent under a budget, report."""
     try:
         req = RunRequest(
@@ -211,6 +216,7 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
             eval_timeout_s=parse_duration(eval_timeout) if eval_timeout else None,
             eval_limit=eval_limit, agent_env=_parse_env(env), gpus=gpus,
             allow_missing_key=allow_missing_key, profiles_path=profiles, contain=not no_contain,
+            read_only_paths=tuple(map(str, read_only_paths)), writable_paths=tuple(map(str, writable_paths)),
         )
         run_dir, pid = start_run(req)
     except USER_ERRORS as exc:
@@ -286,6 +292,8 @@ def _print_result(run_dir: Path) -> None:
         click.echo(f"best: {_fmt(best['score']) if best else '-'}"
                    + (f" (submission {best['submission_id']})" if best else ""))
         click.echo(f"improvement: {_fmt(report['improvement'])}")
+        if s.flags:
+            click.echo(f"warning: this run is {s.flags} (see the report)")
         click.echo(f"report: {run_dir / 'report' / 'report.md'}")
 
 
@@ -299,6 +307,7 @@ def _print_runs(runs: list[Any]) -> None:
         click.echo(
             f"{r.id:44} {r.status:9} {r.task:8} {r.agent:8} {_fmt(r.baseline):>7} {_fmt(r.best):>7} "
             f"{_fmt(r.improvement):>7} {r.n_submissions:>4} {human_duration(r.budget_used_s):>8}"
+            + (f"  {r.flags}" if r.flags else "")
         )
 
 
@@ -344,6 +353,8 @@ def run_show(ctx: click.Context, run: str, as_json: bool) -> None:
         click.echo(f"  ended by {run_row['end_reason']}, agent exit code {run_row['agent_exit_code']}")
     if s.error:
         click.echo(f"  error: {s.error}")
+    if s.flags:
+        click.echo(f"  {s.flags.upper()}: see the report's containment and contamination lines")
     click.echo(f"  baseline {_fmt(s.baseline)}, best {_fmt(s.best)}, improvement {_fmt(s.improvement)}")
     for sub in subs:
         label = "baseline" if sub.kind == "baseline" else f"#{sub.id}"

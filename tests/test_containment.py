@@ -128,6 +128,7 @@ def test_a_contained_agent_cannot_reach_the_eval_split_or_the_record(
     assert str(run) in events["containment"]["hidden"] and str(prepared_data) in events["containment"]["hidden"]
     report = json.loads((run / "report" / "report.json").read_text())
     assert report["containment"]["contained"] is True
+    assert report["agent_exit_code"] == 0  # the agent's own status, through the sandbox
     assert "containment: **contained**" in (run / "report" / "report.md").read_text()
 
     # The stolen test items are flagged, with their ids, the file and the revision.
@@ -157,6 +158,8 @@ def test_a_run_without_containment_says_so_everywhere(tiny_model: Path, tmp_path
     assert "--no-contain" in report["containment"]["reason"]
     assert "containment: **NOT CONTAINED**" in (run / "report" / "report.md").read_text()
     assert summarize(run).flags == "not contained"
+    assert "warning: this run is not contained" in proc.stdout
+    assert "not contained" in cli("runs", root=runs).stdout
     assert "agent_exit_code" in report and report["agent_exit_code"] == 0  # it could read ../run.db
     assert not (run / containment.AGENT_HOME).exists()
 

@@ -283,7 +283,8 @@ def test_a_run_records_revisions_up_to_its_final_snapshot(tmp_path: Path, tiny_m
     script = tmp_path / "agent.py"
     script.write_text(AGENT)
     proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command",
-               f"{sys.executable} {script}", "--model", str(tiny_model), "--budget", "60s",
+               f"{sys.executable} {script}", "--read-only-path", str(script),
+               "--model", str(tiny_model), "--budget", "60s",
                root=tmp_path / "runs", timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))

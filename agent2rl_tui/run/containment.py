@@ -20,10 +20,12 @@ command line in /proc, or write ``../run.db`` and the grader's own code. Inside 
   namespace, every capability dropped (root inside cannot unmount what hides the record);
 - the network is shared: the agent needs its LLM API and ``$GRADING_SERVER_URL``.
 
-Signals: the supervisor's SIGTERM to the agent's process group reaches every process in it
-(bubblewrap's own monitor exits on it; the namespace's init stays), and the SIGKILL after the
-grace period kills the namespace's init, which takes every process in the namespace with it,
-``setsid`` ones included.
+Signals: the supervisor's SIGTERM to the agent's process group reaches every process in it.
+Bubblewrap itself is started ignoring SIGTERM (``env --ignore-signal``) and the agent's command
+with its default restored (``env --default-signal``), so bubblewrap stays to report the agent's
+own exit status (a signal N comes back as 128+N: :func:`exit_code` turns it into -N, as for an
+uncontained agent). The SIGKILL after the grace period kills bubblewrap and the namespace's
+init, which takes every process in the namespace with it, ``setsid`` ones included.
 
 A separate uid is the other route; it needs root to create and switch users, and the files an
 agent writes would belong to that user. Bubblewrap needs neither (unprivileged user
@@ -107,6 +109,20 @@ def probe(bwrap: str | None = None) -> str | None:
     return None
 
 
+def _env_sets_signals() -> bool:
+    """coreutils' env has --ignore-signal/--default-signal (8.31 and newer)."""
+    try:
+        return subprocess.run(["env", "--ignore-signal=TERM", "--default-signal=TERM", "true"],
+                              capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def exit_code(code: int, *, contained: bool) -> int:
+    """The agent's exit code as the record keeps it: negative for a signal, contained or not."""
+    return -(code - 128) if contained and 128 < code < 128 + 65 else code
+
+
 def _under(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
@@ -182,7 +198,9 @@ def build(
     hidden = _hidden_dirs(run_dir, runs_root, data_cache, *(s for s in sources if s.is_dir()), keep=keep)
     hidden_files = [s.resolve() for s in sources if s.is_file()]
 
-    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev"]
+    keeps_status = _env_sets_signals()
+    args = ["env", "--ignore-signal=TERM", bwrap] if keeps_status else [bwrap]
+    args += ["--ro-bind", "/", "/", "--dev", "/dev"]
     for pattern in NVIDIA_DEVICES:
         for dev in sorted(glob.glob(pattern)):
             args += ["--dev-bind-try", dev, dev]
@@ -205,6 +223,8 @@ def build(
             args += ["--ro-bind", str(workspace / sub), str(workspace / sub)]
     args += ["--chdir", str(workspace), "--setenv", "TMPDIR", "/tmp",
              "--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL", "--"]
+    if keeps_status:
+        args += ["env", "--default-signal=TERM"]
     return Containment(
         True, f"bubblewrap ({bwrap})",
         hidden=[str(p) for p in [*hidden, *hidden_files]],

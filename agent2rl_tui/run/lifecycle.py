@@ -50,6 +50,9 @@ class RunRequest:
     profiles_path: Path | None = None
     contain: bool = True
     """Run the agent in its sandbox (run/containment.py); False is recorded as "not contained"."""
+    read_only_paths: tuple[str, ...] = ()
+    writable_paths: tuple[str, ...] = ()
+    """Extra paths the contained agent sees, on top of its profile's (e.g. a command agent's script)."""
 
 
 AGENT_ENV_VAR = "AGENT2RL_AGENT_ENV"  # carries RunRequest.agent_env to the supervisor
@@ -139,6 +142,8 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         "eval_limit": req.eval_limit,
         "gpus": req.gpus,
         "contain": req.contain,
+        "read_only_paths": [str(Path(p).expanduser().resolve()) for p in req.read_only_paths],
+        "writable_paths": [str(Path(p).expanduser().resolve()) for p in req.writable_paths],
         "profiles_path": str(req.profiles_path) if req.profiles_path else None,
         "agent_env": names_only(req.agent_env),
         "profile": {**asdict(profile), "env": redacted(profile.env)},

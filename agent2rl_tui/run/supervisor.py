@@ -237,7 +237,8 @@ class Supervisor:
         else:
             made = containment.build(
                 run_dir=self.run_dir, workspace=self.ws, runs_root=default_root(), data_cache=cache_root(),
-                env=env, writable_paths=profile.writable_paths, read_only_paths=profile.read_only_paths,
+                env=env, writable_paths=(*profile.writable_paths, *self.cfg.get("writable_paths", ())),
+                read_only_paths=(*profile.read_only_paths, *self.cfg.get("read_only_paths", ())),
                 sources=tuple(source_paths(load_task(self.cfg["task_folder"]))),
             )
         if made.contained:
@@ -386,6 +387,7 @@ class Supervisor:
         except subprocess.TimeoutExpired:
             agent.kill()
             code = agent.wait()
+        code = containment.exit_code(code, contained=bool(self.containment and self.containment.contained))
         self.vitals.agent_pgid = None  # gone by design from here on: not an "agent group gone" event
         shutil.rmtree(self.run_dir / containment.AGENT_TMP, ignore_errors=True)
         self.store.update_run(agent_exit_code=code, agent_ended_at=now())
