@@ -33,6 +33,8 @@ bench: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/grader_overhead.py
 	$(BIN)/python bench/revisions.py
 	$(BIN)/python bench/sandbox.py
+	$(BIN)/python bench/containment.py
+	$(BIN)/python bench/contamination.py
 	$(BIN)/python bench/transcript.py
 	$(BIN)/python bench/ui_widgets.py
 	$(BIN)/python bench/tui.py

@@ -116,16 +116,16 @@ def wait_for(predicate, timeout: float, interval: float = 0.2, what: str = "cond
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def make_prepared_run(root: Path, model: Path, *, budget_s: float = 600, **kw) -> Path:
+def make_prepared_run(root: Path, model: Path, *, budget_s: float = 600, task: str = "arith", **kw) -> Path:
     """A run folder with its workspace populated and the budget started, no supervisor.
 
     Used to drive a real grader directly; the supervisor's own path is tested end to end.
     """
-    run_dir = create_run(RunRequest(task="arith", agent="command", command="true", model=model,
+    run_dir = create_run(RunRequest(task=task, agent="command", command="true", model=model,
                                     budget_s=budget_s, root=root, **kw))
     with RunStore.of_run(run_dir) as store:
         run = store.run()
-        populate_workspace(run_dir, load_task("arith"), Path(run["base_model_source"]), run["base_model"],
+        populate_workspace(run_dir, load_task(task), Path(run["base_model_source"]), run["base_model"],
                            budget_s=budget_s, grace_s=run["grace_s"])
         start = now()
         store.update_run(budget_start=start, deadline=start + budget_s, status="running")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dis
+import json
 import os
 import socket
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -127,6 +129,26 @@ def test_canonical_solutions_score_100_and_a_broken_one_0(prepared_data: Path) -
     assert ev.judge_all([item], [item["prompt"]], [fenced])[0].correct
     assert f"check({item['entry_point']})" in build_program(item, item["prompt"], item["canonical_solution"])
 
+
+
+def test_humaneval_is_graded_with_the_run_folder_under_tmp(prepared_data: Path, tiny_model: Path,
+                                                           tmp_path: Path) -> None:
+    """A clone or CI under /tmp puts the run folder there, where the sandbox mounts a private /tmp."""
+    from conftest import LiveGrader, make_prepared_run
+
+    assert tmp_path.is_relative_to(tempfile.gettempdir())
+    run_dir = make_prepared_run(tmp_path, tiny_model, task="humaneval", eval_limit=4)
+    grader = LiveGrader(run_dir)
+    try:
+        baseline = grader.health["baseline"]
+    finally:
+        grader.close()
+    assert baseline["status"] == "scored", baseline
+    rows = [json.loads(line) for line in (run_dir / "evals" / "0" / "results.jsonl").open()]
+    assert [r["gold"] for r in rows] == ["HumanEval/82", "HumanEval/83", "HumanEval/84", "HumanEval/85"]
+    for r in rows:  # each program ran and was judged on its own code, not lost to the sandbox's mounts
+        assert r["extracted"] in ("passed", "failed", "timeout"), r
+        assert not any(s in r["extra"]["detail"] for s in ("No such file", "Permission denied", "can't open file")), r
 
 
 # --- Every mode this machine runs: forged verdicts, writes outside, leftover processes ---------
