@@ -187,20 +187,26 @@ def test_the_sandbox_hides_the_run_and_keeps_the_tools(tmp_path: Path) -> None:
     (run / "evals" / "gold.txt").write_text("42")
     source = tmp_path / "HumanEval.jsonl"  # a package's data file the cache was prepared from
     source.write_text('{"canonical_solution": "return 42"}\n')
-    env = dict(os.environ)
+    env = dict(os.environ, PATH=f"{Path.home()}{os.pathsep}{os.environ['PATH']}")  # the home itself on PATH
     made = containment.build(run_dir=run, workspace=ws, runs_root=tmp_path / "runs", data_cache=tmp_path / "cache",
                              env=env, writable_paths=("~/.agent2rl-never-there",), sources=(source,))
+    in_home = Path.home() / f".agent2rl-visible-{uuid.uuid4().hex}"  # the user's home stays out of sight
     assert made.contained and made.reason.startswith("bubblewrap")
     import subprocess
 
     script = ("import os, sys, agent2rl_tui; open('made-inside', 'w').write('ok');"
               "print(os.path.exists('../evals/gold.txt'), len([p for p in os.listdir('/proc') if p.isdigit()]),"
-              f" os.access('/usr', os.W_OK), os.environ['TMPDIR'], len(open({str(source)!r}).read()))")
-    out = subprocess.run(made.wrap([sys.executable, "-c", script]), cwd=ws, env=env, capture_output=True,
-                         text=True, timeout=60)
+              f" os.access('/usr', os.W_OK), os.environ['TMPDIR'], len(open({str(source)!r}).read()),"
+              f" os.path.exists({str(in_home)!r}))")
+    in_home.write_text("mine")
+    try:
+        out = subprocess.run(made.wrap([sys.executable, "-c", script]), cwd=ws, env=env, capture_output=True,
+                             text=True, timeout=60)
+    finally:
+        in_home.unlink()
     assert out.returncode == 0, out.stderr
-    seen, n_procs, usr_writable, tmpdir, source_size = out.stdout.split()
-    assert (seen, usr_writable, tmpdir, source_size) == ("False", "False", "/tmp", "0")
+    seen, n_procs, usr_writable, tmpdir, source_size, home_seen = out.stdout.split()
+    assert (seen, usr_writable, tmpdir, source_size, home_seen) == ("False", "False", "/tmp", "0", "False")
     assert int(n_procs) <= 3  # bubblewrap's init and this process
     assert (ws / "made-inside").read_text() == "ok"
     assert not Path.home().joinpath(".agent2rl-never-there").exists()

@@ -138,6 +138,8 @@ def _path_prefixes(path_var: str, home: Path) -> list[Path]:
         if not entry:
             continue
         p = Path(entry)
+        if p in (home, Path("/tmp")):  # the whole home or /tmp on PATH: not an install prefix
+            continue
         if _under(p, home) or _under(p, Path("/tmp")):
             prefix = p.parent if p.name == "bin" and p.parent != home else p
             if prefix not in out:
