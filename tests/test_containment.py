@@ -145,25 +145,6 @@ def test_a_contained_agent_cannot_reach_the_eval_split_or_the_record(
     assert summarize(run).flags == "contaminated?"
 
 
-def test_a_run_without_containment_says_so_everywhere(tiny_model: Path, tmp_path: Path) -> None:
-    runs = tmp_path / "runs"
-    proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", "cat ../run.db > /dev/null",
-               "--model", str(tiny_model), "--budget", "1m", "--eval-limit", "20", "--no-contain",
-               root=runs, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "--no-contain" in proc.stderr and "not contained" in proc.stderr
-    run = run_dir_of(proc.stdout)
-    report = json.loads((run / "report" / "report.json").read_text())
-    assert report["containment"] == {**report["containment"], "contained": False, "requested": False}
-    assert "--no-contain" in report["containment"]["reason"]
-    assert "containment: **NOT CONTAINED**" in (run / "report" / "report.md").read_text()
-    assert summarize(run).flags == "not contained"
-    assert "warning: this run is not contained" in proc.stdout
-    assert "not contained" in cli("runs", root=runs).stdout
-    assert "agent_exit_code" in report and report["agent_exit_code"] == 0  # it could read ../run.db
-    assert not (run / containment.AGENT_HOME).exists()
-
-
 def test_a_run_made_before_containment_reads_as_not_contained(tmp_path: Path) -> None:
     """Old run folders (no containment event) are shown as what they were: not contained."""
     from synthetic import make_run

@@ -14,6 +14,7 @@ from conftest import cli, read_report, wait_for
 
 from agent2rl_tui.record.index import summarize
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
+from agent2rl_tui.run.containment import probe as containment_probe
 from agent2rl_tui.util import procs as procs
 
 pytestmark = pytest.mark.slow
@@ -73,6 +74,17 @@ def test_an_agent_that_ignores_sigterm_is_killed_at_the_deadline(tmp_path: Path,
     assert "agent_killed" in kinds
     # Its setsid child dies with the sandbox's namespace; without one, the supervisor finds it.
     assert ("strays_killed" in kinds) is (contain == "--no-contain")
+    report = read_report(run_dir)
+    if contain == "--no-contain":  # and a reviewer sees the run was not contained, everywhere
+        assert "--no-contain" in proc.stderr and "warning: this run is not contained" in proc.stdout
+        assert report["containment"]["contained"] is False and report["containment"]["requested"] is False
+        md = (run_dir / "report" / "report.md").read_text()
+        assert "containment: **NOT CONTAINED**: started with --no-contain" in md
+        assert summarize(run_dir).flags == "not contained"
+        assert "not contained" in cli("runs", root=tmp_path / "runs").stdout
+        assert not (run_dir / "agent-home").exists()
+    else:
+        assert report["containment"]["contained"] is (containment_probe() is None)
     # It outlived SIGTERM by the grace period, then SIGKILL ended it (no wait for anything else).
     assert run["agent_ended_at"] >= run["deadline"] + 1
     assert run["agent_ended_at"] < run["deadline"] + 60

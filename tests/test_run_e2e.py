@@ -76,6 +76,8 @@ def test_the_example_agent_trains_and_improves_contained(example_run: tuple[Path
     report = read_report(run_dir)
     assert report["containment"]["contained"] is (probe() is None), report["containment"]
     assert report["contamination"]["contaminated"] is False
+    # The vitals sampler still sees the agent's processes inside the sandbox (its pid namespace).
+    assert report["vitals"]["samples"] > 0 and report["vitals"]["agent_procs_max"] >= 2
 
 
 def test_the_eval_split_never_enters_the_workspace(example_run: tuple[Path, str]) -> None:

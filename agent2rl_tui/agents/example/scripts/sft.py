@@ -18,6 +18,20 @@ def load_rows(path: Path) -> list[dict[str, str]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
+BATCH_SIZE = 8
+
+
+def rows_for(rows: list[dict[str, str]], steps: int, seed: int) -> list[dict[str, str]]:
+    """The rows ``steps`` batches will see, drawn with the seed: a short run does not tokenize
+    the whole train split first (GSM8K's 7,473 rows take 18 s here; 20 steps need 160)."""
+    need = steps * BATCH_SIZE
+    if need >= len(rows):
+        return rows
+    import random
+
+    return random.Random(seed).sample(rows, need)
+
+
 def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, seed: int) -> None:
     from datasets import Dataset
     from transformers import AutoTokenizer
@@ -30,14 +44,14 @@ def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, s
                 "prompt": [{"role": "user", "content": r["question"]}],
                 "completion": [{"role": "assistant", "content": r["answer"]}],
             }
-            for r in rows
+            for r in rows_for(rows, steps, seed)
         ]
     )
     args = SFTConfig(
         output_dir=str(out.parent / f".{out.name}-trainer"),
         max_steps=steps,
         learning_rate=3e-3,
-        per_device_train_batch_size=8,
+        per_device_train_batch_size=BATCH_SIZE,
         lr_scheduler_type="constant",
         bf16=False,
         activation_checkpointing=False,  # a tiny model on a CPU: recomputing costs more than it saves
