@@ -106,6 +106,20 @@ def cli(*args: str, root: Path | None = None, timeout: float = 300, **kw) -> sub
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=timeout, **kw)
 
 
+def processes_with(marker: str) -> list[int]:
+    """Live processes whose command line holds ``marker`` (a sandboxed agent's pids are not ours)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmd and state != "Z":
+            out.append(int(pid))
+    return out
+
+
 def wait_for(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

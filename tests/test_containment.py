@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_DATA, cli
+from conftest import SHARED_DATA, cli, processes_with
 
 from agent2rl_tui.record.index import summarize
 from agent2rl_tui.record.store import RunStore
@@ -49,19 +49,6 @@ echo "hostile agent done"
 
 def run_dir_of(stdout: str) -> Path:
     return Path(re.search(r"run folder: (\S+)", stdout).group(1))
-
-
-def processes_with(marker: str) -> list[int]:
-    out = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in cmd and state != "Z":
-            out.append(int(pid))
-    return out
 
 
 def snapshot_of(folder: Path) -> dict[str, bytes]:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import cli, read_report, wait_for
+from conftest import cli, processes_with, read_report, wait_for
 
 from agent2rl_tui.record.index import summarize
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
@@ -29,20 +29,6 @@ STUBBORN = (
 )
 
 SLEEPER = "import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n"
-
-
-def processes_with(marker: str) -> list[int]:
-    """Live processes whose command line holds ``marker`` (pids inside a sandbox are not ours)."""
-    out = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in cmd and state != "Z":
-            out.append(int(pid))
-    return out
 
 
 def run_dir_of(stdout: str) -> Path:
