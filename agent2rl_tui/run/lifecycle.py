@@ -173,11 +173,6 @@ def launch_supervisor(run_dir: Path, agent_env: dict[str, str] | None = None) ->
     through it too, so secret values never touch the record.
     """
     env = dict(os.environ)
-    # OpenMP threads that wait by sleeping, not spinning: on a busy CPU (the agent training
-    # while the grader evaluates) spinning threads steal each other's cores; measured with the
-    # tiny model on 2 loaded cores, 60 training steps took 22 s spinning and 2.5 s passive, and
-    # the same 1.6 s on an idle machine either way (docs/containment.md, "Sharing the CPU").
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if agent_env:
         env[AGENT_ENV_VAR] = json.dumps(agent_env)
     log = (run_dir / "logs" / "supervisor.log").open("ab")

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from agent2rl_tui.run.vitals import VitalsSampler
 from agent2rl_tui.run.watcher import RevisionWatcher
 from agent2rl_tui.run.workspace import make_run_folder, populate_workspace, write_run_meta
 from agent2rl_tui.tasks.data import source_paths
-from agent2rl_tui.tasks.registry import cache_root, load_task
+from agent2rl_tui.tasks.registry import Task, cache_root, load_task
 from agent2rl_tui.util import procs as procs
 from agent2rl_tui.util.logsetup import configure_logging
 from agent2rl_tui.util.timeutil import human_duration, iso, now
@@ -143,13 +144,16 @@ class Supervisor:
             self.store.close()
         return 0 if final_status in ("finished", "stopped") else 1
 
+    @cached_property
+    def task(self) -> Task:
+        return load_task(self.cfg["task_folder"])
+
     def prepare(self) -> None:
         log.info("preparing the workspace in %s", self.ws)
-        task = load_task(self.cfg["task_folder"])
         make_run_folder(self.run_dir)
         populate_workspace(
             self.run_dir,
-            task,
+            self.task,
             Path(self.run["base_model_source"]),
             self.run["base_model"],
             budget_s=self.run["budget_s"],
@@ -239,7 +243,7 @@ class Supervisor:
                 run_dir=self.run_dir, workspace=self.ws, runs_root=default_root(), data_cache=cache_root(),
                 env=env, writable_paths=(*profile.writable_paths, *self.cfg.get("writable_paths", ())),
                 read_only_paths=(*profile.read_only_paths, *self.cfg.get("read_only_paths", ())),
-                sources=tuple(source_paths(load_task(self.cfg["task_folder"]))),
+                sources=tuple(source_paths(self.task)),
             )
         if made.contained:
             log.info("the agent runs contained: %s; hidden: %s", made.reason, ", ".join(made.hidden))
@@ -255,7 +259,7 @@ class Supervisor:
         if self.store.run().get("budget_start") is None:
             return
         try:
-            result = check_run(self.run_dir, load_task(self.cfg["task_folder"]))
+            result = check_run(self.run_dir, self.task)
             write_contamination(self.run_dir, result)
         except Exception as exc:  # noqa: BLE001 - the record closes whatever the scan does
             log.exception("the contamination check failed")
@@ -459,7 +463,6 @@ class Supervisor:
             GRADING_SERVER_URL=self.grader_url,
             PYTHONUNBUFFERED="1",
         )
-        env.setdefault("OMP_WAIT_POLICY", os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))  # see lifecycle.py
         env.update(json.loads(os.environ.get(AGENT_ENV_VAR, "{}")))
         if self.cfg.get("gpus"):
             env["CUDA_VISIBLE_DEVICES"] = self.cfg["gpus"]
@@ -484,6 +487,11 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m agent2rl_tui.run.supervisor RUN_DIR", file=sys.stderr)
         return 2
     configure_logging()
+    # OpenMP threads that wait by sleeping, not spinning, in every process of the run (the
+    # grader, its workers and the agent inherit it): on a busy CPU spinning threads steal each
+    # other's cores. Tiny model, 60 training steps on 2 loaded cores: 22 s spinning, 2.5 s
+    # passive; 1.6 s either way when idle (docs/containment.md, "Sharing the CPU").
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return Supervisor(Path(args[0])).main()
 
 
