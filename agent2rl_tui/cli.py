@@ -169,14 +169,18 @@ def run_group() -> None:
     """Start, show and stop runs."""
 
 
-def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
-    env = {}
+def _parse_pairs(pairs: tuple[str, ...], option: str) -> dict[str, str]:
+    out = {}
     for pair in pairs:
         if "=" not in pair:
-            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--env")
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
         key, value = pair.split("=", 1)
-        env[key] = value
-    return env
+        out[key.strip()] = value
+    return out
+
+
+def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
+    return _parse_pairs(pairs, "--env")
 
 
 @run_group.command("start")
@@ -200,15 +204,24 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
               help="A path outside the workspace the contained agent may write (repeatable).")
 @click.option("--no-contain", "no_contain", is_flag=True,
               help="Run the agent without its sandbox (the record marks the run 'not contained').")
+@click.option("--engine", type=click.Choice(["auto", "vllm", "transformers"]),
+              help="The grader's generation engine (default: the task's, normally auto: vLLM on a GPU; on a CPU "
+                   "vLLM for models of 50M parameters and more).")
+@click.option("--engine-option", "engine_options", multiple=True, metavar="KEY=VALUE",
+              help="An engine setting over the task's [engine], e.g. gpu_memory_utilization=0.3, max_model_len=4096, "
+                   "dtype=bfloat16, tensor_parallel_size=2 (repeatable).")
 @click.option("--detach", is_flag=True, help="Return at once; the run goes on in the background.")
 @click.pass_context
 def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: str, grace: str,
               driver: str | None, seed: int, command: str | None, env: tuple[str, ...],
               eval_timeout: str | None, eval_limit: int | None, gpus: str | None, allow_missing_key: bool,
               profiles: Path | None, read_only_paths: tuple[Path, ...], writable_paths: tuple[Path, ...],
-              no_contain: bool, detach: bool) -> None:
+              no_contain: bool, engine: str | None, engine_options: tuple[str, ...], detach: bool) -> None:
     """Start a run: workspace, baseline, agent under a budget, report."""
     try:
+        engine_overrides = dict(_parse_pairs(engine_options, "--engine-option"))
+        if engine:
+            engine_overrides["engine"] = engine
         req = RunRequest(
             task=task, agent=agent, model=model, budget_s=parse_duration(budget),
             grace_s=0.0 if grace.strip() in ("0", "0s") else parse_duration(grace),
@@ -217,6 +230,7 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
             eval_limit=eval_limit, agent_env=_parse_env(env), gpus=gpus,
             allow_missing_key=allow_missing_key, profiles_path=profiles, contain=not no_contain,
             read_only_paths=tuple(map(str, read_only_paths)), writable_paths=tuple(map(str, writable_paths)),
+            engine=engine_overrides,
         )
         run_dir, pid = start_run(req)
     except USER_ERRORS as exc:

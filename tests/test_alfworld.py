@@ -231,6 +231,9 @@ class ScriptedEngine:
     def __init__(self, plans: dict[str, list[str]]) -> None:
         self.plans, self.calls = plans, 0
 
+    def context_limit(self) -> None:
+        return None  # a plan has no context to outgrow
+
     def generate(self, prompts: list[str], settings: InferenceSettings) -> list[str]:
         self.calls += 1
         out = []

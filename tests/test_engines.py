@@ -8,25 +8,35 @@ from pathlib import Path
 
 import pytest
 
-from agent2rl_tui.grader.engines import EngineError, choose_engine, visible_gpus, vllm_installed
+from agent2rl_tui.grader.engines import CPU_VLLM_MIN_PARAMS, EngineError, choose_engine, visible_gpus, vllm_installed
 from agent2rl_tui.grader.engines.hf import TransformersEngine
 from agent2rl_tui.grader.engines.vllm_engine import portable_tokenizer_dir, tensor_parallel_size
-from agent2rl_tui.tasks.modelfiles import load_tokenizer
+from agent2rl_tui.tasks.modelfiles import architecture_key, count_parameters, load_tokenizer
 from agent2rl_tui.tasks.registry import InferenceSettings
+
+BIG, SMALL = CPU_VLLM_MIN_PARAMS, CPU_VLLM_MIN_PARAMS - 1
 
 
 @pytest.mark.parametrize(
-    ("requested", "vllm", "gpus", "expected"),
+    ("requested", "vllm", "gpus", "cpu_build", "params", "expected"),
     [
-        ("auto", True, 1, "vllm"),
-        ("auto", True, 0, "transformers"),
-        ("auto", False, 4, "transformers"),
-        ("transformers", True, 8, "transformers"),
-        ("vllm", True, 2, "vllm"),
+        ("auto", True, 1, False, SMALL, "vllm"),  # a GPU: vLLM whatever the size
+        ("auto", True, 0, False, BIG, "transformers"),  # the CUDA build cannot run without a GPU
+        ("auto", True, 0, True, BIG, "vllm"),  # the CPU build, a model big enough to pay for the start
+        ("auto", True, 0, True, SMALL, "transformers"),  # the tiny model: transformers is faster
+        ("auto", True, 0, True, None, "transformers"),  # size unknown (.bin weights): the safe choice
+        ("auto", False, 4, False, BIG, "transformers"),
+        ("transformers", True, 8, False, BIG, "transformers"),
+        ("vllm", True, 2, False, SMALL, "vllm"),
+        ("vllm", True, 0, True, SMALL, "vllm"),  # asked for: the CPU build runs any size
     ],
 )
-def test_engine_choice(requested: str, vllm: bool, gpus: int, expected: str) -> None:
-    assert choose_engine(requested, vllm_available=vllm, gpus=gpus)[0] == expected
+def test_engine_choice(requested: str, vllm: bool, gpus: int, cpu_build: bool, params: int | None,
+                       expected: str) -> None:
+    name, why = choose_engine(requested, vllm_available=vllm, gpus=gpus, vllm_cpu=cpu_build, params=params)
+    assert name == expected and why  # the reason is recorded with the score
+    if requested == "auto" and gpus == 0 and cpu_build:
+        assert ("M parameters" in why) == (params is not None)
 
 
 @pytest.mark.parametrize(
@@ -35,9 +45,41 @@ def test_engine_choice(requested: str, vllm: bool, gpus: int, expected: str) -> 
 )
 def test_asking_for_vllm_where_it_cannot_run_is_an_error(vllm: bool, gpus: int, message: str) -> None:
     with pytest.raises(EngineError, match=message):
-        choose_engine("vllm", vllm_available=vllm, gpus=gpus)
+        choose_engine("vllm", vllm_available=vllm, gpus=gpus, vllm_cpu=False)
     with pytest.raises(EngineError, match="unknown engine"):
         choose_engine("tensorrt", vllm_available=vllm, gpus=gpus)
+
+
+def test_the_tiny_model_is_counted_from_its_safetensors_header(tiny_model: Path, tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    assert count_parameters(tiny_model) == sum(p.numel() for p in model.parameters())
+    model.save_pretrained(tmp_path / "sharded", max_shard_size="100KB")
+    assert count_parameters(tmp_path / "sharded") == count_parameters(tiny_model)
+    assert choose_engine("auto", vllm_available=True, gpus=0, vllm_cpu=True,
+                         params=count_parameters(tiny_model))[0] == "transformers"
+
+
+def test_architecture_key_tells_a_new_checkpoint_from_a_new_architecture(tiny_model: Path, tmp_path: Path) -> None:
+    from agent2rl_tui.tasks.tinymodel import build_tiny_model
+
+    other_weights = build_tiny_model(tmp_path / "weights1", weights_seed=1)
+    longer = build_tiny_model(tmp_path / "long", max_positions=2048)
+    resaved = tmp_path / "resaved"
+    shutil.copytree(tiny_model, resaved)
+    cfg = json.loads((resaved / "config.json").read_text())
+    cfg.update(transformers_version="9.9.9", dtype="bfloat16")  # what a save by other versions changes
+    (resaved / "config.json").write_text(json.dumps(cfg))
+    key = architecture_key(tiny_model)
+    assert architecture_key(other_weights) == key == architecture_key(resaved)  # weights swap in place
+    assert architecture_key(trl_style_copy(tiny_model, tmp_path / "trl")) == key  # a tokenizer re-saved by TRL
+    assert architecture_key(longer) != key  # another context length: a fresh engine
+    assert architecture_key(build_tiny_model(tmp_path / "seed1", seed=1)) != key  # another tokenizer
+    tok_cfg = json.loads((resaved / "tokenizer_config.json").read_text())
+    tok_cfg["eos_token"] = "<|endoftext|>"
+    (resaved / "tokenizer_config.json").write_text(json.dumps(tok_cfg))
+    assert architecture_key(resaved) != key  # another end of turn: a fresh engine
 
 
 def trl_style_copy(tiny_model: Path, dst: Path) -> Path:
@@ -87,9 +129,10 @@ def test_transformers_engine_chat_and_completion_prompts(tiny_model: Path) -> No
     assert "\n" not in plain[0]
 
 
-def test_no_gpu_means_transformers_here() -> None:
+def test_no_gpu_means_transformers_here_for_the_tiny_model(tiny_model: Path) -> None:
     if visible_gpus() == 0:
-        assert choose_engine("auto", vllm_available=vllm_installed(), gpus=0)[0] == "transformers"
+        assert choose_engine("auto", vllm_available=vllm_installed(), gpus=0, vllm_cpu=True,
+                             params=count_parameters(tiny_model))[0] == "transformers"
 
 
 needs_vllm = pytest.mark.skipif(not vllm_installed() or visible_gpus() == 0, reason="needs vLLM and a CUDA GPU")
@@ -97,19 +140,24 @@ needs_vllm = pytest.mark.skipif(not vllm_installed() or visible_gpus() == 0, rea
 
 @pytest.mark.gpu
 @needs_vllm
-def test_vllm_engine_generates_like_transformers(tiny_model: Path, tmp_path: Path) -> None:
+def test_vllm_on_a_gpu_sleeps_between_evaluations_and_wakes_with_new_weights(tiny_model: Path, tmp_path: Path) -> None:
     from agent2rl_tui.grader.engines.vllm_engine import VLLMEngine
     from agent2rl_tui.tasks.registry import EngineSettings
+    from agent2rl_tui.tasks.tinymodel import build_tiny_model
 
-    model = trl_style_copy(tiny_model, tmp_path / "trl")
+    other = build_tiny_model(tmp_path / "weights1", weights_seed=1)
     settings = InferenceSettings(max_new_tokens=6, batch_size=8)
-    hf = TransformersEngine()
-    hf.load(model)
-    prompts = [hf.render([{"role": "user", "content": f"{a}+{a}="}]) for a in range(8)]
-    expected = hf.generate(prompts, settings)
-    vl = VLLMEngine(EngineSettings(engine="vllm", gpu_memory_utilization=0.2, enforce_eager=True,
-                                   dtype="float32"), visible_gpus())
-    vl.load(model)
-    assert vl.render([{"role": "user", "content": "0+0="}]) == prompts[0]
-    assert vl.generate(prompts, settings) == expected
-    vl.close()
+    prompts = [f"{a}+{a}=" for a in range(8)]
+    engine_settings = EngineSettings(engine="vllm", gpu_memory_utilization=0.2, dtype="float32")
+    fresh = VLLMEngine(engine_settings, visible_gpus())
+    fresh.load(other)
+    expected = fresh.generate(prompts, settings)
+    fresh.close()
+    warm = VLLMEngine(engine_settings, visible_gpus())
+    warm.load(tiny_model)
+    note = warm.sleep()
+    assert warm.asleep and "GiB of GPU memory given back" in note
+    timings = warm.reload(other)
+    assert not warm.asleep and {"wake_weights", "reload", "wake_kv_cache"} <= set(timings)
+    assert warm.generate(prompts, settings) == expected
+    warm.close()

@@ -1,10 +1,13 @@
-"""The eval worker: one process per evaluation, so a crash or hang harms nothing else.
+"""The eval worker: a process of its own that evaluates submissions one after another.
 
-The grader starts a worker ahead of need; it pays its heavy imports (torch,
-transformers) while idle, then reads one job as a JSON line on stdin, evaluates, writes
-``evals/<n>/results.jsonl`` (one line per item) and ``evals/<n>/summary.json``, and exits.
-The grader reads the summary; a worker that dies or runs past its timeout leaves none,
-and the grader records the submission as failed.
+The grader starts a worker ahead of need; it pays its heavy imports (torch, transformers)
+while idle, then reads jobs as JSON lines on stdin. For each it evaluates, writes
+``evals/<n>/results.jsonl`` (one line per item) and ``evals/<n>/summary.json``, and answers
+with one JSON line on its protocol channel (the stdout it was started with; everything
+printed goes to its log instead). Between jobs it keeps its engine warm (``engines.keeper``):
+a vLLM engine stays up and the next checkpoint of the same architecture is swapped in place.
+A worker that crashes or runs past its timeout is killed, group and all, and leaves no
+summary: the grader records that submission as failed and starts a fresh worker.
 
 Run as ``python -m agent2rl_tui.grader.worker``.
 """
@@ -18,11 +21,16 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from agent2rl_tui.grader.engines.keeper import EngineKeeper
     from agent2rl_tui.grader.evaluators.base import BaseEvaluator
     from agent2rl_tui.tasks.registry import Task
+
+
+PREIMPORT_VLLM = "AGENT2RL_PREIMPORT_VLLM"
+"""Set to 1 by the grader when the run's engine will be vLLM, so a waiting worker imports it."""
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -31,17 +39,17 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def evaluate(job: dict[str, Any], started: float, ready: float) -> dict[str, Any]:
+def evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float) -> dict[str, Any]:
     """Run one evaluation job and return its summary (also written to summary.json)."""
-    from agent2rl_tui.grader.engines import make_engine
     from agent2rl_tui.tasks.modelfiles import weights_hash
-    from agent2rl_tui.tasks.registry import load_task
+    from agent2rl_tui.tasks.registry import engine_settings, load_task
 
     out_dir = Path(job["out_dir"])
     out_dir.mkdir(parents=True, exist_ok=True)
     model_path = Path(job["model_path"])
     task = load_task(job["task_folder"])
     settings = task.inference
+    engine_cfg = engine_settings(task.engine, job.get("engine") or {})
     interactive = task.level == 3
     evaluator = None if interactive else evaluator_for(task)
     items = task.load_split("eval")
@@ -49,14 +57,14 @@ def evaluate(job: dict[str, Any], started: float, ready: float) -> dict[str, Any
         items = items[: int(job["limit"])]
     examples = task.load_split("train")[: settings.fewshot] if settings.fewshot and not interactive else []
     played: dict[str, Any] = {}
-    timings = {"worker_start": ready - started}
+    timings = {"worker_start": worker_start}
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         hashing = pool.submit(weights_hash, model_path)
         t0 = time.perf_counter()
-        engine, why = make_engine(task.engine)
-        print(f"engine {engine.name} ({why})", file=sys.stderr, flush=True)
-        engine.load(model_path)
+        engine, loaded = keeper.load(engine_cfg, model_path)
+        print(f"engine {engine.name} ({loaded.why}): {loaded.how} in {loaded.seconds:.2f} s", file=sys.stderr,
+              flush=True)
         t1 = time.perf_counter()
         if evaluator is None:  # Level 3: generation and judging are one loop over the games
             from agent2rl_tui.grader.evaluators.episodes import play_task
@@ -73,8 +81,7 @@ def evaluate(job: dict[str, Any], started: float, ready: float) -> dict[str, Any
             score = evaluator.score(results)
             t3 = time.perf_counter()
         digest = hashing.result()
-    engine.close()
-    timings.update(load=t1 - t0, generate=t2 - t1, score=t3 - t2)
+    timings.update(load=t1 - t0, generate=t2 - t1, score=t3 - t2, **loaded.timings)
 
     with (out_dir / "results.jsonl").open("w", encoding="utf-8") as fh:
         for r in results:
@@ -87,8 +94,8 @@ def evaluate(job: dict[str, Any], started: float, ready: float) -> dict[str, Any
         "n_correct": sum(r.correct for r in results),
         "weights_hash": digest,
         "engine": engine.name,
-        "settings": {"evaluator": task.evaluator, "engine_choice": why, **settings.to_dict(),
-                     "engine_settings": task.engine.to_dict(),
+        "settings": {"evaluator": task.evaluator, "engine_choice": loaded.why, "engine_load": loaded.how,
+                     **settings.to_dict(), "engine_settings": {**engine_cfg.to_dict(), **loaded.effective},
                      **({"env": task.raw.get("env", {}), "episodes": played} if played else {})},
         "timings": timings,
     }
@@ -112,7 +119,6 @@ def die_with_parent() -> None:
     """SIGKILL this worker when the grader dies, however it dies (Linux; set here rather than
     in a ``preexec_fn``, which forces the slow fork path and is not thread-safe)."""
     import ctypes
-    import os
     import signal
 
     parent = os.getppid()
@@ -124,9 +130,49 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+def protocol_channel() -> TextIO:
+    """The stdout we were started with, for answers only; fd 1 then goes to the log (stderr),
+    so nothing a library prints can be mistaken for an answer."""
+    channel = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = os.fdopen(1, "w", buffering=1, encoding="utf-8", closefd=False)
+    return channel
+
+
+def serve(jobs: TextIO, answers: TextIO, started: float, ready: float) -> None:
+    """Evaluate jobs until stdin closes, keeping the engine warm between them."""
+    from agent2rl_tui.grader.engines.keeper import EngineKeeper
+
+    keeper = EngineKeeper()
+    worker_start = ready - started  # paid by the first job only; later ones find a warm worker
+    try:
+        for line in jobs:
+            if not line.strip():
+                continue
+            received = time.time()
+            job = json.loads(line)
+            out_dir = Path(job["out_dir"])
+            out_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                summary = evaluate(job, keeper, worker_start)
+                summary["timings"]["job_to_summary"] = time.time() - received
+            except Exception as exc:  # noqa: BLE001 - any failure becomes a recorded error
+                traceback.print_exc()
+                keeper.close()  # an engine in an unknown state is not reused
+                summary = {"ok": False, "submission_id": job.get("submission_id"),
+                           "error": f"{type(exc).__name__}: {exc}"}
+            write_json_atomic(out_dir / "summary.json", summary)
+            answers.write(json.dumps({"done": job.get("submission_id"), "ok": summary["ok"]}) + "\n")
+            worker_start = 0.0
+            keeper.idle()  # after the answer: freeing GPU memory does not delay the agent
+    finally:
+        keeper.close()
+
+
 def main() -> int:
     started = time.time()
     die_with_parent()
+    answers = protocol_channel()
     # Pay the heavy imports before the job arrives: this is what "warm" means here. The
     # model classes and generation code are most of it (~1.5 s of the ~3 s on a CPU box).
     import torch  # noqa: F401
@@ -136,30 +182,16 @@ def main() -> int:
         GenerationMixin,
         modeling_utils,  # noqa: F401
     )
+    from transformers.models.llama import modeling_llama  # noqa: F401
 
     from agent2rl_tui.grader import evaluators  # noqa: F401
-    from agent2rl_tui.grader.engines import hf  # noqa: F401
+    from agent2rl_tui.grader.engines import hf, keeper  # noqa: F401
 
-    ready = time.time()
-    line = sys.stdin.readline()
-    received = time.time()
-    if not line.strip():
-        return 0  # the grader closed our stdin: shut down without a job
-    job = json.loads(line)
-    out_dir = Path(job["out_dir"])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        summary = evaluate(job, started, ready)
-        summary["timings"]["job_to_summary"] = time.time() - received
-    except Exception as exc:  # noqa: BLE001 - any failure becomes a recorded error
-        traceback.print_exc()
-        summary = {
-            "ok": False,
-            "submission_id": job.get("submission_id"),
-            "error": f"{type(exc).__name__}: {exc}",
-        }
-    write_json_atomic(out_dir / "summary.json", summary)
-    return 0 if summary["ok"] else 1
+    if os.environ.get(PREIMPORT_VLLM) == "1":  # the run grades on vLLM: its import is ~5 s more
+        import vllm  # noqa: F401
+
+    serve(sys.stdin, answers, started, time.time())
+    return 0
 
 
 if __name__ == "__main__":

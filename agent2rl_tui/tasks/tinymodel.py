@@ -103,11 +103,14 @@ def build_tokenizer(seed: int = 0, vocab_size: int = 768):  # -> PreTrainedToken
     return tok
 
 
-def build_tiny_model(path: str | Path, seed: int = 0, *, max_positions: int = 512) -> Path:
+def build_tiny_model(path: str | Path, seed: int = 0, *, max_positions: int = 512,
+                     weights_seed: int | None = None) -> Path:
     """Write a tiny, randomly initialised Llama model and its tokenizer to ``path``.
 
     ``max_positions`` is its context: 512 holds the arithmetic tasks; a text game's
-    transcript (twc: ~300 tokens to start, a few dozen a turn) needs 2048.
+    transcript (twc: ~300 tokens to start, a few dozen a turn) needs 2048. ``seed`` makes the
+    tokenizer and the weights; ``weights_seed`` other weights with the same tokenizer (another
+    checkpoint of the same architecture).
     """
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
@@ -125,15 +128,15 @@ def build_tiny_model(path: str | Path, seed: int = 0, *, max_positions: int = 51
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=2,  # head_dim 32: vLLM's CPU attention refuses 16
+        num_key_value_heads=1,
         max_position_embeddings=max_positions,
         tie_word_embeddings=True,
         bos_token_id=pad_id,
         eos_token_id=eos_id,
         pad_token_id=pad_id,
     )
-    torch.manual_seed(seed)
+    torch.manual_seed(seed if weights_seed is None else weights_seed)
     model = LlamaForCausalLM(config)
     model.generation_config = GenerationConfig(
         eos_token_id=eos_id, pad_token_id=pad_id, do_sample=False

@@ -55,3 +55,18 @@ class Gpus:
 def visible_gpu_count() -> int:
     """GPUs NVML sees on this machine (0 without NVML), before CUDA_VISIBLE_DEVICES."""
     return Gpus().count()
+
+
+def used_memory() -> int | None:
+    """Bytes in use on the GPUs this process may use (CUDA_VISIBLE_DEVICES by index, else all),
+    read through NVML; None without NVML or GPUs."""
+    import os
+
+    samples = Gpus().sample()
+    if not samples:
+        return None
+    wanted = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if wanted and all(d.strip().isdigit() for d in wanted.split(",")):
+        indices = {int(d) for d in wanted.split(",")}
+        samples = [s for s in samples if s.index in indices]
+    return sum(s.mem_used for s in samples)

@@ -29,6 +29,10 @@ class Engine(Protocol):
         """Completions for rendered prompts, in order, stop strings cut off."""
         ...
 
+    def context_limit(self) -> int | None:
+        """Tokens a prompt and its completion may take together (None: unknown)."""
+        ...
+
     def close(self) -> None:
         ...
 

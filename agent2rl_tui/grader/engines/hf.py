@@ -74,8 +74,14 @@ class TransformersEngine:
                 out = self.model.generate(**enc, **gen_kwargs)
             texts = tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
             for i, text in zip(idx, texts):
-                outputs[i] = cut_at_stop(text, settings.stop)
+                # A character cut in half by the token limit decodes as U+FFFD here; vLLM holds its
+                # bytes back. Drop it, so both engines give the same text (a game's transcript
+                # carries each action on, and one stray character changes every later turn).
+                outputs[i] = cut_at_stop(text, settings.stop).rstrip("\ufffd")
         return outputs
+
+    def context_limit(self) -> int | None:
+        return getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
 
     def close(self) -> None:
         self.model = None

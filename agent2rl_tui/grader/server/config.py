@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent2rl_tui.grader.launch import SECRET_ENV
 from agent2rl_tui.record.store import RunStore
@@ -24,6 +25,8 @@ class GraderConfig:
     base_model_dir: Path
     eval_timeout_s: float
     eval_limit: int | None = None
+    engine: dict[str, Any] = field(default_factory=dict)
+    """The run's engine settings over the task's (``run start --engine``, ``--engine-option``)."""
 
     @classmethod
     def from_run(cls, run_dir: Path) -> GraderConfig:
@@ -38,6 +41,7 @@ class GraderConfig:
             base_model_dir=workspace / "models" / run["base_model"],
             eval_timeout_s=float(cfg.get("eval_timeout_s", DEFAULT_EVAL_TIMEOUT_S)),
             eval_limit=cfg.get("eval_limit"),
+            engine=dict(cfg.get("engine") or {}),
         )
 
 

@@ -1,9 +1,9 @@
 """The evaluation queue of one run's grader: its single consumer, the timeouts, the answers.
 
-Submissions are evaluated one at a time, in order, each by a fresh eval worker (see
-``workers``) that gets the job as one JSON line on stdin and writes ``summary.json`` to the
-submission's eval folder. A worker that runs past the run's eval timeout is killed, group
-and all. What a previous grader of the same run left queued or half-evaluated is queued
+Submissions are evaluated one at a time, in order, by the run's eval worker (see
+``workers``), which gets each job as one JSON line on stdin, writes ``summary.json`` to the
+submission's eval folder and answers with a line. A worker that runs past the run's eval
+timeout is killed, group and all, and replaced. What a previous grader of the same run left queued or half-evaluated is queued
 again at start, and the baseline (submission 0) is queued first if it has no result yet.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from agent2rl_tui.grader.server.config import GraderConfig
 from agent2rl_tui.grader.server.validation import Accepted, Rejection, check_model_path
-from agent2rl_tui.grader.server.workers import Worker, WorkerPool, kill
+from agent2rl_tui.grader.server.workers import JobTimeout, Worker, WorkerPool
 from agent2rl_tui.record.revisions import Revision, SnapshotError, Snapshotter
 from agent2rl_tui.record.store import RunStore, Submission, SubStatus
 from agent2rl_tui.util.timeutil import now
@@ -34,7 +34,7 @@ class Grader:
         self.store = RunStore.of_run(config.run_dir)
         self.queue: asyncio.Queue[int] = asyncio.Queue()
         self.waiters: dict[int, list[asyncio.Future[Result]]] = {}
-        self.workers = WorkerPool(config.run_dir)
+        self.workers = WorkerPool(config.run_dir, preimport_vllm=_grades_on_vllm(config))
         self.consumer: asyncio.Task[None] | None = None
         self.snapshotter = Snapshotter(config.run_dir)
         self.engine_name = "-"
@@ -146,11 +146,12 @@ class Grader:
             return
         self.store.update_submission(sub_id, status=SubStatus.EVALUATING, started_at=now())
         log.info("evaluating submission %s: %s", sub_id, sub.resolved_path)
-        proc = await self.workers.take(sub.gpu)
-        error = await self._run_job(proc, self._job(sub, out_dir))
-        worker_tail = self.workers.keep_log(proc, sub_id, out_dir)
+        worker = await self.workers.take(sub.gpu)
+        log_start = worker.log_size()
+        error = await self._run_job(worker, self._job(sub, out_dir))
+        worker_tail = self.workers.keep_log(worker, log_start, sub_id, out_dir)
         summary = _read_summary(out_dir / "summary.json")
-        error = error or _summary_error(summary, proc, worker_tail)
+        error = error or _summary_error(summary, worker, worker_tail)
         if error:
             self._fail(sub_id, error)
             return
@@ -176,28 +177,18 @@ class Grader:
             "task_folder": str(self.cfg.task_folder),
             "out_dir": str(out_dir),
             "limit": self.cfg.eval_limit,
+            "engine": self.cfg.engine,
         }
 
-    async def _run_job(self, proc: Worker, job: dict[str, Any]) -> str | None:
-        """Hand the job to the worker and wait for it to exit; an error if it timed out."""
-        self.workers.current = proc
+    async def _run_job(self, worker: Worker, job: dict[str, Any]) -> str | None:
+        """Hand the job to the worker and wait for its answer; an error if it timed out."""
         try:
-            assert proc.stdin is not None
-            proc.stdin.write((json.dumps(job) + "\n").encode())
-            await proc.stdin.drain()
-            proc.stdin.close()
-            await asyncio.wait_for(proc.wait(), timeout=self.cfg.eval_timeout_s)
-        except TimeoutError:
-            kill(proc)
-            await proc.wait()
+            await self.workers.run(worker, job, self.cfg.eval_timeout_s)
+        except JobTimeout:
             return (
                 f"evaluation timed out after {self.cfg.eval_timeout_s:g} s and was killed; "
                 "check that the model generates an end-of-turn token"
             )
-        except (BrokenPipeError, ConnectionResetError):
-            await proc.wait()
-        finally:
-            self.workers.current = None
         return None
 
     def _fail(self, sub_id: int, error: str, *, quiet: bool = False) -> None:
@@ -257,13 +248,25 @@ def _read_summary(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def _summary_error(summary: dict[str, Any] | None, proc: Worker, worker_tail: str) -> str | None:
-    """Why a finished worker's evaluation failed, or None if it scored."""
+def _summary_error(summary: dict[str, Any] | None, worker: Worker, worker_tail: str) -> str | None:
+    """Why a worker's evaluation failed, or None if it scored."""
     if summary is None:
         return (
-            f"the eval worker exited with code {proc.returncode} without a result "
+            f"the eval worker exited with code {worker.proc.returncode} without a result "
             "(killed, or out of memory?)" + (f"; its last output:\n{worker_tail}" if worker_tail else "")
         )
     if summary and not summary.get("ok"):
         return str(summary.get("error"))
     return None
+
+
+def _grades_on_vllm(cfg: GraderConfig) -> bool:
+    """Whether the run's baseline will be graded on vLLM (so a waiting worker imports it early)."""
+    from agent2rl_tui.grader.engines import EngineError, engine_for
+    from agent2rl_tui.tasks.registry import TaskError, engine_settings, load_task
+
+    try:
+        settings = engine_settings(load_task(cfg.task_folder).engine, cfg.engine)
+        return engine_for(settings.engine, cfg.base_model_dir)[0] == "vllm"
+    except (EngineError, TaskError, OSError, ValueError):
+        return False

@@ -1,26 +1,32 @@
-"""The eval worker processes: one fresh ``agent2rl_tui.grader.worker`` per evaluation.
+"""The eval worker process: started ahead of need, kept between submissions, replaced when it fails.
 
-A spare worker is started ahead of need, so its heavy imports are done by the time a
-submission comes up; a submission that names its GPUs gets a worker started with them.
-Each worker runs in a session of its own (its whole group is killed at a timeout) with its
-output in a file of its own, which moves to the submission's eval folder when it is done.
+One worker (``agent2rl_tui.grader.worker``) is started when the grader starts, so its heavy
+imports are done by the time the baseline comes up; it then evaluates one submission after
+another and keeps its engine warm in between (a vLLM engine swaps weights in place). A
+submission that names other GPUs gets a worker started with them in place of the kept one.
+A worker that dies or runs past the eval timeout is killed, group and all, and a fresh one
+is started at once for the next submission. Each worker runs in a session of its own with
+its output in ``logs/workers/worker-<n>.log``; the part written during a submission is
+copied to that submission's ``evals/<n>/worker.log``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent2rl_tui.grader.launch import SECRET_ENV
+from agent2rl_tui.grader.worker import PREIMPORT_VLLM
 from agent2rl_tui.util.procs import signal_group
 
 log = logging.getLogger("agent2rl.grader")
 WORKER_LOG_TAIL = 1500  # characters of a failed worker's output quoted to the agent
-Worker = asyncio.subprocess.Process
 
 
 def tail(path: Path, limit: int = WORKER_LOG_TAIL) -> str:
@@ -34,65 +40,125 @@ def tail(path: Path, limit: int = WORKER_LOG_TAIL) -> str:
         return ""
 
 
-def worker_env(gpu: str | None) -> dict[str, str]:
+def worker_env(gpu: str | None, preimport_vllm: bool = False) -> dict[str, str]:
     """The grader's environment without the secret, set up for the engines."""
     env = dict(os.environ)
+    if preimport_vllm:
+        env[PREIMPORT_VLLM] = "1"
     env.pop(SECRET_ENV, None)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     # vLLM in a worker that imported torch: spawn its engine processes, never fork.
     env.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+    # vLLM's CPU build pins its threads to cores and keeps one core for itself; on a box shared
+    # with the agent's own training that halves the grader for nothing.
+    env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
     return env
 
 
-def kill(proc: Worker) -> None:
-    """SIGKILL a worker's whole process group (it is its session's leader)."""
-    signal_group(proc.pid, signal.SIGKILL)
+@dataclass
+class Worker:
+    """An eval worker process, the GPUs it was started with and where its output goes."""
+
+    proc: asyncio.subprocess.Process
+    gpu: str | None
+    log_path: Path
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.returncode is None
+
+    def kill(self) -> None:
+        """SIGKILL the worker's whole process group (it is its session's leader): engine and all."""
+        signal_group(self.proc.pid, signal.SIGKILL)
+
+    def log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+
+class JobTimeout(Exception):
+    """The worker did not answer within the eval timeout (it has been killed)."""
 
 
 class WorkerPool:
-    """The warm spare, the worker now evaluating, and where each one's output goes."""
+    """The kept worker, the one evaluating now, and their logs."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, *, preimport_vllm: bool = False) -> None:
         self.run_dir = run_dir
-        self.spare: Worker | None = None
+        self.preimport_vllm = preimport_vllm
+        self.kept: Worker | None = None
         self.current: Worker | None = None
-        self.logs: dict[int, Path] = {}  # worker pid -> its output file
         self.started = 0
 
     async def start_spare(self) -> None:
-        self.spare = await self._start(None)
+        """Start the worker the next submission will use, if there is none alive."""
+        if self.kept is None or not self.kept.alive:
+            self.kept = await self._start(None)
 
     async def take(self, gpu: str | None = None) -> Worker:
-        """The warm spare for this job (its successor starts importing at once); a submission
-        that names its GPUs gets a worker started with them."""
-        if gpu is not None:
-            return await self._start(gpu)
-        if self.spare is None or self.spare.returncode is not None:
+        """The kept worker if it was started with these GPUs; else a new one in its place."""
+        worker = self.kept
+        if worker is None or not worker.alive or worker.gpu != gpu:
+            if worker is not None and worker.alive:
+                worker.kill()
+                await worker.proc.wait()
+            worker = await self._start(gpu)
+        self.kept = None
+        self.current = worker
+        return worker
+
+    async def run(self, worker: Worker, job: dict[str, object], timeout_s: float) -> None:
+        """Hand the job over and wait for the worker's answer (or its death).
+
+        Raises ``JobTimeout`` after killing it. A worker that answered is kept for the next job;
+        a dead or killed one is replaced at once, so the next submission finds one warm.
+        """
+        try:
+            assert worker.proc.stdin is not None and worker.proc.stdout is not None
+            try:
+                worker.proc.stdin.write((json.dumps(job) + "\n").encode())
+                await worker.proc.stdin.drain()
+                answer = await asyncio.wait_for(worker.proc.stdout.readline(), timeout=timeout_s)
+            except TimeoutError:
+                worker.kill()
+                await worker.proc.wait()
+                raise JobTimeout() from None
+            except (BrokenPipeError, ConnectionResetError):
+                answer = b""
+            if not answer:  # it died: wait for its exit code
+                await worker.proc.wait()
+        finally:
+            self.current = None
+        if worker.alive:
+            self.kept = worker
+        else:
             await self.start_spare()
-        proc = self.spare
-        assert proc is not None
-        await self.start_spare()
-        return proc
 
     async def stop(self) -> None:
-        """Kill the evaluating worker and the spare, and wait for them."""
-        for proc in (self.current, self.spare):
-            if proc and proc.returncode is None:
-                kill(proc)
-                await proc.wait()
+        """Kill the evaluating worker and the kept one, and wait for them."""
+        for worker in (self.current, self.kept):
+            if worker and worker.alive:
+                worker.kill()
+                await worker.proc.wait()
 
-    def keep_log(self, proc: Worker, sub_id: int, out_dir: Path) -> str:
-        """Move a used worker's output to evals/<n>/worker.log; its last lines."""
-        path = self.logs.pop(proc.pid, None)
-        if path is None or not path.exists():
-            return ""
+    def keep_log(self, worker: Worker, start: int, sub_id: int, out_dir: Path) -> str:
+        """Copy what the worker wrote during this submission to evals/<n>/worker.log; its last lines."""
         kept = out_dir / "worker.log"
         try:
-            path.replace(kept)
-        except OSError:
-            kept = path
+            with worker.log_path.open("rb") as src, kept.open("wb") as dst:
+                src.seek(start)
+                dst.write(f"# eval worker {worker.proc.pid}, from its log {worker.log_path.name} "
+                          f"(byte {start} on)\n".encode())
+                while chunk := src.read(1 << 20):
+                    dst.write(chunk)
+        except OSError as exc:
+            log.warning("submission %s: could not copy the eval worker's output: %s", sub_id, exc)
+            return tail(worker.log_path)
         log.info("submission %s: eval worker output in %s", sub_id, kept.relative_to(self.run_dir))
         return tail(kept)
 
@@ -103,7 +169,7 @@ class WorkerPool:
         with log_path.open("ab") as logfh:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "agent2rl_tui.grader.worker", stdin=asyncio.subprocess.PIPE,
-                stdout=logfh, stderr=logfh, start_new_session=True, env=worker_env(gpu),
+                stdout=asyncio.subprocess.PIPE, stderr=logfh, start_new_session=True,
+                env=worker_env(gpu, self.preimport_vllm),
             )
-        self.logs[proc.pid] = log_path
-        return proc
+        return Worker(proc, gpu, log_path)

@@ -152,7 +152,9 @@ def train(model_path: Path, data_dir: Path, out: Path, steps: int, seed: int, ge
         temperature=1.0,
         beta=0.0,
         bf16=False,
-        activation_checkpointing=False,  # a tiny model on a CPU: recomputing costs more than it saves
+        # A tiny model on a CPU: recomputing costs more than it saves (transformers 5.20 renamed the flag).
+        **{("activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__
+            else "gradient_checkpointing"): False},
         logging_steps=1,
         save_strategy="no",
         report_to=[],

@@ -62,7 +62,9 @@ def train(model_path: Path, pairs: list[dict[str, str]], out: Path, steps: int, 
         lr_scheduler_type="constant",
         max_length=tok.model_max_length,
         bf16=False,
-        activation_checkpointing=False,  # a tiny model on a CPU: recomputing costs more than it saves
+        # A tiny model on a CPU: recomputing costs more than it saves (transformers 5.20 renamed the flag).
+        **{("activation_checkpointing" if "activation_checkpointing" in SFTConfig.__dataclass_fields__
+            else "gradient_checkpointing"): False},
         logging_steps=max(1, steps // 5),
         save_strategy="no",
         report_to=[],

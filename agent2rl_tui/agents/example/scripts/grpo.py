@@ -40,7 +40,9 @@ def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, s
         temperature=1.0,
         beta=0.0,
         bf16=False,
-        activation_checkpointing=False,  # a tiny model on a CPU: recomputing costs more than it saves
+        # A tiny model on a CPU: recomputing costs more than it saves (transformers 5.20 renamed the flag).
+        **{("activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__
+            else "gradient_checkpointing"): False},
         logging_steps=max(1, steps // 5),
         save_strategy="no",
         report_to=[],

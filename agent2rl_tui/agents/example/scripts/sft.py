@@ -50,11 +50,13 @@ def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, s
     args = SFTConfig(
         output_dir=str(out.parent / f".{out.name}-trainer"),
         max_steps=steps,
-        learning_rate=3e-3,
+        learning_rate=2e-3,
         per_device_train_batch_size=BATCH_SIZE,
         lr_scheduler_type="constant",
         bf16=False,
-        activation_checkpointing=False,  # a tiny model on a CPU: recomputing costs more than it saves
+        # A tiny model on a CPU: recomputing costs more than it saves (transformers 5.20 renamed the flag).
+        **{("activation_checkpointing" if "activation_checkpointing" in SFTConfig.__dataclass_fields__
+            else "gradient_checkpointing"): False},
         logging_steps=max(1, steps // 5),
         save_strategy="no",
         report_to=[],
