@@ -15,6 +15,10 @@ from conftest import cli
         (["--task", "arith", "--agent", "robot"], "unknown agent 'robot'"),
         (["--task", "arith", "--agent", "command"], "needs --command"),
         (["--task", "arith", "--agent", "example", "--budget", "soon"], "cannot read the duration"),
+        (["--task", "arith", "--agent", "example", "--engine-option", "gpu_share=0.3"],
+         "unknown engine setting 'gpu_share'; known: cpu_dtype"),
+        (["--task", "arith", "--agent", "example", "--engine-option", "max_model_len=long"],
+         "engine setting max_model_len='long': expected int"),
     ],
 )
 def test_bad_run_requests_fail_cleanly(tmp_path: Path, tiny_model: Path, args: list[str], message: str) -> None:

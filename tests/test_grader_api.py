@@ -253,6 +253,32 @@ def test_a_model_that_fails_to_load_is_recorded_as_failed(live_grader: LiveGrade
     assert live_grader.client.submit(model_copy).json()["status"] == "scored"
 
 
+def worker_pid(run_dir: Path, sub_id: int) -> int:
+    """The eval worker that graded a submission, from the header of its evals/<n>/worker.log."""
+    header = (run_dir / "evals" / str(sub_id) / "worker.log").read_text().splitlines()[0]
+    return int(header.split()[3].rstrip(","))
+
+
+def test_the_worker_stays_between_submissions_and_a_dead_one_is_replaced(live_grader: LiveGrader,
+                                                                         model_copy: str) -> None:
+    import os
+    import signal
+
+    from agent2rl_tui.util import procs
+
+    first = live_grader.client.submit(model_copy).json()
+    second = live_grader.client.submit(model_copy).json()
+    pid = worker_pid(live_grader.run_dir, first["submission_id"])
+    assert worker_pid(live_grader.run_dir, second["submission_id"]) == pid  # warm: no new process
+    summary = json.loads((live_grader.run_dir / "evals" / str(second["submission_id"]) / "summary.json").read_text())
+    assert summary["timings"]["worker_start"] == 0.0 and summary["settings"]["engine_load"] == "fresh"
+    os.killpg(pid, signal.SIGKILL)  # the worker dies between submissions (out of memory, say)
+    wait_for(lambda: not procs.pid_alive(pid), timeout=10, what="the worker to die")
+    third = live_grader.client.submit(model_copy).json()
+    assert third["status"] == "scored" and third["score"] == second["score"]
+    assert worker_pid(live_grader.run_dir, third["submission_id"]) != pid
+
+
 def test_time_reports_the_budget(live_grader: LiveGrader) -> None:
     t = live_grader.client.time()
     assert t["timeout_s"] == 600

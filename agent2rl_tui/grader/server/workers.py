@@ -23,7 +23,7 @@ from pathlib import Path
 
 from agent2rl_tui.grader.launch import SECRET_ENV
 from agent2rl_tui.grader.worker import PREIMPORT_VLLM
-from agent2rl_tui.util.procs import signal_group
+from agent2rl_tui.util.procs import pid_alive, signal_group
 
 log = logging.getLogger("agent2rl.grader")
 WORKER_LOG_TAIL = 1500  # characters of a failed worker's output quoted to the agent
@@ -68,7 +68,8 @@ class Worker:
 
     @property
     def alive(self) -> bool:
-        return self.proc.returncode is None
+        """Not exited, nor a zombie asyncio has not reaped yet (a worker killed while idle)."""
+        return self.proc.returncode is None and pid_alive(self.proc.pid)
 
     def kill(self) -> None:
         """SIGKILL the worker's whole process group (it is its session's leader): engine and all."""
