@@ -92,6 +92,9 @@ def main() -> None:
     finally:
         grader.close()
     base = json.loads((run_dir / "evals" / "0" / "summary.json").read_text())
+    if not base.get("ok"):
+        print(f"the baseline failed: {base.get('error')}; see {run_dir / 'evals' / '0' / 'worker.log'}")
+        return
     bt = base["timings"]
     print(f"baseline (cold): worker start {bt['worker_start']:.1f} s, engine start {bt.get('engine_start', 0):.1f} s, "
           f"generate {bt['generate']:.2f} s, score {bt['score']:.3f} s  (grader up and scored in "

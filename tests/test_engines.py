@@ -103,6 +103,14 @@ def test_tensor_parallel_size_is_checked_before_vllm_starts(tiny_model: Path) ->
         tensor_parallel_size(tiny_model, odd, 64)
 
 
+def test_the_tasks_max_model_len_is_capped_at_the_models_context(tiny_model: Path) -> None:
+    from agent2rl_tui.grader.engines.vllm_engine import capped_model_len
+
+    own = json.loads((tiny_model / "config.json").read_text())["max_position_embeddings"]
+    assert capped_model_len(tiny_model, 4096) == own  # gsm8k's 4,096 on the 512-token tiny model
+    assert capped_model_len(tiny_model, 128) == 128 and capped_model_len(tiny_model, None) is None
+
+
 def test_list_valued_extra_special_tokens_are_tolerated(tiny_model: Path, tmp_path: Path) -> None:
     model = trl_style_copy(tiny_model, tmp_path / "trl")
     tok = load_tokenizer(model)

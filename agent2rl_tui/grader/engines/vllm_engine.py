@@ -69,6 +69,18 @@ def tensor_parallel_size(model_path: Path, wanted: int, visible: int) -> int:
     return wanted
 
 
+def capped_model_len(model_path: Path, wanted: int | None) -> int | None:
+    """The task's ``max_model_len`` (a cap on KV-cache memory), no longer than the model's own
+    context, which vLLM refuses to exceed; None leaves it to vLLM (the model's context)."""
+    if not wanted:
+        return None
+    try:
+        own = int(json.loads((model_path / "config.json").read_text())["max_position_embeddings"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return wanted
+    return min(wanted, own)
+
+
 def tied_embeddings(model_path: Path) -> bool:
     try:
         return bool(json.loads((model_path / "config.json").read_text()).get("tie_word_embeddings"))
@@ -108,6 +120,7 @@ class VLLMEngine:
         self.llm: Any = None
         self.tokenizer: Any = None
         self.asleep = False
+        self.max_model_len: int | None = None
 
     @property
     def on_cpu(self) -> bool:
@@ -115,9 +128,11 @@ class VLLMEngine:
 
     def effective(self) -> dict[str, Any]:
         """The settings as applied, for the record beside the requested ones."""
+        used = {"max_model_len_used": self.max_model_len}
         if self.on_cpu:
-            return {"device": "cpu", "dtype_used": self.settings.cpu_dtype, "kv_cache_gib": self.settings.cpu_kv_cache_gib}
-        return {"device": "cuda", "dtype_used": self.settings.dtype, "sleep_between": self.settings.sleep_between}
+            return {**used, "device": "cpu", "dtype_used": self.settings.cpu_dtype,
+                    "kv_cache_gib": self.settings.cpu_kv_cache_gib}
+        return {**used, "device": "cuda", "dtype_used": self.settings.dtype, "sleep_between": self.settings.sleep_between}
 
     def load(self, model_path: Path) -> None:
         from vllm import LLM
@@ -139,8 +154,9 @@ class VLLMEngine:
         else:
             kwargs.update(dtype=s.dtype, gpu_memory_utilization=s.gpu_memory_utilization,
                           enable_sleep_mode=s.sleep_between)
-        if s.max_model_len:
-            kwargs["max_model_len"] = s.max_model_len
+        self.max_model_len = capped_model_len(model_path, s.max_model_len)
+        if self.max_model_len:
+            kwargs["max_model_len"] = self.max_model_len
         try:
             self.llm = LLM(**kwargs)
         except Exception as exc:  # noqa: BLE001 - surface vLLM's reason to the agent
