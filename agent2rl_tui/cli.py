@@ -78,8 +78,8 @@ def open_cmd(path: Path) -> None:
 @main.command("tiny-model")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--seed", default=0, show_default=True)
-@click.option("--max-positions", default=512, show_default=True,
-              help="its context; a text game's transcript (twc) needs 2048")
+@click.option("--max-positions", default=4096, show_default=True,
+              help="its context; GSM8K's reference 4-shot prompt takes about 2,900 of its tokens")
 def tiny_model(path: Path, seed: int, max_positions: int) -> None:
     """Build the tiny Llama model and tokenizer at PATH (offline, in seconds)."""
     from agent2rl_tui.tasks.tinymodel import build_tiny_model
@@ -95,6 +95,9 @@ def tasks_cmd() -> None:
         try:
             task = load_task(folder)
             click.echo(f"{name:16} level {task.level}  {task.title}  ({folder})")
+            if len(task.prompt_profiles) > 1:
+                others = [p for p in task.prompt_profiles if p != task.inference.prompt_profile]
+                click.echo(f"{'':16} prompt profiles: {task.inference.prompt_profile} (default), {', '.join(others)}")
         except TaskError as exc:
             click.echo(f"{name:16} BROKEN: {exc}")
 
@@ -210,13 +213,17 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--engine-option", "engine_options", multiple=True, metavar="KEY=VALUE",
               help="An engine setting over the task's [engine], e.g. gpu_memory_utilization=0.3, max_model_len=4096, "
                    "dtype=bfloat16, tensor_parallel_size=2 (repeatable).")
+@click.option("--prompt-profile", "prompt_profile",
+              help="How the grader prompts the model and reads its answers (see `agent2rl-tui tasks`; default: "
+                   "the task's, `reference` for gsm8k and humaneval: AutoRL-Bench's own prompts and extraction).")
 @click.option("--detach", is_flag=True, help="Return at once; the run goes on in the background.")
 @click.pass_context
 def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: str, grace: str,
               driver: str | None, seed: int, command: str | None, env: tuple[str, ...],
               eval_timeout: str | None, eval_limit: int | None, gpus: str | None, allow_missing_key: bool,
               profiles: Path | None, read_only_paths: tuple[Path, ...], writable_paths: tuple[Path, ...],
-              no_contain: bool, engine: str | None, engine_options: tuple[str, ...], detach: bool) -> None:
+              no_contain: bool, engine: str | None, engine_options: tuple[str, ...], prompt_profile: str | None,
+              detach: bool) -> None:
     """Start a run: workspace, baseline, agent under a budget, report."""
     try:
         engine_overrides = dict(_parse_pairs(engine_options, "--engine-option"))
@@ -230,7 +237,7 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
             eval_limit=eval_limit, agent_env=_parse_env(env), gpus=gpus,
             allow_missing_key=allow_missing_key, profiles_path=profiles, contain=not no_contain,
             read_only_paths=tuple(map(str, read_only_paths)), writable_paths=tuple(map(str, writable_paths)),
-            engine=engine_overrides,
+            engine=engine_overrides, prompt_profile=prompt_profile,
         )
         run_dir, pid = start_run(req)
     except USER_ERRORS as exc:

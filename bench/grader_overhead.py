@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from conftest import LiveGrader, make_prepared_run  # noqa: E402
 
 from agent2rl_tui.grader.engines.hf import TransformersEngine  # noqa: E402
-from agent2rl_tui.grader.evaluators import get_evaluator  # noqa: E402
+from agent2rl_tui.grader.evaluators import evaluator_for  # noqa: E402
 from agent2rl_tui.tasks.registry import load_task  # noqa: E402
 from agent2rl_tui.tasks.tinymodel import build_tiny_model  # noqa: E402
 
@@ -68,10 +68,10 @@ def main() -> None:
 
     task = load_task("arith")
     items = task.load_split("eval")
-    ev = get_evaluator(task.evaluator)
+    ev = evaluator_for(task)
     engine = TransformersEngine()
     engine.load(model)
-    asked = [ev.prompt(it, task.inference) for it in items]  # as the eval worker asks them
+    asked = [ev.prompt(it) for it in items]  # as the eval worker asks them
     prompts = [p if isinstance(p, str) else engine.render(p) for p in asked]
     for batch in (100, 16, 1):
         settings = task.inference.__class__(**{**task.inference.__dict__, "batch_size": batch})

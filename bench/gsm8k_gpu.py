@@ -25,11 +25,11 @@ import json, sys, time
 from vllm import LLM, SamplingParams
 from agent2rl_tui.tasks.registry import load_task
 from agent2rl_tui.tasks.modelfiles import load_tokenizer
-from agent2rl_tui.grader.evaluators import get_evaluator
+from agent2rl_tui.grader.evaluators import evaluator_for
 from pathlib import Path
 model = Path(sys.argv[1]); task = load_task("gsm8k"); s = task.inference
-tok = load_tokenizer(model); ev = get_evaluator("math_answer")
-prompts = [tok.apply_chat_template(ev.prompt(i, s), tokenize=False, add_generation_prompt=True)
+tok = load_tokenizer(model); ev = evaluator_for(task)
+prompts = [tok.apply_chat_template(ev.prompt(i), tokenize=False, add_generation_prompt=True)
            for i in task.load_split("eval")]
 t0 = time.perf_counter()
 llm = LLM(model=str(model), gpu_memory_utilization=task.engine.gpu_memory_utilization,

@@ -35,7 +35,7 @@ if __name__ == "__main__":
     from pathlib import Path
     from agent2rl_tui.grader.engines.vllm_engine import VLLMEngine
     from agent2rl_tui.grader.engines import visible_gpus
-    from agent2rl_tui.grader.evaluators import get_evaluator
+    from agent2rl_tui.grader.evaluators import evaluator_for
     from agent2rl_tui.tasks.registry import engine_settings, load_task
     model, task_name, limit, overrides = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
     task = load_task(task_name)
@@ -43,8 +43,8 @@ if __name__ == "__main__":
     t0 = time.perf_counter()
     engine.load(model)
     t1 = time.perf_counter()
-    ev = get_evaluator(task.evaluator)
-    prompts = [engine.render(ev.prompt(i, task.inference)) for i in task.load_split("eval")[:limit]]
+    ev = evaluator_for(task)
+    prompts = [engine.render(ev.prompt(i)) for i in task.load_split("eval")[:limit]]
     engine.generate(prompts, task.inference)
     t2 = time.perf_counter()
     engine.generate(prompts, task.inference)

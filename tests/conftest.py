@@ -140,7 +140,7 @@ def make_prepared_run(root: Path, model: Path, *, budget_s: float = 600, task: s
     with RunStore.of_run(run_dir) as store:
         run = store.run()
         populate_workspace(run_dir, load_task(task), Path(run["base_model_source"]), run["base_model"],
-                           budget_s=budget_s, grace_s=run["grace_s"])
+                           budget_s=budget_s, grace_s=run["grace_s"], prompt_profile=kw.get("prompt_profile"))
         start = now()
         store.update_run(budget_start=start, deadline=start + budget_s, status="running")
     return run_dir

@@ -276,7 +276,7 @@ def test_the_play_kit_builds_the_graders_prompts(task: Task, expert_run: tuple, 
     data = tmp_path / "data"
     data.mkdir()
     write_jsonl(data / "train.jsonl", task.load_split("train"))
-    write_play_kit(data, task)
+    write_play_kit(data, task, task.inference)
     assert sorted(p.name for p in data.iterdir()) == ["env.json", "games", "play.py", "react_prompts.json", "train.jsonl"]
     assert [p.name for p in (data / "games").iterdir()] == ["train"]  # never the grader's games
     out = tmp_path / "expert.jsonl"

@@ -107,7 +107,7 @@ def test_the_tasks_max_model_len_is_capped_at_the_models_context(tiny_model: Pat
     from agent2rl_tui.grader.engines.vllm_engine import capped_model_len
 
     own = json.loads((tiny_model / "config.json").read_text())["max_position_embeddings"]
-    assert capped_model_len(tiny_model, 4096) == own  # gsm8k's 4,096 on the 512-token tiny model
+    assert own == 4096 and capped_model_len(tiny_model, 32768) == own  # gsm8k's 32,768 on the tiny model
     assert capped_model_len(tiny_model, 128) == 128 and capped_model_len(tiny_model, None) is None
 
 

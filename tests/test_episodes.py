@@ -229,7 +229,7 @@ def test_the_workspace_play_kit_builds_the_graders_prompts(tmp_path: Path) -> No
     data = tmp_path / "data"
     data.mkdir()
     write_jsonl(data / "train.jsonl", task.load_split("train")[:4])
-    write_play_kit(data, task)
+    write_play_kit(data, task, task.inference)
     out = tmp_path / "expert.jsonl"
     proc = subprocess.run([sys.executable, str(data / "play.py"), "expert", "--out", str(out), "--limit", "3"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)

@@ -9,8 +9,8 @@ import pytest
 from conftest import SHARED_DATA
 
 from agent2rl_tui.grader.evaluators import get_evaluator
-from agent2rl_tui.tasks.answers import answers_match, extract_answer
-from agent2rl_tui.tasks.registry import InferenceSettings
+from agent2rl_tui.tasks.grading_rules import answers_match
+from agent2rl_tui.tasks.grading_rules import extract_hashes as extract_answer
 
 
 @pytest.mark.parametrize(
@@ -43,14 +43,13 @@ def test_gsm8k_reference_answers_score_100_and_shuffled_ones_do_not() -> None:
     items = [json.loads(line) for line in (SHARED_DATA / "gsm8k" / "test.jsonl").open()]
     assert len(items) == 1319
     ev = get_evaluator("math_answer")
-    settings = InferenceSettings()
     results = [ev.judge(i, it, "", it["answer"]) for i, it in enumerate(items)]
     assert ev.score(results) == 100.0
     shuffled = [it["answer"] for it in items]
     random.Random(0).shuffle(shuffled)
     wrong = [ev.judge(i, it, "", out) for i, (it, out) in enumerate(zip(items, shuffled))]
     assert ev.score(wrong) < 10.0
-    assert ev.prompt(items[0], settings) == [{"role": "user", "content": items[0]["question"]}]
+    assert ev.prompt(items[0]) == [{"role": "user", "content": items[0]["question"]}]
 
 
 def test_fewshot_prompts_in_chat_and_completion_form(prepared_data) -> None:  # noqa: ANN001
@@ -60,9 +59,9 @@ def test_fewshot_prompts_in_chat_and_completion_form(prepared_data) -> None:  # 
 
     task = load_task("gsm8k")
     train, item = task.load_split("train"), task.load_split("eval")[0]
-    ev = get_evaluator("math_answer")
-    chat = ev.prompt(item, replace(task.inference, fewshot=8), train[:8])
+    zero_shot = task.settings_for("zero-shot")
+    chat = get_evaluator("math_answer", task.grading_spec(replace(zero_shot, fewshot=8))).prompt(item)
     assert [t["role"] for t in chat] == ["user", "assistant"] * 8 + ["user"]
     assert chat[1]["content"] == train[0]["answer"] and chat[-1]["content"].startswith(item["question"])
-    plain = ev.prompt(item, replace(task.inference, fewshot=2, chat=False), train[:2])
+    plain = get_evaluator("math_answer", task.grading_spec(replace(zero_shot, fewshot=2, chat=False))).prompt(item)
     assert isinstance(plain, str) and plain.index(train[0]["question"]) < plain.index(item["question"])

@@ -150,15 +150,15 @@ def test_a_warm_reload_scores_what_a_fresh_engine_scores(vllm_run: dict) -> None
 
 
 def test_a_trained_model_graded_on_vllm_answers_as_on_transformers(vllm_run: dict) -> None:
-    from agent2rl_tui.grader.evaluators import get_evaluator
+    from agent2rl_tui.grader.evaluators import evaluator_for
 
     run_dir = vllm_run["run_dir"]
     (_, first), *_ = vllm_run["answers"]
     task = load_task("arith")
     hf = TransformersEngine()
     hf.load(run_dir / "workspace" / "output" / "sft")
-    ev = get_evaluator(task.evaluator)
-    prompts = [hf.render(ev.prompt(item, task.inference)) for item in task.load_split("eval")]
+    ev = evaluator_for(task)
+    prompts = [hf.render(ev.prompt(item)) for item in task.load_split("eval")]
     expected = hf.generate(prompts, task.inference)
     got = [out for _, out in outputs(run_dir, first.json()["submission_id"])]
     assert got == expected and len(set(got)) > 10

@@ -25,8 +25,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from agent2rl_tui.grader.engines.keeper import EngineKeeper
-    from agent2rl_tui.grader.evaluators.base import BaseEvaluator
-    from agent2rl_tui.tasks.registry import Task
 
 
 PREIMPORT_VLLM = "AGENT2RL_PREIMPORT_VLLM"
@@ -41,6 +39,7 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 def evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float) -> dict[str, Any]:
     """Run one evaluation job and return its summary (also written to summary.json)."""
+    from agent2rl_tui.grader.evaluators import evaluator_for
     from agent2rl_tui.tasks.modelfiles import weights_hash
     from agent2rl_tui.tasks.registry import engine_settings, load_task
 
@@ -48,15 +47,15 @@ def evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float) -> 
     out_dir.mkdir(parents=True, exist_ok=True)
     model_path = Path(job["model_path"])
     task = load_task(job["task_folder"])
-    settings = task.inference
+    settings = task.settings_for(job.get("prompt_profile"))
     engine_cfg = engine_settings(task.engine, job.get("engine") or {})
     interactive = task.level == 3
-    evaluator = None if interactive else evaluator_for(task)
+    evaluator = None if interactive else evaluator_for(task, settings)
     items = task.load_split("eval")
     if job.get("limit"):
         items = items[: int(job["limit"])]
-    examples = task.load_split("train")[: settings.fewshot] if settings.fewshot and not interactive else []
     played: dict[str, Any] = {}
+    details: dict[str, Any] = {}
     timings = {"worker_start": worker_start}
 
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -73,12 +72,14 @@ def evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float) -> 
             score = float(played["score"])
             t2 = t3 = time.perf_counter()
         else:
-            asked = [evaluator.prompt(item, settings, examples) for item in items]
-            prompts = [p if isinstance(p, str) else engine.render(p) for p in asked]
+            asked = [evaluator.prompt(item) for item in items]
+            prompts = [p if isinstance(p, str) else engine.render(p, require_template=settings.require_chat_template)
+                       for p in asked]
             outputs = engine.generate(prompts, settings)
             t2 = time.perf_counter()
             results = evaluator.judge_all(items, prompts, outputs)
             score = evaluator.score(results)
+            details = evaluator.details(results)
             t3 = time.perf_counter()
         digest = hashing.result()
     timings.update(load=t1 - t0, generate=t2 - t1, score=t3 - t2, **loaded.timings)
@@ -96,23 +97,9 @@ def evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float) -> 
         "engine": engine.name,
         "settings": {"evaluator": task.evaluator, "engine_choice": loaded.why, "engine_load": loaded.how,
                      **settings.to_dict(), "engine_settings": {**engine_cfg.to_dict(), **loaded.effective},
-                     **({"env": task.raw.get("env", {}), "episodes": played} if played else {})},
+                     **details, **({"env": task.raw.get("env", {}), "episodes": played} if played else {})},
         "timings": timings,
     }
-
-
-def evaluator_for(task: Task) -> BaseEvaluator:
-    """The task's evaluator, with the options its [grader] section sets."""
-    from agent2rl_tui.grader.evaluators import get_evaluator
-
-    grader = task.raw.get("grader", {})
-    if task.evaluator == "humaneval":
-        from agent2rl_tui.grader.evaluators.humaneval import HumanEvalEvaluator
-
-        return HumanEvalEvaluator(timeout_s=float(grader.get("sandbox_timeout_s", 5)),
-                                  memory_mb=int(grader.get("sandbox_memory_mb", 1024)),
-                                  mode=grader.get("sandbox_mode"))
-    return get_evaluator(task.evaluator)
 
 
 def die_with_parent() -> None:

@@ -1,8 +1,10 @@
-"""Comparing runs: group by task x agent x driver, mean and spread over repeated runs.
+"""Comparing runs: group by task x prompt profile x agent x driver, mean and spread over repeated runs.
 
 The benchmark's question is about agent stacks, not single runs, and single runs vary a lot
 (the paper reports large run-to-run differences on interactive tasks). Repeated runs of one
-stack are summarised as mean +- sample standard deviation.
+stack are summarised as mean +- sample standard deviation. Runs graded under different prompt
+profiles (how the grader asks and reads answers) are different measurements: they never share
+a group, and ``profile_notes`` says so wherever one task appears under several.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from agent2rl_tui.record.index import RunSummary
 @dataclass(frozen=True)
 class Group:
     task: str
+    prompt_profile: str
     agent: str
     driver: str
     runs: int
@@ -34,14 +37,24 @@ def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
 
 
 def compare(runs: list[RunSummary]) -> list[Group]:
-    groups: dict[tuple[str, str, str], list[RunSummary]] = {}
+    groups: dict[tuple[str, str, str, str], list[RunSummary]] = {}
     for r in runs:
-        groups.setdefault((r.task, r.agent, r.driver or "-"), []).append(r)
+        groups.setdefault((r.task, r.prompt_profile or "-", r.agent, r.driver or "-"), []).append(r)
     out = []
-    for (task, agent, driver), members in sorted(groups.items()):
+    for (task, profile, agent, driver), members in sorted(groups.items()):
         best_mean, best_sd = _mean_sd([r.best for r in members if r.best is not None])
         imp_mean, imp_sd = _mean_sd([r.improvement for r in members if r.improvement is not None])
-        out.append(Group(task, agent, driver, len(members), best_mean, best_sd, imp_mean, imp_sd,
+        out.append(Group(task, profile, agent, driver, len(members), best_mean, best_sd, imp_mean, imp_sd,
                          statistics.fmean(r.n_submissions for r in members),
                          sum(1 for r in members if r.status == "finished")))
     return out
+
+
+def profile_notes(groups: list[Group]) -> list[str]:
+    """One line per task whose runs were graded under more than one prompt profile."""
+    by_task: dict[str, set[str]] = {}
+    for g in groups:
+        by_task.setdefault(g.task, set()).add(g.prompt_profile)
+    return [f"{task}: runs under prompt profiles {', '.join(sorted(profiles))} are different measurements "
+            "(other prompts and answer rules); compare scores within one profile"
+            for task, profiles in sorted(by_task.items()) if len(profiles) > 1]

@@ -70,6 +70,9 @@ class RunSummary:
     """False when the agent ran (or runs) outside its sandbox; None before it started."""
     contaminated: bool | None = None
     """True when the contamination check found eval items in what the agent wrote."""
+    prompt_profile: str | None = None
+    """How the grader prompted and read answers (``store.prompt_profile_of``); scores under two
+    profiles are two measurements."""
 
     @property
     def flags(self) -> str:
@@ -117,7 +120,10 @@ SELECT r.*,
   (SELECT COUNT(*) FROM submissions WHERE kind = 'agent' AND status != 'rejected') AS n_submissions,
   (SELECT COUNT(*) FROM revisions) AS n_revisions,
   (SELECT data_json FROM events WHERE kind = 'containment' ORDER BY id DESC LIMIT 1) AS containment_json,
-  (SELECT data_json FROM events WHERE kind = 'contamination' ORDER BY id DESC LIMIT 1) AS contamination_json
+  (SELECT data_json FROM events WHERE kind = 'contamination' ORDER BY id DESC LIMIT 1) AS contamination_json,
+  (SELECT json_extract(settings_json, '$.prompt_profile') FROM submissions
+     WHERE json_extract(settings_json, '$.prompt_profile') IS NOT NULL ORDER BY id LIMIT 1) AS scored_profile,
+  json_extract(r.config_json, '$.prompt_profile') AS config_profile
 FROM run r LIMIT 1
 """
 
@@ -149,6 +155,7 @@ def summarize(run_dir: Path) -> RunSummary:
         n_revisions=run["n_revisions"],
         contained=_flag(run["containment_json"], "contained", started=run["budget_start"] is not None),
         contaminated=_flag(run["contamination_json"], "contaminated", started=False),
+        prompt_profile=run["scored_profile"] or run["config_profile"],
     )
 
 

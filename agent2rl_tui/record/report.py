@@ -27,7 +27,15 @@ from typing import Any
 from agent2rl_tui.record.capture import DEFAULT_RULES
 from agent2rl_tui.record.contamination import read_contamination
 from agent2rl_tui.record.samples import summarize_samples
-from agent2rl_tui.record.store import RunStore, Submission, SubStatus, best_of, scored_score
+from agent2rl_tui.record.store import (
+    RunStore,
+    Submission,
+    SubStatus,
+    best_of,
+    prompt_profile_of,
+    scored_score,
+    strict_of,
+)
 from agent2rl_tui.record.transcripts import transcript_totals
 from agent2rl_tui.util.timeutil import human_duration, iso, now
 
@@ -137,6 +145,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
             "is_base_copy": bool(base_hash and s.weights_hash == base_hash),
             "revision": s.revision_seq,
             "error": s.error,
+            "strict": strict_of(s),
         }
 
     return {
@@ -145,6 +154,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "agent": run["agent"],
         "driver": run["driver"],
         "base_model": run["base_model"],
+        "prompt_profile": prompt_profile_of(run.get("config_json"), baseline, *subs),
         "status": run["status"],
         "end_reason": run["end_reason"],
         "agent_exit_code": run["agent_exit_code"],
@@ -160,6 +170,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
             "error": baseline.error if baseline else None,
             "eval_seconds": baseline.eval_seconds if baseline else None,
             "weights_hash": base_hash,
+            "strict": strict_of(baseline),
         },
         "best": {"submission_id": best.id, "score": best.score} if best else None,
         "improvement": (best.score - base_score) if best and base_score is not None else None,
@@ -187,8 +198,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# Run {report['run_id']}",
         "",
-        f"- task **{report['task']}**, agent **{report['agent']}**, driver {report['driver'] or '-'}, "
-        f"base model `{report['base_model']}`",
+        f"- task **{report['task']}** (prompt profile {report.get('prompt_profile') or '-'}), agent "
+        f"**{report['agent']}**, driver {report['driver'] or '-'}, base model `{report['base_model']}`",
         f"- status **{report['status']}** ({report['end_reason'] or '-'}), agent exit code "
         f"{_fmt(report['agent_exit_code'])}, budget {human_duration(report['budget_s'])}",
         f"- baseline **{_fmt(report['baseline']['score'])}**, best **"
@@ -209,6 +220,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{_fmt(s['improvement'])} | {_fmt(s['eval_seconds'], 1)} | {_fmt(s['revision'])} | `{s['model_path']}`"
             f"{' (base copy)' if s['is_base_copy'] else ''} |"
         )
+    lines += strict_lines(report)
     lines += ["", "| metric | value |", "|---|---|"]
     lines += [f"| {k} | {_fmt(v, 3)} |" for k, v in report["metrics"].items()]
     revs = report["revisions"]
@@ -240,6 +252,18 @@ def render_markdown(report: dict[str, Any]) -> str:
         if len(warnings) > 200:
             lines.append(f"- … and {len(warnings) - 200} more in run.db's events table")
     return "\n".join(lines) + "\n"
+
+
+def strict_lines(report: dict[str, Any]) -> list[str]:
+    """Our stricter reading beside each reference-profile score, where the record has one."""
+    rows = [("baseline", report["baseline"].get("strict"))]
+    rows += [(f"#{s['submission_id']}", s.get("strict")) for s in report["submissions"]]
+    rows = [(name, st) for name, st in rows if st]
+    if not rows:
+        return []
+    lines = ["", f"Scores follow the reference's answer rule; our stricter reading ({rows[0][1]['rule']}) gives:", ""]
+    lines += [f"- {name}: {st['score']:.2f} ({st['n_differ']} item(s) read differently)" for name, st in rows]
+    return lines
 
 
 def contamination_line(result: dict[str, Any] | None) -> str:

@@ -15,7 +15,15 @@ from typing import Any
 
 from agent2rl_tui.record.index import effective_status
 from agent2rl_tui.record.revisions import Revision, list_revisions
-from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore, Submission, best_of, previous_scored, scored_score
+from agent2rl_tui.record.store import (
+    ACTIVE_STATUSES,
+    RunStore,
+    Submission,
+    best_of,
+    previous_scored,
+    prompt_profile_of,
+    scored_score,
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,11 @@ class RunView:
     @property
     def baseline_score(self) -> float | None:
         return scored_score(self.baseline)
+
+    @property
+    def prompt_profile(self) -> str | None:
+        """How the grader prompted and read answers (``store.prompt_profile_of``)."""
+        return prompt_profile_of(self.run.get("config_json"), self.baseline, *self.submissions)
 
     def budget(self, t: float) -> Budget:
         run = self.run

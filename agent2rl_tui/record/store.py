@@ -205,6 +205,26 @@ def best_of(subs: Iterable[Submission]) -> Submission | None:
     return max(valid, key=lambda s: (s.score, -s.id)) if valid else None
 
 
+def prompt_profile_of(config_json: str | None, *subs: Submission | None) -> str | None:
+    """The prompt profile a run's scores were made with: as a score recorded it (the first that
+    did), else as the run was started with; None for a run of the task's default before any
+    score, or one made before profiles were recorded."""
+    for sub in subs:
+        if sub is not None and sub.settings_json:
+            name = json.loads(sub.settings_json).get("prompt_profile")
+            if name:
+                return str(name)
+    return json.loads(config_json or "{}").get("prompt_profile")
+
+
+def strict_of(sub: Submission | None) -> dict[str, Any] | None:
+    """Our stricter reading beside a reference-profile score (its score and how many items
+    differ), or None."""
+    if sub is None or not sub.settings_json:
+        return None
+    return json.loads(sub.settings_json).get("strict")
+
+
 BEST_SCORE_SQL = (
     f"SELECT score FROM submissions WHERE kind = 'agent' AND status = '{SubStatus.SCORED.value}'"
     " AND score IS NOT NULL ORDER BY score DESC, id ASC LIMIT 1"

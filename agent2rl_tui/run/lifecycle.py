@@ -56,6 +56,8 @@ class RunRequest:
     """Extra paths the contained agent sees, on top of its profile's (e.g. a command agent's script)."""
     engine: dict[str, Any] = field(default_factory=dict)
     """Engine settings over the task's [engine] (``--engine``, ``--engine-option``), recorded with each score."""
+    prompt_profile: str | None = None
+    """The task's prompt profile (how the grader asks and reads answers); None: the task's default."""
 
 
 AGENT_ENV_VAR = "AGENT2RL_AGENT_ENV"  # carries RunRequest.agent_env to the supervisor
@@ -99,6 +101,36 @@ def check_engine(task: Any, overrides: dict[str, Any]) -> None:
                        "machine without an NVIDIA GPU), or use --engine auto")
 
 
+def check_prompt_profile(task: Any, name: str | None, model: Path) -> None:
+    """The profile exists, and its prompt for the first train item fits the base model's context
+    (the baseline would fail on it later, after the workspace and the engine were made)."""
+    from agent2rl_tui.tasks import grading_rules
+    from agent2rl_tui.tasks.modelfiles import load_tokenizer
+
+    try:
+        settings = task.settings_for(name)
+    except TaskError as exc:
+        raise RunError(f"--prompt-profile: {exc}") from None
+    if task.level == 3:
+        return
+    spec = task.grading_spec(settings)
+    try:
+        tok = load_tokenizer(model)
+        item = task.load_split("train")[0]
+        text = grading_rules.render(tok, item, spec)
+    except ValueError as exc:
+        raise RunError(f"--model with prompt profile {settings.prompt_profile!r}: {exc}; or pick another "
+                       f"--prompt-profile ({', '.join(task.prompt_profiles)})") from None
+    except (OSError, IndexError, KeyError):
+        return  # the model and data checks say what is wrong with them
+    n = len(tok(text, add_special_tokens=not settings.chat)["input_ids"])
+    context = json.loads((model / "config.json").read_text(encoding="utf-8")).get("max_position_embeddings")
+    if isinstance(context, int) and n >= context:
+        raise RunError(f"--model: its context is {context} tokens, and the {settings.prompt_profile!r} prompt of "
+                       f"task {task.name} takes {n} of them for the first train item; use a model with a longer "
+                       f"context, or another --prompt-profile ({', '.join(task.prompt_profiles)})")
+
+
 def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfile, Path]:
     """Everything checkable before a run exists: task, agent CLI and key, model, GPUs, budget."""
     task = load_task(req.task)
@@ -115,6 +147,7 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfi
     if req.gpus:
         check_gpus(req.gpus)
     check_engine(task, req.engine)
+    check_prompt_profile(task, req.prompt_profile, model)
     if req.budget_s <= 0 or req.grace_s < 0:
         raise RunError("the budget must be positive and the grace period not negative")
     return task, profile, model
@@ -156,6 +189,7 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         "eval_timeout_s": eval_timeout_s,
         "eval_limit": req.eval_limit,
         "engine": req.engine,
+        "prompt_profile": req.prompt_profile,
         "gpus": req.gpus,
         "contain": req.contain,
         "read_only_paths": [str(Path(p).expanduser().resolve()) for p in req.read_only_paths],

@@ -158,6 +158,7 @@ class Supervisor:
             self.run["base_model"],
             budget_s=self.run["budget_s"],
             grace_s=self.run["grace_s"],
+            prompt_profile=self.cfg.get("prompt_profile"),
         )
         self.store.event("supervisor", "workspace", "workspace ready")
 

@@ -1,7 +1,7 @@
 """The run folder and the agent's workspace inside it (DESIGN.md, "The run folder").
 
 ``workspace/`` is the agent's cwd and nothing else: code/, output/, data/ (the train split
-only, read-only), models/<base> (a read-only copy of the base model), description.md,
+only, and the grader's rules as a program, read-only), models/<base> (a read-only copy of the base model), description.md,
 instructions.md and run_meta.json. The record (run.db, logs, evals, report) lives beside it
 so nothing the agent writes is trusted as a score, a time or a revision, and the eval
 split never enters it.
@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.envs import EnvSpec
-from agent2rl_tui.tasks.registry import Task, task_cache, write_jsonl
+from agent2rl_tui.tasks import grading_rules
+from agent2rl_tui.tasks.registry import InferenceSettings, Task, task_cache, write_jsonl
 from agent2rl_tui.util.timeutil import human_duration, iso
 
 RECORD_DIRS = ("logs", "evals", "report")
@@ -112,9 +113,12 @@ def _make_read_only(root: Path) -> None:
 
 
 def populate_workspace(
-    run_dir: Path, task: Task, base_model_source: Path, base_model: str, *, budget_s: float, grace_s: float
+    run_dir: Path, task: Task, base_model_source: Path, base_model: str, *, budget_s: float, grace_s: float,
+    prompt_profile: str | None = None,
 ) -> Path:
-    """Copy the base model and train split in, write description.md and instructions.md."""
+    """Copy the base model and train split in, write description.md and instructions.md, and the
+    grader's rules as a program: data/grading.py (Level 1) or data/play.py (Level 3)."""
+    settings = task.settings_for(prompt_profile)
     ws = run_dir / "workspace"
     model_dst = ws / "models" / base_model
     if not model_dst.exists():
@@ -125,9 +129,11 @@ def populate_workspace(
     if not train_file.exists():
         write_jsonl(train_file, task.load_split("train"))
         if task.level == 3:
-            write_play_kit(data_dir, task)
+            write_play_kit(data_dir, task, settings)
+        else:
+            write_grading_kit(data_dir, task, settings)
         _make_read_only(data_dir)
-    (ws / "description.md").write_text(task.description, encoding="utf-8")
+    (ws / "description.md").write_text(task.description_for(settings.prompt_profile), encoding="utf-8")
     data_files = ", ".join(f"`{p.name}`" for p in sorted(data_dir.iterdir()))
     (ws / "instructions.md").write_text(
         INSTRUCTIONS.format(
@@ -147,7 +153,19 @@ PLAY_PROGRAMS = {"textworld-express": Path(__file__).with_name("play_twx.py"),
 """The program an interactive task's agent gets as data/play.py, by the kind of its [env]."""
 
 
-def write_play_kit(data_dir: Path, task: Task) -> None:
+GRADING_PROGRAM = Path(grading_rules.__file__)
+"""The Level-1 rules the grader itself uses, copied into the workspace as data/grading.py."""
+
+
+def write_grading_kit(data_dir: Path, task: Task, settings: InferenceSettings) -> None:
+    """data/grading.py and data/grading.json: the run's prompt profile (worked examples included)
+    and the grader's own prompt and answer rules, runnable."""
+    spec = task.grading_spec(settings)
+    (data_dir / "grading.json").write_text(json.dumps(spec, indent=2, ensure_ascii=False), encoding="utf-8")
+    shutil.copyfile(GRADING_PROGRAM, data_dir / "grading.py")
+
+
+def write_play_kit(data_dir: Path, task: Task, settings: InferenceSettings) -> None:
     """data/play.py and data/env.json: the grader's prompt, action rule and limits, runnable.
 
     ALFWorld's kit also gets the few-shot examples file and, under data/games/, the game
@@ -157,7 +175,6 @@ def write_play_kit(data_dir: Path, task: Task) -> None:
     program = PLAY_PROGRAMS.get(spec.kind)
     if program is None:
         return
-    settings = task.inference
     env = {"kind": spec.kind, "game": spec.game, "params": spec.params,
            "max_steps": spec.max_steps, "header": settings.prompt_template,
            "max_new_tokens": settings.max_new_tokens, "stop": list(settings.stop)}

@@ -26,10 +26,19 @@ class TaskError(ValueError):
     """A task is missing or malformed; the message says what to fix."""
 
 
+GRADING_MARK = "<!-- grading -->"
+"""The line of a task's description.md that the prompt profile's ``about`` replaces."""
+
+
 @dataclass(frozen=True)
 class InferenceSettings:
-    """How the grader turns an eval item into a prompt and generates the answer."""
+    """How the grader turns an eval item into a prompt, generates the answer and reads it: one
+    prompt profile of a task (``[inference]`` with a ``[prompt_profiles.NAME]`` over it)."""
 
+    prompt_profile: str = "default"
+    """The profile's name, recorded with every score: scores under two profiles are two measurements."""
+    about: str = ""
+    """What the agent's description.md says about this profile (markdown)."""
     prompt_template: str = "{question}"
     """Filled with the item's fields: the user turn (chat) or the whole prompt (completion)."""
     system_prompt: str = ""
@@ -37,8 +46,18 @@ class InferenceSettings:
     """Render prompts with the model's chat template; False: plain completion prompts."""
     fewshot: int = 0
     """Worked examples from the train split put before each question."""
+    shots_file: str = ""
+    """A JSON list of fixed worked examples (rows with the item's fields) in the task folder,
+    in place of ``fewshot`` rows from the train split (e.g. the reference's 4-shot prompt)."""
     answer_template: str = "{answer}"
     """How a few-shot example's answer is written."""
+    extraction: str = ""
+    """The answer rule of ``tasks.grading_rules`` (``hashes``, ``opencompass-gsm8k``, ``continuation``,
+    ``opencompass-humaneval-v2``); empty: the evaluator's own."""
+    strip_reasoning: bool = False
+    """Drop ``<think>...</think>`` before reading the answer (OpenCompass's reference runs do)."""
+    require_chat_template: bool = False
+    """A model without a chat template is an error (the reference renders every prompt with one)."""
     max_new_tokens: int = 256
     temperature: float = 0.0
     batch_size: int = 32
@@ -47,6 +66,7 @@ class InferenceSettings:
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()
         d["stop"] = list(self.stop)
+        d.pop("about")
         return d
 
 
@@ -134,10 +154,48 @@ class Task:
     eval_timeout_s: float
     raw: dict[str, Any] = field(repr=False)
     engine: EngineSettings = field(default_factory=EngineSettings)
+    prompt_profiles: dict[str, InferenceSettings] = field(default_factory=dict)
+    """Every prompt profile by name; ``inference`` is the default one."""
 
     @property
     def description(self) -> str:
-        return (self.folder / "description.md").read_text(encoding="utf-8")
+        """description.md for the default prompt profile."""
+        return self.description_for(None)
+
+    def description_for(self, prompt_profile: str | None) -> str:
+        """description.md with the profile's ``about`` in place of its ``<!-- grading -->`` line."""
+        text = (self.folder / "description.md").read_text(encoding="utf-8")
+        about = self.settings_for(prompt_profile).about.strip()
+        return text.replace(GRADING_MARK, about) if about and GRADING_MARK in text else text
+
+    def settings_for(self, prompt_profile: str | None) -> InferenceSettings:
+        """The named prompt profile (None: the task's default)."""
+        if prompt_profile is None:
+            return self.inference
+        try:
+            return self.prompt_profiles[prompt_profile]
+        except KeyError:
+            raise TaskError(f"task {self.name} has no prompt profile {prompt_profile!r}; it has "
+                            f"{', '.join(sorted(self.prompt_profiles))} (default {self.inference.prompt_profile})"
+                            ) from None
+
+    def shots(self, settings: InferenceSettings) -> list[dict[str, Any]]:
+        """The worked examples put before each question: the profile's file, or train rows."""
+        if settings.shots_file:
+            path = self.folder / settings.shots_file
+            try:
+                shots = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise TaskError(f"task {self.name}: shots_file {path}: {exc}") from exc
+            if not isinstance(shots, list) or not all(isinstance(s, dict) for s in shots):
+                raise TaskError(f"task {self.name}: {path} must be a JSON list of objects (the items' fields)")
+            return shots
+        return self.load_split("train")[: settings.fewshot] if settings.fewshot and self.level != 3 else []
+
+    def grading_spec(self, settings: InferenceSettings | None = None) -> dict[str, Any]:
+        """A prompt profile as ``tasks.grading_rules`` reads it: settings, worked examples, the task."""
+        settings = settings or self.inference
+        return {"task": self.name, **settings.to_dict(), "shots": self.shots(settings)}
 
     def load_split(self, split: str) -> list[dict[str, Any]]:
         """Items of the ``train`` or ``eval`` split, in a fixed order."""
@@ -247,13 +305,15 @@ def load_task(name_or_path: str | Path) -> Task:
         raise TaskError(f"{folder / 'task.toml'} is not valid TOML: {exc}") from exc
     if not (folder / "description.md").is_file():
         raise TaskError(f"task folder {folder} needs a description.md for the agent")
-    inf = dict(raw.get("inference", {}))
-    inf["stop"] = tuple(inf.get("stop", ()))
+    profiles = prompt_profiles_of(raw, folder / "task.toml")
+    default = str(raw.get("prompt_profile", next(iter(profiles))))
+    if default not in profiles:
+        raise TaskError(f"{folder / 'task.toml'}: prompt_profile = {default!r} is not among its "
+                        f"[prompt_profiles.*] ({', '.join(profiles)})")
     try:
-        inference = InferenceSettings(**inf)
         engine = engine_settings(EngineSettings(), dict(raw.get("engine", {})))
-    except (TypeError, TaskError) as exc:
-        raise TaskError(f"{folder / 'task.toml'} [inference] or [engine]: {exc}") from exc
+    except TaskError as exc:
+        raise TaskError(f"{folder / 'task.toml'} [engine]: {exc}") from exc
     return Task(
         name=str(raw.get("name", folder.name)),
         folder=folder,
@@ -261,11 +321,28 @@ def load_task(name_or_path: str | Path) -> Task:
         evaluator=str(raw.get("evaluator", "math_answer")),
         title=str(raw.get("title", folder.name)),
         data=dict(raw.get("data", {})),
-        inference=inference,
+        inference=profiles[default],
         eval_timeout_s=float(raw.get("grader", {}).get("eval_timeout_s", 1800)),
         raw=raw,
         engine=engine,
+        prompt_profiles=profiles,
     )
+
+
+def prompt_profiles_of(raw: dict[str, Any], where: Path) -> dict[str, InferenceSettings]:
+    """``[inference]`` alone (one profile, ``default``), or each ``[prompt_profiles.NAME]`` over it."""
+    base = dict(raw.get("inference", {}))
+    named = raw.get("prompt_profiles") or {"default": {}}
+    profiles: dict[str, InferenceSettings] = {}
+    for name, over in named.items():
+        values = {**base, **dict(over), "prompt_profile": name}
+        values["stop"] = tuple(values.get("stop", ()))
+        try:
+            profiles[name] = InferenceSettings(**values)
+        except TypeError as exc:
+            known = ", ".join(f.name for f in dataclasses.fields(InferenceSettings))
+            raise TaskError(f"{where} [inference] / [prompt_profiles.{name}]: {exc}; known keys: {known}") from exc
+    return profiles
 
 
 # -- offline data generators -------------------------------------------------------------

@@ -103,12 +103,13 @@ def build_tokenizer(seed: int = 0, vocab_size: int = 768):  # -> PreTrainedToken
     return tok
 
 
-def build_tiny_model(path: str | Path, seed: int = 0, *, max_positions: int = 512,
+def build_tiny_model(path: str | Path, seed: int = 0, *, max_positions: int = 4096,
                      weights_seed: int | None = None) -> Path:
     """Write a tiny, randomly initialised Llama model and its tokenizer to ``path``.
 
-    ``max_positions`` is its context: 512 holds the arithmetic tasks; a text game's
-    transcript (twc: ~300 tokens to start, a few dozen a turn) needs 2048. ``seed`` makes the
+    ``max_positions`` is its context (rotary positions: the size costs no parameters): 4096
+    holds GSM8K's reference 4-shot prompt (about 2,900 of this tokenizer's tokens) and its 512
+    new tokens, and a text game's transcript (twc: ~300 tokens to start, a few dozen a turn). ``seed`` makes the
     tokenizer and the weights; ``weights_seed`` other weights with the same tokenizer (another
     checkpoint of the same architecture).
     """

@@ -1,6 +1,7 @@
 """The example agent's loop: write training code into code/, run it, submit, iterate once.
 
-Stage one copies ``scripts/sft.py`` into ``<workspace>/code/``, runs it as a subprocess
+Stage one copies ``scripts/sft.py`` (and ``prompts.py``: training prompts in the grader's
+form, from the workspace's ``data/grading.py``) into ``<workspace>/code/``, runs it as a subprocess
 (its output goes straight to this process's stdout, hence to the run's agent log), and
 submits output/v1. Stage two then adds ``code/grpo.py`` and ``code/reward.py``, runs GRPO
 from v1 and submits output/v2, so the revision each submission was made from differs in
@@ -111,7 +112,7 @@ def main() -> int:
 
     v1 = output_dir / "v1"
     if stage(workspace, api, "SFT", "sft.py", v1, "--model", str(model_path), "--data", str(train),
-             "--steps", str(sft_steps), "--seed", str(seed)) is None:
+             "--steps", str(sft_steps), "--seed", str(seed), helpers=("prompts.py",)) is None:
         return 1
     # Stage two: a GRPO script and its reward, a new revision of code/, run from v1.
     if stage(workspace, api, "GRPO", "grpo.py", output_dir / "v2", "--model", str(v1), "--data", str(train),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.grader.engines.base import EngineError, Messages, cut_at_stop
+from agent2rl_tui.grader.engines.base import EngineError, Messages, check_fit, cut_at_stop, render_chat
 from agent2rl_tui.tasks.modelfiles import load_tokenizer
 from agent2rl_tui.tasks.registry import InferenceSettings
 
@@ -35,19 +35,18 @@ class TransformersEngine:
             raise EngineError(f"could not load the model from {model_path}: {exc}") from exc
         self.model.to(self.device).eval()
 
-    def render(self, messages: Messages) -> str:
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True
-            )
-        return "\n".join(m["content"] for m in messages) + "\n"
+    def render(self, messages: Messages, *, require_template: bool = False) -> str:
+        return render_chat(self.tokenizer, messages, require_template)
 
     def generate(self, prompts: list[str], settings: InferenceSettings) -> list[str]:
         import torch
 
         tok = self.tokenizer
         with_template = settings.chat and bool(getattr(tok, "chat_template", None))
-        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        lengths = [len(ids) for ids in tok(prompts, add_special_tokens=not with_template)["input_ids"]]
+        limit = self.context_limit()
+        check_fit(lengths, limit, settings)
+        order = sorted(range(len(prompts)), key=lambda i: lengths[i])
         outputs: list[str] = [""] * len(prompts)
         greedy = settings.temperature <= 1e-5
         gen_kwargs: dict[str, Any] = {
@@ -70,8 +69,9 @@ class TransformersEngine:
                 padding=True,
                 add_special_tokens=not with_template,
             ).to(self.device)
-            with torch.inference_mode():
-                out = self.model.generate(**enc, **gen_kwargs)
+            room = limit - enc["input_ids"].shape[1] if limit else settings.max_new_tokens
+            with torch.inference_mode():  # a completion ends at the context, as in vLLM
+                out = self.model.generate(**enc, **{**gen_kwargs, "max_new_tokens": min(settings.max_new_tokens, room)})
             texts = tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
             for i, text in zip(idx, texts):
                 # A character cut in half by the token limit decodes as U+FFFD here; vLLM holds its

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.grader.engines.base import EngineError, Messages, cut_at_stop
+from agent2rl_tui.grader.engines.base import EngineError, Messages, check_fit, cut_at_stop, render_chat
 from agent2rl_tui.tasks.modelfiles import TOKENIZER_FILES, load_tokenizer
 from agent2rl_tui.tasks.registry import EngineSettings, InferenceSettings
 
@@ -206,10 +206,8 @@ class VLLMEngine:
                 + (f", {freed:.2f} GiB of GPU memory given back" if freed is not None else "")
                 + "; the next submission wakes it and loads its weights in place")
 
-    def render(self, messages: Messages) -> str:
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return "\n".join(m["content"] for m in messages) + "\n"
+    def render(self, messages: Messages, *, require_template: bool = False) -> str:
+        return render_chat(self.tokenizer, messages, require_template)
 
     def generate(self, prompts: list[str], settings: InferenceSettings) -> list[str]:
         from vllm import SamplingParams
@@ -219,6 +217,7 @@ class VLLMEngine:
                                 stop=list(settings.stop) or None, seed=self.settings.seed)
         inputs = [{"prompt_token_ids": self.tokenizer(p, add_special_tokens=not with_template)["input_ids"]}
                   for p in prompts]
+        check_fit([len(i["prompt_token_ids"]) for i in inputs], self.context_limit(), settings)
         outputs = self.llm.generate(inputs, params, use_tqdm=False)
         return [cut_at_stop(o.outputs[0].text, settings.stop) for o in outputs]
 

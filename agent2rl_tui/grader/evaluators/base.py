@@ -2,8 +2,9 @@
 
 An evaluator never touches a model: the eval worker renders its prompts, generates with an
 engine and hands the outputs back for judging, so evaluators are tested on plain strings.
-``BaseEvaluator`` does what most tasks need (template prompts, optional few-shot examples in
-chat or completion form, accuracy); a task overrides ``judge`` or ``judge_all``.
+``BaseEvaluator`` does what most tasks need (the prompt profile's turns, worked examples
+included, in chat or completion form, built by ``tasks.grading_rules`` as the workspace's copy
+builds them; accuracy); a task overrides ``judge`` or ``judge_all``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agent2rl_tui.tasks import grading_rules as rules
 from agent2rl_tui.tasks.registry import InferenceSettings
 
 Messages = list[dict[str, str]]
@@ -36,18 +38,15 @@ class ItemResult:
 class BaseEvaluator:
     name = "base"
 
-    def prompt(self, item: dict[str, Any], settings: InferenceSettings,
-               examples: list[dict[str, Any]] = ()) -> Prompt:  # type: ignore[assignment]
-        """The item as the model is asked it, after ``settings.fewshot`` worked examples."""
-        question = settings.prompt_template.format(**item)
-        shots = [(settings.prompt_template.format(**ex), settings.answer_template.format(**ex)) for ex in examples]
-        if settings.chat:
-            turns: Messages = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt else []
-            for q, a in shots:
-                turns += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
-            return turns + [{"role": "user", "content": question}]
-        head = settings.system_prompt + "\n\n" if settings.system_prompt else ""
-        return head + "".join(f"{q}{a}\n\n" for q, a in shots) + question
+    def __init__(self, spec: dict[str, Any] | None = None) -> None:
+        self.spec: dict[str, Any] = dict(spec or {**InferenceSettings().to_dict(), "shots": []})
+        """The prompt profile as ``Task.grading_spec`` gives it: settings and worked examples."""
+
+    def prompt(self, item: dict[str, Any]) -> Prompt:
+        """The item as the model is asked it: chat turns (worked examples first), or plain text."""
+        if self.spec.get("chat", True):
+            return rules.messages(item, self.spec)
+        return rules.completion_prompt(item, self.spec)
 
     def judge(self, index: int, item: dict[str, Any], prompt: str, output: str) -> ItemResult:
         raise NotImplementedError
@@ -58,3 +57,7 @@ class BaseEvaluator:
     def score(self, results: list[ItemResult]) -> float:
         """Accuracy x 100."""
         return 100.0 * sum(r.correct for r in results) / len(results) if results else 0.0
+
+    def details(self, results: list[ItemResult]) -> dict[str, Any]:
+        """What the score's record keeps beside it (e.g. a second reading of the answers)."""
+        return {}

@@ -1,61 +1,65 @@
-"""HumanEval: pass@1 with greedy decoding, every completion run in the sandbox.
+"""HumanEval: pass@1 with greedy decoding, every program run in the sandbox.
 
-The model completes the function whose signature and docstring are the prompt (or, with a
-chat template, writes it in a fenced block); the program is the prompt, the completion,
-the problem's tests and ``check(entry_point)``. It passes only if ``check`` returns inside
-the sandbox (grader/sandbox/: the verdict comes from a key the program never sees, see
-its docstring), several problems at once across cores. What the sandbox in use does not
-stop (MODE_NOTES, by variant) is printed with the results.
+The profile's rule (``tasks.grading_rules``) turns a reply into a program: the function, the
+problem's tests and ``check(entry_point)``. It passes only if ``check`` returns inside the
+sandbox (grader/sandbox/: the verdict comes from a key the program never sees, see its
+docstring), several problems at once across cores. Under the reference rule
+(``opencompass-humaneval-v2``) each item also gets our reading (``continuation``: a fenced
+whole function after the prompt, a bare body kept indented) where it makes another program,
+run as well and recorded beside the score. What the sandbox in use does not stop
+(MODE_NOTES, by variant) is printed with the results.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from typing import Any
 
 from agent2rl_tui.grader.evaluators.base import BaseEvaluator, ItemResult
+from agent2rl_tui.grader.evaluators.math_answer import strict_details
 from agent2rl_tui.grader.sandbox import MODE_NOTES, Sandbox
+from agent2rl_tui.tasks import grading_rules as rules
 
-__all__ = ["MODE_NOTES", "HumanEvalEvaluator", "build_program", "completion_code"]
-_FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)(?:```|$)", re.DOTALL)
-
-
-def completion_code(prompt: str, output: str, entry_point: str) -> str:
-    """The program's body: a plain continuation, or the code of a fenced reply."""
-    m = _FENCE.search(output)
-    if m is None:
-        return prompt + output
-    code = m.group(1)
-    if re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", code, re.MULTILINE):
-        # A whole function: keep the prompt's imports and helpers, then the model's version.
-        return prompt + "\n    pass\n\n" + code
-    return prompt + code
+__all__ = ["MODE_NOTES", "HumanEvalEvaluator", "build_program"]
+REFERENCE = "opencompass-humaneval-v2"
 
 
-def build_program(item: dict[str, Any], prompt: str, output: str) -> str:
-    body = completion_code(item["prompt"], output, item["entry_point"])
-    return f"{body}\n\n{item['test']}\n\ncheck({item['entry_point']})\n"
+def build_program(item: dict[str, Any], prompt: str, output: str, spec: dict[str, Any] | None = None) -> str:
+    """The program for ``output`` under ``spec``'s rule (``continuation`` without one)."""
+    return rules.program(item, output, spec or {})
 
 
 class HumanEvalEvaluator(BaseEvaluator):
     name = "humaneval"
 
-    def __init__(self, timeout_s: float = 5.0, memory_mb: int = 1024, mode: str | None = None) -> None:
+    def __init__(self, spec: dict[str, Any] | None = None, timeout_s: float = 5.0, memory_mb: int = 1024,
+                 mode: str | None = None) -> None:
+        super().__init__(spec)
         self.timeout_s, self.memory_mb, self.mode = timeout_s, memory_mb, mode
 
     def judge_all(self, items: list[dict[str, Any]], prompts: list[str], outputs: list[str]) -> list[ItemResult]:
-        programs = [build_program(item, p, o) for item, p, o in zip(items, prompts, outputs)]
+        programs = [rules.program(item, o, self.spec) for item, o in zip(items, outputs)]
+        reference = self.spec.get("extraction") == REFERENCE
+        ours = [rules.program(item, o, self.spec, extraction="continuation") for item, o in zip(items, outputs)]
+        extra_runs = [i for i in range(len(items)) if reference and ours[i] != programs[i]]
         sandbox = Sandbox(timeout_s=self.timeout_s, memory_bytes=self.memory_mb << 20, mode=self.mode)
         print(f"sandbox: mode {sandbox.mode} ({sandbox.notes}), {sandbox.workers} workers",
               file=sys.stderr, flush=True)
         try:
-            verdicts = sandbox.run_many(programs)
+            verdicts = sandbox.run_many(programs + [ours[i] for i in extra_runs])
         finally:
             sandbox.close()
-        return [
-            ItemResult(index=i, prompt=p, output=o, extracted=v.status, gold=item.get("task_id", ""),
-                       correct=v.passed, extra={"detail": v.detail[:300], "seconds": round(v.seconds, 3),
-                                                "sandbox": sandbox.mode})
-            for i, (item, p, o, v) in enumerate(zip(items, prompts, outputs, verdicts))
-        ]
+        strict = dict(zip(extra_runs, verdicts[len(items):]))
+        results = []
+        for i, (item, p, o, v) in enumerate(zip(items, prompts, outputs, verdicts)):
+            extra: dict[str, Any] = {"detail": v.detail[:300], "seconds": round(v.seconds, 3), "sandbox": sandbox.mode}
+            if reference:
+                ours_v = strict.get(i, v)
+                extra |= {"strict": ours_v.status, "strict_correct": ours_v.passed}
+            results.append(ItemResult(index=i, prompt=p, output=o, extracted=v.status, gold=item.get("task_id", ""),
+                                      correct=v.passed, extra=extra))
+        return results
+
+    def details(self, results: list[ItemResult]) -> dict[str, Any]:
+        return strict_details(results, "our reading of the same reply: a fenced whole function after the "
+                                       "prompt, a plain reply as a continuation (indentation kept)")

@@ -27,6 +27,8 @@ class GraderConfig:
     eval_limit: int | None = None
     engine: dict[str, Any] = field(default_factory=dict)
     """The run's engine settings over the task's (``run start --engine``, ``--engine-option``)."""
+    prompt_profile: str | None = None
+    """The task's prompt profile for this run (``run start --prompt-profile``); None: the task's default."""
 
     @classmethod
     def from_run(cls, run_dir: Path) -> GraderConfig:
@@ -42,6 +44,7 @@ class GraderConfig:
             eval_timeout_s=float(cfg.get("eval_timeout_s", DEFAULT_EVAL_TIMEOUT_S)),
             eval_limit=cfg.get("eval_limit"),
             engine=dict(cfg.get("engine") or {}),
+            prompt_profile=cfg.get("prompt_profile"),
         )
 
 

@@ -178,6 +178,7 @@ class Grader:
             "out_dir": str(out_dir),
             "limit": self.cfg.eval_limit,
             "engine": self.cfg.engine,
+            "prompt_profile": self.cfg.prompt_profile,
         }
 
     async def _run_job(self, worker: Worker, job: dict[str, Any]) -> str | None:

@@ -1,4 +1,4 @@
-"""Compare: marked runs grouped by task x agent x driver, mean +- spread of their results."""
+"""Compare: marked runs grouped by task x prompt profile x agent x driver, mean +- spread of their results."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from agent2rl_tui.record.compare import compare
+from agent2rl_tui.record.compare import compare, profile_notes
 from agent2rl_tui.record.index import RunSummary
 from agent2rl_tui.ui.widgets.tables import RowTable
 
@@ -25,12 +25,18 @@ class CompareScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(f"{len(self.runs)} runs, grouped by task × agent × driver (mean ± sample sd)", id="compare-title")
+        groups = compare(self.runs)
+        yield Static(f"{len(self.runs)} runs, grouped by task × prompt profile × agent × driver (mean ± sample sd)",
+                     id="compare-title")
+        notes = profile_notes(groups)
+        if notes:
+            yield Static("\n".join(f"⚠ {n}" for n in notes), id="compare-notes", classes="warning")
         table = RowTable(id="compare")
-        for label in ("task", "agent", "driver", "runs", "finished", "best", "improvement", "submissions"):
+        for label in ("task", "prompts", "agent", "driver", "runs", "finished", "best", "improvement", "submissions"):
             table.add_column(label, key=label)
-        for g in compare(self.runs):
-            table.add_row(g.task, g.agent, g.driver, str(g.runs), str(g.finished), _pm(g.best_mean, g.best_sd),
-                          _pm(g.improvement_mean, g.improvement_sd), f"{g.submissions_mean:.1f}")
+        for g in groups:
+            table.add_row(g.task, g.prompt_profile, g.agent, g.driver, str(g.runs), str(g.finished),
+                          _pm(g.best_mean, g.best_sd), _pm(g.improvement_mean, g.improvement_sd),
+                          f"{g.submissions_mean:.1f}")
         yield table
         yield Footer()

@@ -3,7 +3,8 @@
 Opened with ``i`` from Scores. The rows are the submission's own ``evals/<n>/results.jsonl``
 (as the grader wrote them), each marked against the previous scored submission and the
 baseline (solved / broke); ``f`` cycles a filter (all, wrong, correct, changed since the
-previous submission, changed since the baseline); the highlighted item is shown whole
+previous submission, changed since the baseline, and where a reference profile's reading
+and our stricter one disagree); the highlighted item is shown whole
 below the table: prompt, output, extracted answer, gold and any other field recorded.
 
 The items of an interactive task are episodes: the list then shows each game won or lost,
@@ -57,6 +58,11 @@ def _change(now_ok: bool, other: dict[int, bool] | None, index: int) -> str:
     return "solved" if now_ok and not was else ("broke" if was and not now_ok else "")
 
 
+def _readings_differ(item: dict[str, Any]) -> bool:
+    extra = item.get("extra") or {}
+    return "strict_correct" in extra and bool(extra["strict_correct"]) != bool(item.get("correct"))
+
+
 def _correct_by_index(other: OtherItems | None) -> dict[int, bool] | None:
     return {item["index"]: bool(item.get("correct")) for item in other.items} if other is not None else None
 
@@ -83,6 +89,8 @@ class ItemsScreen(Screen[None]):
         self.base = _correct_by_index(read.baseline)
         self.filter_index = 0
         self.shown: list[dict[str, Any]] = []
+        self.readings = any("strict_correct" in (i.get("extra") or {}) for i in self.items)
+        """A reference prompt profile's items: each also has our stricter reading (``extra.strict``)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -113,8 +121,14 @@ class ItemsScreen(Screen[None]):
             return self.episodes  # Level-1 items: hidden
         return True
 
+    @property
+    def filters(self) -> tuple[str, ...]:
+        return (EPISODE_FILTERS if self.episodes else FILTERS) + (("readings differ",) if self.readings else ())
+
     def visible(self) -> list[dict[str, Any]]:
-        name = FILTERS[self.filter_index]
+        name = self.filters[self.filter_index]
+        if name == "readings differ":
+            return [i for i in self.items if _readings_differ(i)]
         if name == "wrong":
             return [i for i in self.items if not i.get("correct")]
         if name == "correct":
@@ -132,10 +146,13 @@ class ItemsScreen(Screen[None]):
                                          "vs base: the baseline" if self.base is not None else "") if p)
         counted = (f"{correct} of {len(self.items)} games won" if self.episodes
                    else f"{correct} of {len(self.items)} items correct")
-        filters = EPISODE_FILTERS if self.episodes else FILTERS
+        if self.readings:
+            strict = sum(1 for i in self.items if i["extra"].get("strict_correct"))
+            differ = sum(1 for i in self.items if _readings_differ(i))
+            counted += f" (our stricter reading: {strict}, {differ} differ)"
         self.query_one("#items-title", Static).update(
             f"submission {self.label}: {counted} · filter: "
-            f"{filters[self.filter_index]} ({len(self.shown)} shown)" + (f" · {against}" if against else "")
+            f"{self.filters[self.filter_index]} ({len(self.shown)} shown)" + (f" · {against}" if against else "")
             if self.items else f"submission {self.label}: no per-item results recorded")
         table = self.query_one("#items-table", VirtualTable)
         table.set_rows(len(self.shown), self._episode_cells if self.episodes else self._cells, cursor=0)
@@ -177,6 +194,12 @@ class ItemsScreen(Screen[None]):
         ok = bool(item.get("correct"))
         parts = [Text(f"item {item['index']} · {'correct' if ok else 'wrong'} · extracted {item.get('extracted')!r}"
                       f" · gold {item.get('gold')!r}", style="bold green" if ok else "bold red")]
+        extra = item.get("extra") or {}
+        if "strict_correct" in extra:
+            parts.append(Text(f"our stricter reading: {extra.get('strict')!r}, "
+                              f"{'correct' if extra['strict_correct'] else 'wrong'}"
+                              + (" (differs from the score's)" if _readings_differ(item) else ""),
+                              style="bold yellow" if _readings_differ(item) else "dim"))
         for key in ("prompt", "output"):
             if item.get(key) is not None:
                 parts += [Text(key, style="dim"), Text(str(item[key]))]
@@ -193,7 +216,7 @@ class ItemsScreen(Screen[None]):
             self.query_one("#episode-view", EpisodeView).focus()
 
     def action_next_filter(self) -> None:
-        self.filter_index = (self.filter_index + 1) % len(FILTERS)
+        self.filter_index = (self.filter_index + 1) % len(self.filters)
         self.populate()
 
     def action_back(self) -> None:

@@ -32,9 +32,11 @@ class BudgetHeader(Static):
         run = view.run
         b = view.budget(t)
         best = view.best
+        profile = view.prompt_profile
         who = Text.assemble(
             status_text(view.status), "  ",
-            ("task ", "dim"), run["task"], ("  agent ", "dim"), run["agent"],
+            ("task ", "dim"), run["task"], *((("  prompts ", "dim"), profile) if profile not in (None, "default") else ()),
+            ("  agent ", "dim"), run["agent"],
             ("  driver ", "dim"), run["driver"] or "-", ("  base ", "dim"), run["base_model"],
         )
         delta = best.score - view.baseline_score if best and view.baseline_score is not None else None

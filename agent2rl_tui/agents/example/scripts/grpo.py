@@ -12,6 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
+from prompts import grader_messages
 from reward import exact_match_reward
 
 
@@ -21,15 +22,14 @@ def load_rows(path: Path) -> list[dict[str, str]]:
 
 
 def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, seed: int,
-          max_completion: int = 8) -> None:
+          data_file: Path, max_completion: int = 8) -> None:
     from datasets import Dataset
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
     tok = AutoTokenizer.from_pretrained(str(model_path))
-    data = Dataset.from_list(
-        [{"prompt": [{"role": "user", "content": r["question"]}], "answer": r["answer"]} for r in rows]
-    )
+    ask = grader_messages(data_file)  # the grader's prompts (prompts.py, written with sft.py)
+    data = Dataset.from_list([{"prompt": ask(r), "answer": r["answer"]} for r in rows])
     args = GRPOConfig(
         output_dir=str(out.parent / f".{out.name}-trainer"),
         max_steps=steps,
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rows = load_rows(args.data)
     print(f"GRPO: {args.steps} steps on {len(rows)} rows from {args.model} -> {args.out}", flush=True)
-    train(args.model, rows, args.out, args.steps, args.seed, args.max_completion)
+    train(args.model, rows, args.out, args.steps, args.seed, args.data, args.max_completion)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Stage one: supervised fine-tuning of the base model on the train split's worked answers.
 
 Usage: ``python code/sft.py --model MODEL_PATH --data data/train.jsonl --out output/v1``.
-Each row's question is the user turn and its answer (ending ``#### N``) the assistant's;
-TRL's SFTTrainer trains on the completion only. The full model and tokenizer are saved to
+Each row's question is asked as the grader asks it (``prompts.grader_messages``: the run's
+prompt profile, worked examples included) and its answer (ending ``#### N``) is the
+assistant's reply; TRL's SFTTrainer trains on the completion only. The full model and tokenizer are saved to
 ``--out``, ready to submit.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+
+from prompts import grader_messages
 
 
 def load_rows(path: Path) -> list[dict[str, str]]:
@@ -32,16 +35,18 @@ def rows_for(rows: list[dict[str, str]], steps: int, seed: int) -> list[dict[str
     return random.Random(seed).sample(rows, need)
 
 
-def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, seed: int) -> None:
+def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, seed: int,
+          data_file: Path) -> None:
     from datasets import Dataset
     from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
     tok = AutoTokenizer.from_pretrained(str(model_path))
+    ask = grader_messages(data_file)
     data = Dataset.from_list(
         [
             {
-                "prompt": [{"role": "user", "content": r["question"]}],
+                "prompt": ask(r),
                 "completion": [{"role": "assistant", "content": r["answer"]}],
             }
             for r in rows_for(rows, steps, seed)
@@ -53,6 +58,7 @@ def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, s
         learning_rate=2e-3,
         per_device_train_batch_size=BATCH_SIZE,
         lr_scheduler_type="constant",
+        max_length=None,  # never cut: a 4-shot prompt is thousands of tokens, and the answer comes last
         bf16=False,
         # A tiny model on a CPU: recomputing costs more than it saves (transformers 5.20 renamed the flag).
         **{("activation_checkpointing" if "activation_checkpointing" in SFTConfig.__dataclass_fields__
@@ -79,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rows = load_rows(args.data)
     print(f"SFT: {args.steps} steps on {len(rows)} rows from {args.model} -> {args.out}", flush=True)
-    train(args.model, rows, args.out, args.steps, args.seed)
+    train(args.model, rows, args.out, args.steps, args.seed, args.data)
 
 
 if __name__ == "__main__":
