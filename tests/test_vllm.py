@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import LiveGrader, make_prepared_run
 
+import agent2rl_tui.agents.example.scripts
 from agent2rl_tui.grader.engines import visible_gpus, vllm_cpu_build, vllm_installed
 from agent2rl_tui.grader.engines.hf import TransformersEngine
 from agent2rl_tui.tasks.registry import EngineSettings, InferenceSettings, load_task
@@ -110,7 +111,8 @@ def vllm_run(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, long_mo
     engine), the trained model again (fresh: after the other architecture), a LoRA folder."""
     run_dir = make_prepared_run(tmp_path_factory.mktemp("vllm-runs"), tiny_model, engine=VLLM)
     ws = run_dir / "workspace"
-    subprocess.run([sys.executable, "-m", "agent2rl_tui.agents.example.scripts.sft", "--model", str(tiny_model),
+    sft_script = Path(agent2rl_tui.agents.example.scripts.__file__).with_name("sft.py")  # run as the agent runs it
+    subprocess.run([sys.executable, str(sft_script), "--model", str(tiny_model),
                     "--data", str(ws / "data" / "train.jsonl"), "--out", str(ws / "output" / "sft"),
                     "--steps", "600"], check=True, capture_output=True, timeout=600)
     shutil.copytree(long_model, ws / "output" / "long")

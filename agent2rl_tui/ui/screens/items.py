@@ -129,9 +129,9 @@ class ItemsScreen(Screen[None]):
         name = self.filters[self.filter_index]
         if name == "readings differ":
             return [i for i in self.items if _readings_differ(i)]
-        if name == "wrong":
+        if name in ("wrong", "lost"):
             return [i for i in self.items if not i.get("correct")]
-        if name == "correct":
+        if name in ("correct", "won"):
             return [i for i in self.items if i.get("correct")]
         if name == "changed vs previous":
             return [i for i in self.items if self._row_change(i, self.prev)]
