@@ -1,0 +1,59 @@
+"""Benchmark: what the GSM8K reference prompt profile costs against the zero-shot one, on CPU.
+
+For the first 32 GSM8K test problems and the tiny model (transformers engine, greedy, the
+profile's own batch size and 512 new tokens): mean prompt length in tokens, generation time
+per item, and judging time; for the reference profile also how often the reference's
+reading of the answer and our stricter one disagree. Needs GSM8K prepared (``data prepare
+gsm8k --from ../shared/data/gsm8k`` or from the hub).
+
+Run: ``python bench/prompt_profiles.py`` (about a minute). Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from agent2rl_tui.grader.engines.hf import TransformersEngine  # noqa: E402
+from agent2rl_tui.grader.evaluators import evaluator_for  # noqa: E402
+from agent2rl_tui.tasks.registry import load_task  # noqa: E402
+from agent2rl_tui.tasks.tinymodel import build_tiny_model  # noqa: E402
+
+N_ITEMS = 32
+
+
+def main() -> None:
+    task = load_task("gsm8k")
+    items = task.load_split("eval")[:N_ITEMS]
+    with tempfile.TemporaryDirectory() as tmp:
+        model = build_tiny_model(Path(tmp) / "tiny")
+        engine = TransformersEngine()
+        engine.load(model)
+        print(f"GSM8K, first {N_ITEMS} test problems, tiny model on the transformers engine (CPU)")
+        for name in ("reference", "zero-shot"):
+            settings = task.settings_for(name)
+            evaluator = evaluator_for(task, settings)
+            prompts = [engine.render(evaluator.prompt(item), require_template=settings.require_chat_template)
+                       for item in items]
+            lengths = [len(engine.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+            t0 = time.perf_counter()
+            outputs = engine.generate(prompts, settings)
+            t1 = time.perf_counter()
+            results = evaluator.judge_all(items, prompts, outputs)
+            t2 = time.perf_counter()
+            details = evaluator.details(results)
+            line = (f"  {name:10} prompt {statistics.mean(lengths):6.0f} tokens (max {max(lengths)}), "
+                    f"generation {1000 * (t1 - t0) / N_ITEMS:6.0f} ms/item (batch {settings.batch_size}), "
+                    f"judging {1000 * (t2 - t1) / N_ITEMS:5.2f} ms/item")
+            if "strict" in details:
+                line += f", readings differ on {details['strict']['n_differ']} of {N_ITEMS}"
+            print(line)
+
+
+if __name__ == "__main__":
+    main()
