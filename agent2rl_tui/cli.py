@@ -130,20 +130,23 @@ def data_group() -> None:
 
 @data_group.command("prepare")
 @click.argument("task")
-@click.option("--from", "source", type=click.Path(path_type=Path),
+@click.option("--from", "source", type=click.Path(path_type=Path), multiple=True,
               help="Local files instead of the hub: a folder with the splits, or the one data file "
-                   "(alfworld: the folder alfworld-download filled, holding json_2.1.1/).")
-def data_prepare(task: str, source: Path | None) -> None:
+                   "(alfworld: the folder alfworld-download filled, holding json_2.1.1/; alpacaeval: the "
+                   "reference outputs, the Alpaca rows and df_gamed.csv, files or folders, --from each).")
+def data_prepare(task: str, source: tuple[Path, ...]) -> None:
     """Put TASK's train and eval splits into the data cache."""
     from agent2rl_tui.tasks.data import prepare
     from agent2rl_tui.tasks.registry import task_cache
 
     try:
         t = load_task(task)
-        meta = prepare(t, source)
+        meta = prepare(t, list(source))
     except USER_ERRORS as exc:
         _fail(exc)
     click.echo(f"{t.name}: {meta['train']} train and {meta['eval']} eval rows from {meta['source']}")
+    if "lc_source" in meta:
+        click.echo(f"length-controlled win rate data: {meta['lc_source']}")
     click.echo(f"in {task_cache(t)}")
 
 
@@ -216,6 +219,15 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--prompt-profile", "prompt_profile",
               help="How the grader prompts the model and reads its answers (see `agent2rl-tui tasks`; default: "
                    "the task's, `reference` for gsm8k and humaneval: AutoRL-Bench's own prompts and extraction).")
+@click.option("--judge-url", "judge_url", help="Judge-graded tasks (alpacaeval): the judge's OpenAI-compatible API "
+              "root, e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1 (a local `vllm serve`).")
+@click.option("--judge-model", "judge_model", help="The judge's model name at that endpoint.")
+@click.option("--judge-key-env", "judge_key_env", metavar="VAR",
+              help="The environment variable holding the judge's API key (its name is recorded, never its value).")
+@click.option("--judge-mode", "judge_mode", type=click.Choice(["ranking", "weighted"]),
+              help="ranking: a strict structured answer (AutoRL-Bench's judge; the task's default); weighted: "
+                   "the preference from the top-5 logprobs (judges that return logprobs).")
+@click.option("--judge-concurrency", "judge_concurrency", type=int, help="Judge calls in flight at once (default 8).")
 @click.option("--detach", is_flag=True, help="Return at once; the run goes on in the background.")
 @click.pass_context
 def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: str, grace: str,
@@ -223,7 +235,8 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
               eval_timeout: str | None, eval_limit: int | None, gpus: str | None, allow_missing_key: bool,
               profiles: Path | None, read_only_paths: tuple[Path, ...], writable_paths: tuple[Path, ...],
               no_contain: bool, engine: str | None, engine_options: tuple[str, ...], prompt_profile: str | None,
-              detach: bool) -> None:
+              judge_url: str | None, judge_model: str | None, judge_key_env: str | None, judge_mode: str | None,
+              judge_concurrency: int | None, detach: bool) -> None:
     """Start a run: workspace, baseline, agent under a budget, report."""
     try:
         engine_overrides = dict(_parse_pairs(engine_options, "--engine-option"))
@@ -238,6 +251,8 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
             allow_missing_key=allow_missing_key, profiles_path=profiles, contain=not no_contain,
             read_only_paths=tuple(map(str, read_only_paths)), writable_paths=tuple(map(str, writable_paths)),
             engine=engine_overrides, prompt_profile=prompt_profile,
+            judge={k: v for k, v in (("base_url", judge_url), ("model", judge_model), ("key_env", judge_key_env),
+                                     ("mode", judge_mode), ("concurrency", judge_concurrency)) if v is not None},
         )
         run_dir, pid = start_run(req)
     except USER_ERRORS as exc:

@@ -50,7 +50,8 @@ def evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float) -> 
     settings = task.settings_for(job.get("prompt_profile"))
     engine_cfg = engine_settings(task.engine, job.get("engine") or {})
     interactive = task.level == 3
-    evaluator = None if interactive else evaluator_for(task, settings)
+    evaluator = None if interactive else evaluator_for(task, settings, judge=job.get("judge"),
+                                                       seed=int(job.get("seed") or 0))
     items = task.load_split("eval")
     if job.get("limit"):
         items = items[: int(job["limit"])]

@@ -58,6 +58,8 @@ class RunRequest:
     """Engine settings over the task's [engine] (``--engine``, ``--engine-option``), recorded with each score."""
     prompt_profile: str | None = None
     """The task's prompt profile (how the grader asks and reads answers); None: the task's default."""
+    judge: dict[str, Any] | None = None
+    """A judge-graded task's judge (``--judge-url`` ...): base_url, model, key_env, mode, concurrency."""
 
 
 AGENT_ENV_VAR = "AGENT2RL_AGENT_ENV"  # carries RunRequest.agent_env to the supervisor
@@ -131,6 +133,30 @@ def check_prompt_profile(task: Any, name: str | None, model: Path) -> None:
                        f"context, or another --prompt-profile ({', '.join(task.prompt_profiles)})")
 
 
+def check_judge(task: Any, judge: dict[str, Any] | None, env: dict[str, str]) -> dict[str, Any] | None:
+    """A judge-graded task has a judge that answers (one tiny request, not retried); the judge's
+    settings as recorded (the key variable's name, never its value). Other tasks take none."""
+    from agent2rl_tui.judge import JudgeError, JudgeSettings
+    from agent2rl_tui.judge.client import JudgeClient
+
+    if task.evaluator != "pairwise_judge":
+        if judge:
+            raise RunError(f"--judge-*: task {task.name} is not judge-graded; drop the judge options")
+        return None
+    if not judge or not judge.get("base_url") or not judge.get("model"):
+        raise RunError(f"task {task.name} is graded by a judge: give --judge-url URL --judge-model NAME (and "
+                       "--judge-key-env VAR when it needs a key): an OpenAI-compatible API, or a local "
+                       "`vllm serve MODEL` (--judge-url http://127.0.0.1:8000/v1)")
+    defaults = {k: v for k, v in task.raw.get("judge", {}).items()
+                if k in ("mode", "timeout_s", "retries", "backoff_s", "concurrency")}
+    try:
+        settings = JudgeSettings.from_dict({**defaults, **judge})
+        JudgeClient(settings, env).check()
+    except JudgeError as exc:
+        raise RunError(f"the judge: {exc}") from None
+    return {k: v for k, v in judge.items() if v is not None}
+
+
 def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfile, Path]:
     """Everything checkable before a run exists: task, agent CLI and key, model, GPUs, budget."""
     task = load_task(req.task)
@@ -148,6 +174,7 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfi
         check_gpus(req.gpus)
     check_engine(task, req.engine)
     check_prompt_profile(task, req.prompt_profile, model)
+    check_judge(task, req.judge, env)
     if req.budget_s <= 0 or req.grace_s < 0:
         raise RunError("the budget must be positive and the grace period not negative")
     return task, profile, model
@@ -190,6 +217,7 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         "eval_limit": req.eval_limit,
         "engine": req.engine,
         "prompt_profile": req.prompt_profile,
+        "judge": req.judge or None,
         "gpus": req.gpus,
         "contain": req.contain,
         "read_only_paths": [str(Path(p).expanduser().resolve()) for p in req.read_only_paths],

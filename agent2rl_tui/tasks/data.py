@@ -140,10 +140,19 @@ def source_paths(task: Task) -> list[Path]:
     return [path] if path.is_absolute() and path.exists() else []
 
 
-def prepare(task: Task, source: Path | None = None) -> dict[str, Any]:
-    """Fill the task's cache; returns what source.json records."""
+def prepare(task: Task, source: Path | list[Path] | None = None) -> dict[str, Any]:
+    """Fill the task's cache; returns what source.json records. ``source``: local files instead
+    of the hub (several only for a task whose pieces come from several files: alpacaeval)."""
     if task.data.get("source") != "prepared":
         raise TaskError(f"task {task.name} builds its data itself ({task.data.get('source')}); nothing to prepare")
+    sources = [source] if isinstance(source, Path) else list(source or [])
+    if task.data.get("preparer") == "alpacaeval":  # reference outputs, Alpaca rows, the LC model's data
+        from agent2rl_tui.tasks.alpacaeval import prepare_alpacaeval
+
+        return prepare_alpacaeval(task, sources)
+    if len(sources) > 1:
+        raise TaskError(f"task {task.name} is prepared from one --from path, not {len(sources)}")
+    source = sources[0] if sources else None
     if task.data.get("preparer") == "alfworld":  # game folders, not rows: its own preparer
         from agent2rl_tui.tasks.alfworld import prepare_games
 

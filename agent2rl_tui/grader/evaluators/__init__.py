@@ -11,7 +11,9 @@ from typing import Any
 from agent2rl_tui.grader.evaluators.base import BaseEvaluator, ItemResult
 from agent2rl_tui.grader.evaluators.humaneval import HumanEvalEvaluator
 from agent2rl_tui.grader.evaluators.math_answer import MathAnswerEvaluator
-from agent2rl_tui.tasks.registry import InferenceSettings, Task
+from agent2rl_tui.grader.evaluators.pairwise import PairwiseJudgeEvaluator
+from agent2rl_tui.judge import JUDGE_MODES, JudgeError, JudgeSettings
+from agent2rl_tui.tasks.registry import InferenceSettings, Task, task_cache
 
 EVALUATORS: dict[str, type[BaseEvaluator]] = {
     "math_answer": MathAnswerEvaluator,
@@ -26,16 +28,37 @@ def get_evaluator(name: str, spec: dict[str, Any] | None = None) -> BaseEvaluato
         raise ValueError(f"unknown evaluator {name!r}; known: {sorted(EVALUATORS)}") from None
 
 
-def evaluator_for(task: Task, settings: InferenceSettings | None = None) -> BaseEvaluator:
+def evaluator_for(task: Task, settings: InferenceSettings | None = None, *, judge: dict[str, Any] | None = None,
+                  seed: int = 0) -> BaseEvaluator:
     """The task's evaluator for a prompt profile (the task's default without one), with the
-    options its [grader] section sets."""
+    options its [grader] section sets; a judge-graded task also gets the run's judge and seed."""
     spec = task.grading_spec(settings)
+    if task.evaluator == "pairwise_judge":
+        return pairwise_evaluator(task, spec, judge, seed)
     if task.evaluator == "humaneval":
         grader = task.raw.get("grader", {})
         return HumanEvalEvaluator(spec, timeout_s=float(grader.get("sandbox_timeout_s", 5)),
                                   memory_mb=int(grader.get("sandbox_memory_mb", 1024)),
                                   mode=grader.get("sandbox_mode"))
     return get_evaluator(task.evaluator, spec)
+
+
+def pairwise_evaluator(task: Task, spec: dict[str, Any], judge: dict[str, Any] | None, seed: int) -> BaseEvaluator:
+    """The judge evaluator with the task's templates, its [judge] defaults under the run's
+    settings, and the judgement cache and LC data beside the task's prepared data."""
+    if not judge:
+        raise JudgeError(f"task {task.name} is graded by a judge, and this run names none: start it with "
+                         "--judge-url URL --judge-model NAME [--judge-key-env VAR]")
+    table = task.raw.get("judge", {})
+    defaults = {k: v for k, v in table.items() if k in ("mode", "timeout_s", "retries", "backoff_s", "concurrency")}
+    settings = JudgeSettings.from_dict({**defaults, **judge})
+    templates = {mode: (task.folder / table[f"{mode}_template"]).read_text(encoding="utf-8")
+                 for mode in JUDGE_MODES if f"{mode}_template" in table}
+    if settings.mode not in templates:
+        raise JudgeError(f"task {task.name} has no [judge] {settings.mode}_template")
+    cache = task_cache(task)
+    return PairwiseJudgeEvaluator(spec, judge=settings, templates=templates, seed=seed,
+                                  cache_path=cache / "judge-cache.sqlite", hub_cache=cache / "hub")
 
 
 __all__ = ["EVALUATORS", "BaseEvaluator", "ItemResult", "evaluator_for", "get_evaluator"]

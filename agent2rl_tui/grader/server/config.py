@@ -29,6 +29,9 @@ class GraderConfig:
     """The run's engine settings over the task's (``run start --engine``, ``--engine-option``)."""
     prompt_profile: str | None = None
     """The task's prompt profile for this run (``run start --prompt-profile``); None: the task's default."""
+    judge: dict[str, Any] | None = None
+    """The judge of a judge-graded task (``run start --judge-url`` ...): URL, model, key variable, mode."""
+    seed: int = 0
 
     @classmethod
     def from_run(cls, run_dir: Path) -> GraderConfig:
@@ -45,6 +48,8 @@ class GraderConfig:
             eval_limit=cfg.get("eval_limit"),
             engine=dict(cfg.get("engine") or {}),
             prompt_profile=cfg.get("prompt_profile"),
+            judge=cfg.get("judge"),
+            seed=int(run["seed"] or 0),
         )
 
 

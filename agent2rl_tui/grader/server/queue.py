@@ -179,6 +179,8 @@ class Grader:
             "limit": self.cfg.eval_limit,
             "engine": self.cfg.engine,
             "prompt_profile": self.cfg.prompt_profile,
+            "judge": self.cfg.judge,
+            "seed": self.cfg.seed,
         }
 
     async def _run_job(self, worker: Worker, job: dict[str, Any]) -> str | None:

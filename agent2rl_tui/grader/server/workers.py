@@ -47,6 +47,8 @@ def worker_env(gpu: str | None, preimport_vllm: bool = False) -> dict[str, str]:
         env[PREIMPORT_VLLM] = "1"
     env.pop(SECRET_ENV, None)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.setdefault("HF_HUB_OFFLINE", "1")  # grading reads only prepared local files, never the hub
+    env.setdefault("HF_DATASETS_OFFLINE", "1")
     # vLLM in a worker that imported torch: spawn its engine processes, never fork.
     env.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     # vLLM's CPU build pins its threads to cores and keeps one core for itself; on a box shared

@@ -1,0 +1,133 @@
+"""The judge-graded (Level-2) evaluator: each model output against the reference output, by a judge.
+
+AlpacaEval 2.0 as AutoRL-Bench grades it: the model answers each instruction (its chat
+template, greedy, 512 new tokens); a judge compares its output with the reference output
+(gpt-4-1106-preview's) and the win rate over the items, length-controlled where the GLM's data
+are prepared, is the score. Which output the judge sees first is drawn per item from the run's
+seed. Judgements come from the cache when the same pair was judged before; a judge that errs
+is retried with backoff, and an item it never answers counts as failed (the score says how
+many; every item failing fails the submission).
+
+Unlike the other evaluators this one does I/O (HTTP to the judge, a SQLite cache): it is
+tested against a real judge server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent2rl_tui.grader.evaluators.base import BaseEvaluator, ItemResult
+from agent2rl_tui.judge import JudgeError, JudgeSettings, pairwise, winrate
+from agent2rl_tui.judge.cache import JudgementCache, cache_key
+from agent2rl_tui.judge.client import JudgeClient
+
+
+@dataclass
+class Verdict:
+    raw: str | None = None
+    shown_preference: float | None = None
+    """In the order shown: 1 = the first output (``m``) is better."""
+    attempts: int = 0
+    cached: bool = False
+    error: str | None = None
+
+
+def model_shown_first(seed: int, index: int) -> bool:
+    """Whether item ``index``'s model output is shown as ``m`` (first): fixed by the run's seed,
+    so a re-submitted identical output meets the same order, and the cache."""
+    return random.Random(f"{seed}:{index}").random() < 0.5
+
+
+class PairwiseJudgeEvaluator(BaseEvaluator):
+    name = "pairwise_judge"
+
+    def __init__(self, spec: dict[str, Any] | None, *, judge: JudgeSettings, templates: dict[str, str],
+                 seed: int = 0, cache_path: Path | None = None, hub_cache: Path | None = None) -> None:
+        super().__init__(spec)
+        self.judge = judge
+        self.template = templates[judge.mode]
+        self.version = pairwise.prompt_version(self.template, judge.mode)
+        self.seed = seed
+        self.cache_path = cache_path
+        self.hub_cache = hub_cache
+        self.metrics: dict[str, Any] = {}
+        self.calls = 0
+
+    def _ask(self, client: JudgeClient, cache: JudgementCache | None, instruction: str, first: str,
+             second: str) -> Verdict:
+        key = cache_key(instruction, first, second, self.judge.model, self.version)
+        hit = cache.get(key) if cache else None
+        if hit:
+            return Verdict(raw=hit[0], shown_preference=hit[1], cached=True)
+        body = pairwise.request(self.judge.mode, self.template, instruction, first, second)
+        try:
+            reply = client.chat(body)
+        except JudgeError as exc:
+            return Verdict(error=str(exc), attempts=self.judge.retries + 1)
+        self.calls += 1
+        raw = None
+        try:
+            raw = pairwise.raw_answer(self.judge.mode, reply.body)
+            shown = pairwise.preference(self.judge.mode, raw)
+        except JudgeError as exc:
+            return Verdict(raw=raw, error=str(exc), attempts=reply.attempts)
+        if cache:
+            cache.put(key, raw, shown, self.judge.model, self.version)
+        return Verdict(raw=raw, shown_preference=shown, attempts=reply.attempts)
+
+    def judge_all(self, items: list[dict[str, Any]], prompts: list[str], outputs: list[str]) -> list[ItemResult]:
+        client = JudgeClient(self.judge)
+        cache = JudgementCache(self.cache_path) if self.cache_path else None
+        outputs = [o.strip() for o in outputs]  # as AutoRL-Bench keeps them
+        firsts = [model_shown_first(self.seed, i) for i in range(len(items))]
+        pairs = [(item["instruction"], out, item["output"]) if first else (item["instruction"], item["output"], out)
+                 for item, out, first in zip(items, outputs, firsts)]
+        try:
+            with ThreadPoolExecutor(max_workers=self.judge.concurrency) as pool:
+                verdicts = list(pool.map(lambda pair: self._ask(client, cache, *pair), pairs))
+        finally:
+            if cache:
+                cache.close()
+        results = [self._result(i, item, prompt, out, first, v)
+                   for i, (item, prompt, out, first, v) in enumerate(zip(items, prompts, outputs, firsts, verdicts))]
+        judged = [r for r in results if r.extra["preference"] is not None]
+        if items and not judged:
+            raise JudgeError(f"the judge failed on all {len(items)} items; the first error: {verdicts[0].error}")
+        rows = winrate.annotations([r.extra["preference"] for r in judged], [r.output for r in judged],
+                                   [r.gold for r in judged], [r.index for r in judged], "model", self.judge.model)
+        self.metrics = winrate.win_rates(rows, self.hub_cache)
+        failed = [r for r in results if r.extra["preference"] is None]
+        self.metrics.update(
+            metric="length_controlled_winrate" if self.metrics.get("length_controlled_winrate") is not None
+            else "win_rate",
+            n_failed=len(failed), failed=[{"index": r.index, "error": r.extra["error"]} for r in failed[:50]],
+            n_cached=sum(v.cached for v in verdicts), judge_calls=self.calls,
+            avg_output_chars=sum(map(len, outputs)) / len(outputs) if outputs else 0.0)
+        return results
+
+    def _result(self, index: int, item: dict[str, Any], prompt: str, output: str, model_first: bool,
+                verdict: Verdict) -> ItemResult:
+        pref = None
+        if verdict.shown_preference is not None:  # to alpaca_eval's orientation: output_1 = the reference
+            pref = 3.0 - verdict.shown_preference if model_first else verdict.shown_preference
+        return ItemResult(
+            index=index, prompt=prompt, output=output,
+            extracted=None if pref is None else f"{pref - 1:.2f}", gold=str(item["output"]),
+            correct=pref is not None and pref > 1.5,
+            extra={"instruction": item["instruction"], "reference_generator": item.get("generator"),
+                   "model_shown_as": "m" if model_first else "M", "judge_raw": verdict.raw,
+                   "preference": pref, "cached": verdict.cached, "judge_attempts": verdict.attempts,
+                   "error": verdict.error})
+
+    def score(self, results: list[ItemResult]) -> float:
+        """The length-controlled win rate where it could be computed, else the win rate (percent)."""
+        metric = self.metrics.get("metric", "win_rate")
+        return float(self.metrics.get(metric) or 0.0)
+
+    def details(self, results: list[ItemResult]) -> dict[str, Any]:
+        return {"judge": {**self.judge.to_dict(), "prompt_version": self.version, "seed": self.seed},
+                "winrate": self.metrics}

@@ -1,0 +1,76 @@
+"""LLM judges for judge-graded (Level-2) tasks: any OpenAI-compatible endpoint.
+
+A run names its judge (base URL, model, the *name* of the variable holding its key, the
+judging mode); the key itself is read from the grader's environment when a call is made
+and never written anywhere. ``client`` speaks the chat-completions protocol with retries,
+``pairwise`` builds AlpacaEval's pairwise prompts and parses the judge's answers, ``cache``
+keeps every judgement so a re-submitted model costs no judge calls, and ``winrate`` turns
+preferences into AlpacaEval's win rate and length-controlled win rate.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+JUDGE_MODES = ("ranking", "weighted")
+
+
+class JudgeError(RuntimeError):
+    """The judge could not be reached or answered something unusable; the message says which."""
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """Where the judge is and how it is asked; recorded with every score (the key's value never)."""
+
+    base_url: str
+    """The OpenAI-compatible API root, e.g. ``https://api.openai.com/v1`` or ``http://127.0.0.1:8000/v1``."""
+    model: str
+    key_env: str | None = None
+    """The environment variable that holds the API key (None: no key, as a local server)."""
+    mode: str = "ranking"
+    """``ranking``: a strict structured answer (a tool call), for judges without logprobs;
+    ``weighted``: one token, the preference read from the top-5 logprobs."""
+    timeout_s: float = 120.0
+    retries: int = 3
+    """Further attempts after an error or timeout, with exponential backoff."""
+    backoff_s: float = 2.0
+    concurrency: int = 8
+    """Judge calls in flight at once."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in JUDGE_MODES:
+            raise JudgeError(f"judge mode {self.mode!r}: use one of {', '.join(JUDGE_MODES)}")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise JudgeError(f"judge URL {self.base_url!r}: give the API root, e.g. http://127.0.0.1:8000/v1")
+        if not self.model:
+            raise JudgeError("the judge needs a model name (--judge-model)")
+        if self.concurrency < 1 or self.retries < 0 or self.timeout_s <= 0:
+            raise JudgeError("judge concurrency must be >= 1, retries >= 0 and the timeout positive")
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> JudgeSettings:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise JudgeError(f"unknown judge settings {unknown}; known: {sorted(known)}")
+        return cls(**raw)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def api_key(self, env: Mapping[str, str] | None = None) -> str | None:
+        """The key's value, from the environment; an error naming the variable when it is unset."""
+        if not self.key_env:
+            return None
+        value = (os.environ if env is None else env).get(self.key_env)
+        if not value:
+            raise JudgeError(f"the judge's key variable {self.key_env} is not set in the grader's environment; "
+                             f"export {self.key_env}=... before starting the run")
+        return value
+
+
+__all__ = ["JUDGE_MODES", "JudgeError", "JudgeSettings"]
