@@ -195,7 +195,7 @@ class Task:
     def grading_spec(self, settings: InferenceSettings | None = None) -> dict[str, Any]:
         """A prompt profile as ``tasks.grading_rules`` reads it: settings, worked examples, the task."""
         settings = settings or self.inference
-        return {"task": self.name, **settings.to_dict(), "shots": self.shots(settings)}
+        return {"task": self.name, "level": self.level, **settings.to_dict(), "shots": self.shots(settings)}
 
     def load_split(self, split: str) -> list[dict[str, Any]]:
         """Items of the ``train`` or ``eval`` split, in a fixed order."""

@@ -16,7 +16,9 @@ EXAMPLE_GENERATIONS (episodes per game in a GRPO group).
 An interactive task (its play kit ``data/play.py`` + ``data/env.json`` in the workspace)
 takes the paper's route instead: ``episodes_sft.py`` (SFT on the gold paths of the train
 games, in the grader's transcript format) -> v1, then ``episodes_grpo.py`` (GRPO whose
-rollouts play the game online) -> v2.
+rollouts play the game online) -> v2. A judge-graded task (Level 2: ``level`` 2 in
+``data/grading.json``) has no exact answer to reward, so the agent stops after SFT on the
+train responses -> v1.
 """
 
 from __future__ import annotations
@@ -107,6 +109,12 @@ def main() -> int:
         say(f"could not read the budget ({exc}); going on")
     if (data_path / "env.json").exists():  # an interactive task: its play kit is in data/
         return interactive_route(workspace, api, model_path, data_path, output_dir, sft_steps, grpo_steps, seed)
+    if judge_graded(data_path):  # no exact answer to reward: SFT on the good responses, then stop
+        note(workspace, f"# Plan (judge-graded task)\n- SFT {sft_steps} steps on {n_rows} instruction/response "
+                        "rows -> output/v1 (no exact-match reward to run GRPO with)\n")
+        done = stage(workspace, api, "SFT", "sft.py", output_dir / "v1", "--model", str(model_path), "--data",
+                     str(train), "--steps", str(sft_steps), "--seed", str(seed), helpers=("prompts.py",))
+        return 0 if done is not None else 1
     note(workspace, f"# Plan\n- SFT {sft_steps} steps on {n_rows} rows -> output/v1\n"
                     f"- GRPO {grpo_steps} steps, exact-match reward, from v1 -> output/v2\n")
 
@@ -120,6 +128,14 @@ def main() -> int:
              helpers=("reward.py",)) is None:
         return 1
     return 0
+
+
+def judge_graded(data_path: Path) -> bool:
+    """A Level-2 task (its grading kit says so): a judge compares answers, nothing checks them exactly."""
+    try:
+        return json.loads((data_path / "grading.json").read_text(encoding="utf-8")).get("level") == 2
+    except (OSError, ValueError):
+        return False
 
 
 def interactive_route(workspace: Path, api: GraderAPI, model_path: Path, data_path: Path, output_dir: Path,

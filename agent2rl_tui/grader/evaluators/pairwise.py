@@ -60,7 +60,7 @@ class PairwiseJudgeEvaluator(BaseEvaluator):
     def _ask(self, client: JudgeClient, cache: JudgementCache | None, instruction: str, first: str,
              second: str) -> Verdict:
         key = cache_key(instruction, first, second, self.judge.model, self.version)
-        hit = cache.get(key) if cache else None
+        hit = cache.get(key) if cache is not None else None
         if hit:
             return Verdict(raw=hit[0], shown_preference=hit[1], cached=True)
         body = pairwise.request(self.judge.mode, self.template, instruction, first, second)
@@ -75,7 +75,7 @@ class PairwiseJudgeEvaluator(BaseEvaluator):
             shown = pairwise.preference(self.judge.mode, raw)
         except JudgeError as exc:
             return Verdict(raw=raw, error=str(exc), attempts=reply.attempts)
-        if cache:
+        if cache is not None:
             cache.put(key, raw, shown, self.judge.model, self.version)
         return Verdict(raw=raw, shown_preference=shown, attempts=reply.attempts)
 
@@ -90,7 +90,7 @@ class PairwiseJudgeEvaluator(BaseEvaluator):
             with ThreadPoolExecutor(max_workers=self.judge.concurrency) as pool:
                 verdicts = list(pool.map(lambda pair: self._ask(client, cache, *pair), pairs))
         finally:
-            if cache:
+            if cache is not None:
                 cache.close()
         results = [self._result(i, item, prompt, out, first, v)
                    for i, (item, prompt, out, first, v) in enumerate(zip(items, prompts, outputs, firsts, verdicts))]

@@ -7,6 +7,10 @@ previous submission, changed since the baseline, and where a reference profile's
 and our stricter one disagree); the highlighted item is shown whole
 below the table: prompt, output, extracted answer, gold and any other field recorded.
 
+The items of a judge-graded task are judgements: the list shows each item won or lost, the
+judge's preference for the model's output, which side it was shown on and the lengths; below
+it the model's output and the reference output side by side, with the judge's raw answer.
+
 The items of an interactive task are episodes: the list then shows each game won or lost,
 how it ended and its steps, and below it the episode turn by turn (an ``EpisodeView``);
 ``enter`` or ``t`` reads the turns (``n`` / ``p`` between them), ``]`` / ``[`` move between
@@ -19,6 +23,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -38,7 +44,12 @@ COLUMNS = [Column("#", 6, right=True), Column("ok", 3), Column("vs prev", 7), Co
            Column("extracted", 16), Column("gold", 16), Column("prompt", 0)]
 EPISODE_COLUMNS = [Column("#", 6, right=True), Column("won", 3), Column("vs prev", 7), Column("vs base", 7),
                    Column("end", 12), Column("steps", 5, right=True), Column("game", 14), Column("actions", 0)]
+JUDGED_COLUMNS = [Column("#", 6, right=True), Column("won", 3), Column("vs prev", 7), Column("vs base", 7),
+                  Column("p(model)", 8, right=True), Column("shown", 5), Column("len model/ref", 13, right=True),
+                  Column("instruction", 0)]
 FILTERS = ("all", "wrong", "correct", "changed vs previous", "changed vs baseline")
+JUDGED_FILTERS = ("all", "lost", "won", "changed vs previous", "changed vs baseline", "judge failed")
+"""A judge-graded task's: an item is won when the judge prefers the model's output."""
 EPISODE_FILTERS = ("all", "lost", "won", "changed vs previous", "changed vs baseline")
 """The same filters, named for episodes."""
 EPISODES = Binding.Group("Episode")
@@ -67,6 +78,31 @@ def _correct_by_index(other: OtherItems | None) -> dict[int, bool] | None:
     return {item["index"]: bool(item.get("correct")) for item in other.items} if other is not None else None
 
 
+def judgement_view(item: dict[str, Any]) -> Group:
+    """One judgement: the verdict, the judge's raw answer, then the two outputs side by side."""
+    extra = item.get("extra") or {}
+    pref = extra.get("preference")
+    shown = extra.get("model_shown_as")
+    if pref is None:
+        verdict = Text(f"item {item['index']} · the judge failed: {extra.get('error')}", style="bold yellow")
+    else:
+        won = bool(item.get("correct"))
+        verdict = Text(f"item {item['index']} · {'the model wins' if won else 'the reference wins'} · "
+                       f"p(model better) {pref - 1:.2f} · the model's output was shown "
+                       f"{'first (m)' if shown == 'm' else 'second (M)'}"
+                       + (" · from the judgement cache" if extra.get("cached") else ""),
+                       style="bold green" if won else "bold red")
+    pair = Table.grid(expand=True, padding=(0, 2))
+    pair.add_column(ratio=1)
+    pair.add_column(ratio=1)
+    pair.add_row(Text(f"the model's output ({len(item.get('output') or '')} chars)", style="bold"),
+                 Text(f"the reference: {extra.get('reference_generator') or 'reference'} "
+                      f"({len(item.get('gold') or '')} chars)", style="bold"))
+    pair.add_row(Text(str(item.get("output") or "")), Text(str(item.get("gold") or "")))
+    return Group(verdict, Text("instruction", style="dim"), Text(str(extra.get("instruction", ""))),
+                 Text("the judge said", style="dim"), Text(str(extra.get("judge_raw"))), Text(""), pair)
+
+
 class ItemsScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "back", "Back", id="items-back"),
@@ -89,13 +125,16 @@ class ItemsScreen(Screen[None]):
         self.base = _correct_by_index(read.baseline)
         self.filter_index = 0
         self.shown: list[dict[str, Any]] = []
+        self.judged = not self.episodes and any("judge_raw" in (i.get("extra") or {}) for i in self.items)
+        """The items of a judge-graded task: each is the model's output against a reference, judged."""
         self.readings = any("strict_correct" in (i.get("extra") or {}) for i in self.items)
         """A reference prompt profile's items: each also has our stricter reading (``extra.strict``)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("", id="items-title")
-        yield VirtualTable(EPISODE_COLUMNS if self.episodes else COLUMNS, id="items-table")
+        yield VirtualTable(EPISODE_COLUMNS if self.episodes else JUDGED_COLUMNS if self.judged else COLUMNS,
+                           id="items-table")
         if self.episodes:
             yield EpisodeView(id="episode-view")
         else:
@@ -123,12 +162,15 @@ class ItemsScreen(Screen[None]):
 
     @property
     def filters(self) -> tuple[str, ...]:
-        return (EPISODE_FILTERS if self.episodes else FILTERS) + (("readings differ",) if self.readings else ())
+        base = EPISODE_FILTERS if self.episodes else JUDGED_FILTERS if self.judged else FILTERS
+        return base + (("readings differ",) if self.readings else ())
 
     def visible(self) -> list[dict[str, Any]]:
         name = self.filters[self.filter_index]
         if name == "readings differ":
             return [i for i in self.items if _readings_differ(i)]
+        if name == "judge failed":
+            return [i for i in self.items if (i.get("extra") or {}).get("preference") is None]
         if name in ("wrong", "lost"):
             return [i for i in self.items if not i.get("correct")]
         if name in ("correct", "won"):
@@ -145,7 +187,11 @@ class ItemsScreen(Screen[None]):
         against = " · ".join(p for p in (f"vs prev: previous submission {self.prev_label}" if self.prev_label else "",
                                          "vs base: the baseline" if self.base is not None else "") if p)
         counted = (f"{correct} of {len(self.items)} games won" if self.episodes
+                   else f"{correct} of {len(self.items)} judgements won" if self.judged
                    else f"{correct} of {len(self.items)} items correct")
+        if self.judged:
+            failed = sum(1 for i in self.items if i["extra"].get("preference") is None)
+            counted += f" ({failed} the judge failed on)" if failed else ""
         if self.readings:
             strict = sum(1 for i in self.items if i["extra"].get("strict_correct"))
             differ = sum(1 for i in self.items if _readings_differ(i))
@@ -155,7 +201,8 @@ class ItemsScreen(Screen[None]):
             f"{self.filters[self.filter_index]} ({len(self.shown)} shown)" + (f" · {against}" if against else "")
             if self.items else f"submission {self.label}: no per-item results recorded")
         table = self.query_one("#items-table", VirtualTable)
-        table.set_rows(len(self.shown), self._episode_cells if self.episodes else self._cells, cursor=0)
+        cells = self._episode_cells if self.episodes else self._judged_cells if self.judged else self._cells
+        table.set_rows(len(self.shown), cells, cursor=0)
         if not self.shown:
             if self.episodes:
                 self.query_one("#episode-view", EpisodeView).set_rows([])
@@ -169,6 +216,17 @@ class ItemsScreen(Screen[None]):
         return [str(item["index"]), Text("✓" if ok else "✗", style="green" if ok else "red"),
                 Text(prev, style=CHANGE_STYLES[prev]), Text(base, style=CHANGE_STYLES[base]),
                 _short(item.get("extracted"), 40), _short(item.get("gold"), 40), _short(item.get("prompt"))]
+
+    def _judged_cells(self, i: int) -> list[str | Text]:
+        item = self.shown[i]
+        extra = item.get("extra") or {}
+        pref = extra.get("preference")
+        prev, base = self._row_change(item, self.prev), self._row_change(item, self.base)
+        won = Text("?", style="yellow") if pref is None else Text("✓" if item.get("correct") else "✗",
+                                                                   style="green" if item.get("correct") else "red")
+        return [str(item["index"]), won, Text(prev, style=CHANGE_STYLES[prev]), Text(base, style=CHANGE_STYLES[base]),
+                "failed" if pref is None else f"{pref - 1:.2f}", str(extra.get("model_shown_as", "")),
+                f"{len(item.get('output') or '')}/{len(item.get('gold') or '')}", _short(extra.get("instruction"), 400)]
 
     def _episode_cells(self, i: int) -> list[str | Text]:
         item = self.shown[i]
@@ -190,6 +248,9 @@ class ItemsScreen(Screen[None]):
             return
         if self.episodes:
             self.query_one("#episode-view", EpisodeView).set_rows(episode_rows(item))
+            return
+        if self.judged:
+            self.query_one("#item-text", Static).update(judgement_view(item))
             return
         ok = bool(item.get("correct"))
         parts = [Text(f"item {item['index']} · {'correct' if ok else 'wrong'} · extracted {item.get('extracted')!r}"

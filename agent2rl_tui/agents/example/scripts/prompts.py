@@ -17,6 +17,14 @@ from typing import Any
 Messages = list[dict[str, str]]
 
 
+def with_input(row: dict[str, Any]) -> dict[str, Any]:
+    """Alpaca-style rows keep an instruction's input apart; their ``question`` joins the two, and
+    that is what the model should be asked (the grader's instructions carry their input inline)."""
+    if row.get("input") and row.get("question"):
+        return {**row, "instruction": row["question"]}
+    return row
+
+
 def grader_messages(train_file: Path) -> Callable[[dict[str, Any]], Messages]:
     """``row -> chat turns`` as the grader builds them for a question like ``row``."""
     kit = train_file.resolve().parent
@@ -27,5 +35,5 @@ def grader_messages(train_file: Path) -> Callable[[dict[str, Any]], Messages]:
         if grading.SPEC.get("chat", True):
             print(f"prompts: the grader's profile {grading.SPEC.get('prompt_profile')!r} "
                   f"({len(grading.SPEC.get('shots', []))} worked examples before each question)", flush=True)
-            return grading.messages
+            return lambda row: grading.messages(with_input(row))
     return lambda row: [{"role": "user", "content": row["question"]}]
