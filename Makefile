@@ -45,6 +45,8 @@ bench: setup
 	$(BIN)/python bench/transcript.py
 	$(BIN)/python bench/ui_widgets.py
 	$(BIN)/python bench/tui.py
+	HF_HUB_OFFLINE=1 $(BIN)/python bench/prompt_profiles.py
+	HF_HUB_OFFLINE=1 $(BIN)/python bench/judge.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

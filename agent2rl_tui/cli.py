@@ -166,6 +166,8 @@ def data_status() -> None:
             meta = json.loads(meta_path.read_text())
             click.echo(f"{name:12} ready: {meta['train']} train / {meta['eval']} eval, from {meta['source']} "
                        f"({meta['prepared_at']})")
+            if "lc_source" in meta:
+                click.echo(f"{'':12} length-controlled win rate data: {meta['lc_source']}")
         else:
             click.echo(f"{name:12} not prepared: agent2rl-tui data prepare {name}")
 

@@ -3,8 +3,8 @@
 For the first 32 GSM8K test problems and the tiny model (transformers engine, greedy, the
 profile's own batch size and 512 new tokens): mean prompt length in tokens, generation time
 per item, and judging time; for the reference profile also how often the reference's
-reading of the answer and our stricter one disagree. Needs GSM8K prepared (``data prepare
-gsm8k --from ../shared/data/gsm8k`` or from the hub).
+reading of the answer and our stricter one disagree. GSM8K comes from the data cache, else
+from ../shared/data/gsm8k (prepared into a temporary cache).
 
 Run: ``python bench/prompt_profiles.py`` (about a minute). Prints figures; asserts nothing.
 """
@@ -21,7 +21,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from agent2rl_tui.grader.engines.hf import TransformersEngine  # noqa: E402
 from agent2rl_tui.grader.evaluators import evaluator_for  # noqa: E402
-from agent2rl_tui.tasks.registry import load_task  # noqa: E402
+from agent2rl_tui.tasks.data import prepare  # noqa: E402
+from agent2rl_tui.tasks.registry import load_task, prepared  # noqa: E402
 from agent2rl_tui.tasks.tinymodel import build_tiny_model  # noqa: E402
 
 N_ITEMS = 32
@@ -29,8 +30,11 @@ N_ITEMS = 32
 
 def main() -> None:
     task = load_task("gsm8k")
-    items = task.load_split("eval")[:N_ITEMS]
     with tempfile.TemporaryDirectory() as tmp:
+        if not prepared(task):
+            os.environ["AGENT2RL_DATA"] = str(Path(tmp) / "data")
+            prepare(task, Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k")
+        items = task.load_split("eval")[:N_ITEMS]
         model = build_tiny_model(Path(tmp) / "tiny")
         engine = TransformersEngine()
         engine.load(model)

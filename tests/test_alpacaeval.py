@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -23,7 +24,9 @@ from conftest import SHARED_DATA, cli
 
 from agent2rl_tui.grader.evaluators import evaluator_for
 from agent2rl_tui.judge import JudgeError, winrate
+from agent2rl_tui.record.index import RunError
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.run.lifecycle import RunRequest, create_run
 from agent2rl_tui.tasks.alpacaeval import install_lc_file
 from agent2rl_tui.tasks.data import prepare
 from agent2rl_tui.tasks.registry import TaskError, load_task
@@ -122,7 +125,7 @@ def test_prepare_reads_the_reference_outputs_and_alpaca_rows(alpaca_data: Path, 
     with pytest.raises(TaskError, match="--from FILE"):
         prepare(load_task("alpacaeval"), [REFERENCE_FILE])
     proc = cli("data", "prepare", "alpacaeval", "--from", str(REFERENCE_FILE), env={
-        **__import__("os").environ, "AGENT2RL_DATA": str(tmp_path / "cache")})
+        **os.environ, "AGENT2RL_DATA": str(tmp_path / "cache")})
     assert proc.returncode != 0 and "tatsu-lab/alpaca" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -255,7 +258,7 @@ def alpaca_run(alpaca_data: Path, tiny_model: Path, tmp_path_factory: pytest.Tem
                 break
             time.sleep(0.05)
         url = f"http://127.0.0.1:{port_file.read_text()}/v1"
-        env = {**__import__("os").environ, "MY_JUDGE_KEY": "sk-test-123"}
+        env = {**os.environ, "MY_JUDGE_KEY": "sk-test-123"}
         proc = cli("run", "start", "--task", "alpacaeval", "--agent", "example", "--model", str(tiny_model),
                    "--budget", "10m", "--eval-limit", "6", "--judge-url", url, "--judge-model", "local-judge",
                    "--judge-key-env", "MY_JUDGE_KEY", "--env", "EXAMPLE_SFT_STEPS=5",
@@ -289,26 +292,36 @@ def test_a_run_of_the_example_agent_is_graded_by_the_judge(alpaca_run: dict) -> 
         assert extra["instruction"] and extra["model_shown_as"] in ("m", "M") and extra["judge_raw"]
         assert item["correct"] == (len(item["output"]) > len(item["gold"]))  # the judge prefers the longer
     assert items[0]["prompt"].startswith("<|im_start|>user\n" + items[0]["extra"]["instruction"])
+    report = json.loads((run / "report" / "report.json").read_text())
+    judged = report["submissions"][0]["judged"]
+    assert judged["judge_model"] == "local-judge" and judged["metric"] == "win_rate" and judged["n_failed"] == 0
+    assert judged["win_rate"] == pytest.approx(subs[0].score)
+    assert "Scores are judged by `local-judge` (ranking mode)" in (run / "report" / "report.md").read_text()
     code = run / "workspace" / "code"
     assert "judge-graded" in (code / "NOTES.md").read_text() and not (code / "grpo.py").exists()
 
 
 def test_a_judge_graded_run_needs_a_judge_that_answers(alpaca_run: dict, tiny_model: Path, tmp_path: Path) -> None:
-    base = ["run", "start", "--task", "alpacaeval", "--agent", "example", "--model", str(tiny_model), "--budget", "1m"]
-    no_judge = cli(*base, root=tmp_path)
+    no_judge = cli("run", "start", "--task", "alpacaeval", "--agent", "example", "--model", str(tiny_model),
+                   root=tmp_path)
     assert no_judge.returncode != 0 and "--judge-url URL --judge-model NAME" in no_judge.stderr
-    unreachable = cli(*base, "--judge-url", "http://127.0.0.1:9/v1", "--judge-model", "x", root=tmp_path)
-    assert unreachable.returncode != 0 and "cannot reach" in unreachable.stderr
-    no_key = cli(*base, "--judge-url", alpaca_run["url"], "--judge-model", "local-judge", "--judge-key-env",
-                 "UNSET_JUDGE_KEY", root=tmp_path)
-    assert no_key.returncode != 0 and "UNSET_JUDGE_KEY is not set" in no_key.stderr
-    wrong_model = cli(*base, "--judge-url", alpaca_run["url"], "--judge-model", "other", "--judge-key-env",
-                      "MY_JUDGE_KEY", root=tmp_path, env=alpaca_run["env"])
-    assert wrong_model.returncode != 0 and "HTTP 404" in wrong_model.stderr and "not found" in wrong_model.stderr
-    not_judged = cli("run", "start", "--task", "arith", "--agent", "example", "--model", str(tiny_model),
-                     "--judge-url", alpaca_run["url"], "--judge-model", "local-judge", root=tmp_path)
-    assert not_judged.returncode != 0 and "not judge-graded" in not_judged.stderr
-    assert not list(tmp_path.glob("*-alpacaeval-*"))  # nothing half-made is left
+    assert "Traceback" not in no_judge.stderr
+
+    def start(judge: dict, task: str = "alpacaeval", env: dict | None = None) -> str:
+        with pytest.raises(RunError) as caught:
+            create_run(RunRequest(task=task, agent="example", model=tiny_model, budget_s=60, root=tmp_path,
+                                  judge=judge), env=env or dict(os.environ))
+        return str(caught.value)
+
+    assert "cannot reach" in start({"base_url": "http://127.0.0.1:9/v1", "model": "x"})
+    judge = {"base_url": alpaca_run["url"], "model": "local-judge"}
+    assert "HTTP 401" in start(judge)  # this judge needs its key
+    assert "UNSET_JUDGE_KEY is not set" in start({**judge, "key_env": "UNSET_JUDGE_KEY"})
+    wrong = start({**judge, "model": "other", "key_env": "MY_JUDGE_KEY"}, env=alpaca_run["env"])
+    assert "HTTP 404" in wrong and "not found" in wrong
+    assert "judge mode 'best'" in start({**judge, "mode": "best"})
+    assert "not judge-graded" in start(judge, task="arith")
+    assert not any(tmp_path.iterdir())  # nothing half-made is left
 
 
 def rendered(renderable: object, width: int = 160) -> str:
@@ -352,3 +365,36 @@ async def test_the_items_screen_shows_each_judgement_side_by_side(alpaca_run: di
         assert "ordered_models" in text  # the judge's raw answer
         await pilot.press("f")  # lost
         await settle(pilot, lambda: len(table_rows(table)) == sum(not i["correct"] for i in mine), what="lost")
+
+
+@pytest.mark.asyncio
+async def test_the_new_run_form_takes_the_judge(alpaca_data: Path, tiny_model: Path, tmp_path: Path,
+                                                judge_server) -> None:
+    from test_tui import open_runs, plain, settle
+    from textual.widgets import Input, Static
+
+    from agent2rl_tui.ui.app import Agent2RLApp
+    from agent2rl_tui.ui.screens.new_run import NewRunScreen
+
+    judge = judge_server("--key", "k-1")
+    root = tmp_path / "runs"
+    root.mkdir()
+    app = Agent2RLApp(root=root)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await open_runs(pilot)
+        await pilot.press("n")
+        await settle(pilot, lambda: isinstance(app.screen, NewRunScreen), what="New run")
+        form: NewRunScreen = app.screen
+        form.query_one("#task").value = "alpacaeval"
+        form.query_one("#model", Input).value = str(tiny_model)
+        error = form.query_one("#new-run-error", Static)
+        await pilot.press("ctrl+s")
+        await settle(pilot, lambda: "graded by a judge" in plain(error), timeout=30, what="the judge is missing")
+        form.query_one("#judge-url", Input).value = judge.url
+        form.query_one("#judge-model", Input).value = "local-judge"
+        await pilot.press("ctrl+s")
+        await settle(pilot, lambda: "HTTP 401" in plain(error), timeout=30, what="the judge refuses without its key")
+        form.query_one("#judge-key-env", Input).value = "UNSET_JUDGE_KEY_2"
+        await pilot.press("ctrl+s")
+        await settle(pilot, lambda: "UNSET_JUDGE_KEY_2 is not set" in plain(error), timeout=30, what="the key")
+    assert not any(root.iterdir())  # nothing half-made

@@ -32,6 +32,7 @@ from agent2rl_tui.record.store import (
     Submission,
     SubStatus,
     best_of,
+    judgement_of,
     prompt_profile_of,
     scored_score,
     strict_of,
@@ -146,6 +147,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
             "revision": s.revision_seq,
             "error": s.error,
             "strict": strict_of(s),
+            "judged": judgement_of(s),
         }
 
     return {
@@ -171,6 +173,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
             "eval_seconds": baseline.eval_seconds if baseline else None,
             "weights_hash": base_hash,
             "strict": strict_of(baseline),
+            "judged": judgement_of(baseline),
         },
         "best": {"submission_id": best.id, "score": best.score} if best else None,
         "improvement": (best.score - base_score) if best and base_score is not None else None,
@@ -221,6 +224,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{' (base copy)' if s['is_base_copy'] else ''} |"
         )
     lines += strict_lines(report)
+    lines += judged_lines(report)
     lines += ["", "| metric | value |", "|---|---|"]
     lines += [f"| {k} | {_fmt(v, 3)} |" for k, v in report["metrics"].items()]
     revs = report["revisions"]
@@ -263,6 +267,23 @@ def strict_lines(report: dict[str, Any]) -> list[str]:
         return []
     lines = ["", f"Scores follow the reference's answer rule; our stricter reading ({rows[0][1]['rule']}) gives:", ""]
     lines += [f"- {name}: {st['score']:.2f} ({st['n_differ']} item(s) read differently)" for name, st in rows]
+    return lines
+
+
+def judged_lines(report: dict[str, Any]) -> list[str]:
+    """A judge-graded run's scores: which rate each is, both rates, the judge, failed items."""
+    rows = [("baseline", report["baseline"].get("judged"))]
+    rows += [(f"#{s['submission_id']}", s.get("judged")) for s in report["submissions"]]
+    rows = [(name, j) for name, j in rows if j]
+    if not rows:
+        return []
+    first = rows[0][1]
+    lines = ["", f"Scores are judged by `{first['judge_model']}` ({first['judge_mode']} mode) against the reference "
+                 "outputs: the length-controlled win rate where it could be computed, else the win rate.", ""]
+    for name, j in rows:
+        lc = _fmt(j["length_controlled_winrate"]) if j["length_controlled_winrate"] is not None else "unavailable"
+        lines.append(f"- {name}: win rate {_fmt(j['win_rate'])}, LC {lc} (score = {j['metric']}); "
+                     f"{j['n_judged']} judged, {j['n_failed']} failed, {j['n_cached']} from the cache")
     return lines
 
 

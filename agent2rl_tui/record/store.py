@@ -225,6 +225,22 @@ def strict_of(sub: Submission | None) -> dict[str, Any] | None:
     return json.loads(sub.settings_json).get("strict")
 
 
+def judgement_of(sub: Submission | None) -> dict[str, Any] | None:
+    """A judge-graded score's facts: which rate the score is, both rates, the judge, how many
+    items it failed on; None for other scores."""
+    if sub is None or not sub.settings_json:
+        return None
+    settings = json.loads(sub.settings_json)
+    rates, judge = settings.get("winrate"), settings.get("judge")
+    if not rates or not judge:
+        return None
+    return {"metric": rates.get("metric"), "win_rate": rates.get("win_rate"),
+            "length_controlled_winrate": rates.get("length_controlled_winrate"),
+            "lc_unavailable": rates.get("lc_unavailable"), "n_judged": rates.get("n_total"),
+            "n_failed": rates.get("n_failed"), "n_cached": rates.get("n_cached"),
+            "judge_model": judge.get("model"), "judge_mode": judge.get("mode")}
+
+
 BEST_SCORE_SQL = (
     f"SELECT score FROM submissions WHERE kind = 'agent' AND status = '{SubStatus.SCORED.value}'"
     " AND score IS NOT NULL ORDER BY score DESC, id ASC LIMIT 1"

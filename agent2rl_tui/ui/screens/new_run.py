@@ -88,6 +88,16 @@ class NewRunScreen(Screen[None]):
                     yield Label("API key variable")
                     yield Select([("required", False), ("not needed (logged in)", True)],
                                  value=False, id="allow-missing-key", allow_blank=False)
+            with Horizontal(classes="field-row"):
+                with Vertical(classes="field"):
+                    yield Label("judge URL (judge-graded tasks)")
+                    yield Input(placeholder="http://127.0.0.1:8000/v1", id="judge-url")
+                with Vertical(classes="field"):
+                    yield Label("judge model")
+                    yield Input(placeholder="e.g. gpt-4.1", id="judge-model")
+                with Vertical(classes="field"):
+                    yield Label("judge key variable")
+                    yield Input(placeholder="e.g. OPENAI_API_KEY", id="judge-key-env")
             yield Static("", id="new-run-error")
             with Horizontal(id="new-run-buttons"):
                 yield Button("Start (ctrl+s)", variant="success", id="start")
@@ -136,6 +146,8 @@ class NewRunScreen(Screen[None]):
             gpus=value("gpus") or None,
             allow_missing_key=bool(self.query_one("#allow-missing-key", Select).value),
             root=self.root,
+            judge={k: v for k, v in (("base_url", value("judge-url")), ("model", value("judge-model")),
+                                     ("key_env", value("judge-key-env"))) if v} or None,
         )
         self.busy = True
         self.query_one("#new-run-error", Static).update("checking…")
