@@ -65,12 +65,13 @@ class NewRunScreen(Screen[None]):
             with Vertical(classes="field"):
                 yield Label("agent profile")
                 yield Select([(p, p) for p in profiles], value="example", id="agent", allow_blank=False)
-            with Vertical(classes="field"):
-                yield Label("command (only for the 'command' agent)")
-                yield Input(placeholder="python code/train.py", id="command")
-            with Vertical(classes="field"):
-                yield Label("driver LLM (passed to the CLI as its model, and recorded)")
-                yield Input(placeholder="e.g. claude-sonnet-4-5", id="driver")
+            with Horizontal(classes="field-row"):
+                with Vertical(classes="field"):
+                    yield Label("command (only for the 'command' agent)")
+                    yield Input(placeholder="python code/train.py", id="command")
+                with Vertical(classes="field"):
+                    yield Label("driver LLM (passed to the CLI as its model, and recorded)")
+                    yield Input(placeholder="e.g. claude-sonnet-4-5", id="driver")
             with Vertical(classes="field"):
                 yield Label("base model folder")
                 yield Input(placeholder="/path/to/model (config.json, weights, tokenizer)", id="model")
