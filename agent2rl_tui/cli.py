@@ -230,6 +230,12 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
               help="ranking: a strict structured answer (AutoRL-Bench's judge; the task's default); weighted: "
                    "the preference from the top-5 logprobs (judges that return logprobs).")
 @click.option("--judge-concurrency", "judge_concurrency", type=int, help="Judge calls in flight at once (default 8).")
+@click.option("--search-url", "search_url", help="Searching tasks (deepsearchqa): a web search API answering "
+              "SerpAPI-shaped JSON (GET URL?q=...&num=K), e.g. https://serpapi.com/search.")
+@click.option("--search-key-env", "search_key_env", metavar="VAR",
+              help="The environment variable holding the search API's key (its name is recorded, never its value).")
+@click.option("--search-corpus", "search_corpus", type=click.Path(path_type=Path),
+              help="Searching tasks offline: a JSONL corpus (title, text, url rows) searched with BM25.")
 @click.option("--detach", is_flag=True, help="Return at once; the run goes on in the background.")
 @click.pass_context
 def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: str, grace: str,
@@ -238,7 +244,8 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
               profiles: Path | None, read_only_paths: tuple[Path, ...], writable_paths: tuple[Path, ...],
               no_contain: bool, engine: str | None, engine_options: tuple[str, ...], prompt_profile: str | None,
               judge_url: str | None, judge_model: str | None, judge_key_env: str | None, judge_mode: str | None,
-              judge_concurrency: int | None, detach: bool) -> None:
+              judge_concurrency: int | None, search_url: str | None, search_key_env: str | None,
+              search_corpus: Path | None, detach: bool) -> None:
     """Start a run: workspace, baseline, agent under a budget, report."""
     try:
         engine_overrides = dict(_parse_pairs(engine_options, "--engine-option"))
@@ -255,6 +262,8 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
             engine=engine_overrides, prompt_profile=prompt_profile,
             judge={k: v for k, v in (("base_url", judge_url), ("model", judge_model), ("key_env", judge_key_env),
                                      ("mode", judge_mode), ("concurrency", judge_concurrency)) if v is not None},
+            search={k: v for k, v in (("url", search_url), ("key_env", search_key_env),
+                                      ("corpus", str(search_corpus) if search_corpus else None)) if v} or None,
         )
         run_dir, pid = start_run(req)
     except USER_ERRORS as exc:

@@ -9,7 +9,9 @@ logprobs are left out, as from a judge that has none. Faults for the retry tests
 ``--fail-first N`` answers the first N requests with HTTP 500, ``--fail-on TEXT`` always
 fails requests whose prompt holds TEXT, ``--slow-on TEXT`` answers those after
 ``--delay`` seconds, ``--garbage-on TEXT`` answers them with prose. ``--key K`` requires
-``Authorization: Bearer K``. ``GET /stats`` counts the chat requests.
+``Authorization: Bearer K``. ``GET /stats`` counts the chat requests. A DeepSearchQA verdict
+request (gold and predicted answer) is answered "correct" when the predicted answer holds
+every comma-separated gold item, else "incorrect" (``--verdict-text`` forces a reply).
 
 Usage: ``python tests/judge_server.py --port-file F [options]`` (binds 127.0.0.1, a free port).
 """
@@ -26,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 OUTPUT = re.compile(r'"output": """(.*?)"""', re.S)
+VERDICT = re.compile(r"Gold answer: (.*)\n\s*Predicted answer: (.*)\n")
 
 
 class Judge:
@@ -108,7 +111,13 @@ def make_handler(judge: Judge) -> type[BaseHTTPRequestHandler]:
                 return
             if args.slow_on and args.slow_on in prompt:
                 time.sleep(args.delay)
-            if args.garbage_on and args.garbage_on in prompt:
+            verdict = VERDICT.search(prompt)
+            if verdict:  # a DeepSearchQA answer: correct when it holds every gold item
+                gold, predicted = (t.strip().lower() for t in verdict.groups())
+                text = args.verdict_text or ("correct" if all(g.strip() in predicted for g in gold.split(","))
+                                             else "incorrect")
+                choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            elif args.garbage_on and args.garbage_on in prompt:
                 choice = {"index": 0, "message": {"role": "assistant", "content": "Both are fine, really."}}
             else:
                 choice = judge.answer(body, prompt)
@@ -130,6 +139,7 @@ def main() -> None:
     parser.add_argument("--garbage-on")
     parser.add_argument("--delay", type=float, default=3.0)
     parser.add_argument("--key")
+    parser.add_argument("--verdict-text", help="answer every verdict request with this text")
     args = parser.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(Judge(args)))
     server.daemon_threads = True

@@ -6,6 +6,7 @@ leaves: an environment knows games and actions, not runs, records or models.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -14,8 +15,8 @@ from typing import Any
 
 from agent2rl_tui.envs.base import EnvError, Environment
 
-KINDS = ("textworld-express", "alfworld")
-TRANSCRIPTS = ("plain", "react")
+KINDS = ("textworld-express", "alfworld", "search-qa")
+TRANSCRIPTS = ("plain", "react", "search-react")
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,14 @@ class EnvSpec:
     processes: bool = False
     """Each environment in its own process (``envs.subproc``), the pool stepped in parallel:
     for environments that spend their time in Python (ALFWorld)."""
+    search: dict[str, Any] | None = None
+    """A searching task's backend, from the run (``envs.search.backend_from``)."""
+    top_k: int = 3
+    """Search results shown per query."""
 
     @classmethod
-    def from_table(cls, table: dict[str, Any], data_dir: Path | None = None) -> EnvSpec:
+    def from_table(cls, table: dict[str, Any], data_dir: Path | None = None,
+                   search: dict[str, Any] | None = None) -> EnvSpec:
         kind = table.get("kind")
         if kind not in KINDS:
             raise EnvError(f"[env] kind {kind!r} is not known; known: {', '.join(KINDS)}")
@@ -57,7 +63,8 @@ class EnvSpec:
         return cls(kind=str(kind), game=str(table.get("game", "")), params=str(table.get("params", "")),
                    max_steps=int(table.get("max_steps", 50)), pool_size=int(table.get("pool_size", 16)),
                    think_prefix=table.get("think_prefix"), transcript=transcript,
-                   examples=table.get("examples"), data_dir=data_dir, processes=bool(table.get("processes", False)))
+                   examples=table.get("examples"), data_dir=data_dir, processes=bool(table.get("processes", False)),
+                   search=search, top_k=int(table.get("top_k", 3)))
 
     @property
     def workers(self) -> int:
@@ -67,7 +74,20 @@ class EnvSpec:
     def factory(self) -> Callable[[], Environment]:
         """A maker of fresh environment instances for this spec."""
         make: Callable[[], Environment]
-        if self.kind == "alfworld":
+        if self.kind == "search-qa":
+            from agent2rl_tui.envs.search import SearchQA, backend_from
+
+            if self.data_dir is None:
+                raise EnvError("a searching task plays the questions of its prepared data, and none were given")
+            questions = {}
+            for split in ("train", "eval"):
+                path = self.data_dir / f"{split}.jsonl"
+                if path.is_file():
+                    with path.open(encoding="utf-8") as fh:
+                        questions |= {row["game"]: row for row in map(json.loads, filter(str.strip, fh))}
+            backend = backend_from(self.search or {})
+            make = partial(SearchQA, questions, backend, self.top_k)
+        elif self.kind == "alfworld":
             from agent2rl_tui.envs.alfworld import PREPARE_HINT, ALFWorld
             from agent2rl_tui.tasks.alfworld import GAMES_DIR
 

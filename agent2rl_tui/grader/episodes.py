@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agent2rl_tui.envs.base import Environment, Outcome, Start
+from agent2rl_tui.envs.search import ACTION, parse_action
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class EpisodeFormat:
         text = header if header is not None else self.header.format(goal=start.goal)
         return f"{text}{start.observation.strip()}\n>"
 
-    def next_turn(self, action: str, observation: str) -> str:
+    def next_turn(self, action: str, observation: str, completion: str = "") -> str:
         return f" {action}\n{observation.strip()}\n>"
 
     def action_from(self, completion: str) -> str:
@@ -65,13 +66,38 @@ class ReActFormat(EpisodeFormat):
         text = header if header is not None else self.header.format(goal=start.goal)
         return text + "\n".join(start.observation.split("\n\n")[1:]) + "\n>"
 
-    def next_turn(self, action: str, observation: str) -> str:
+    def next_turn(self, action: str, observation: str, completion: str = "") -> str:
         return f" {action}\n{observation}\n>"
 
     def shown_observation(self, action: str, observation: str) -> str:
         if observation.startswith("You arrive at loc "):
             observation = observation[observation.find(". ") + 2:]
         return super().shown_observation(action, observation)
+
+
+@dataclass(frozen=True)
+class SearchReActFormat(EpisodeFormat):
+    """DeepSearchQA's ReAct transcript as AutoRL-Bench writes it: the header (its system text),
+    ``Question: …\nAnswer type: …\n\nThought:``, then per turn `` {completion}\nObservation:
+    {observation}\nThought:``. The model writes its thought and an ``Action: search[…]`` or
+    ``Action: answer[…]`` line; the action is read from anywhere in the completion, and the
+    completion is kept up to that action. The stop string is ``\nObservation:`` (a model that
+    starts inventing results is cut there), never ``\nAction:``, which would cut off the very
+    line that holds the action (the reference's stop list does, so its searches never run).
+    """
+
+    def first_prompt(self, start: Start, header: str | None = None) -> str:
+        text = header if header is not None else self.header.format(goal=start.goal)
+        return f"{text}{start.observation}\n\nThought:"
+
+    def action_from(self, completion: str) -> str:
+        parsed = parse_action(completion)
+        return f"{parsed[0]}[{parsed[1]}]" if parsed else completion.strip()
+
+    def next_turn(self, action: str, observation: str, completion: str = "") -> str:
+        found = ACTION.search(completion)
+        said = (completion[:found.end()] if found else completion).strip()
+        return f" {said}\nObservation: {observation}\nThought:"
 
 
 @dataclass
@@ -214,7 +240,7 @@ def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Poli
                 shown = fmt.shown_observation(action, outcome.observation)
                 ep.turns.append(Turn(action, shown, outcome.reward, completion))
                 ep.score, ep.won = outcome.score, outcome.won
-                prompt = pending.prompt + fmt.next_turn(action, shown)
+                prompt = pending.prompt + fmt.next_turn(action, shown, completion)
                 if outcome.won or outcome.done or ep.steps >= max_steps:
                     ep.end = "won" if outcome.won else "done" if outcome.done else "step limit"
                     ep.prompt = prompt

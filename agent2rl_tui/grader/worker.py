@@ -69,7 +69,8 @@ def evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float) -> 
         if evaluator is None:  # Level 3: generation and judging are one loop over the games
             from agent2rl_tui.grader.evaluators.episodes import play_task
 
-            results, played = play_task(task, engine, items, settings)
+            results, played = play_task(task, engine, items, settings, judge=job.get("judge"),
+                                        search=job.get("search"))
             score = float(played["score"])
             t2 = t3 = time.perf_counter()
         else:

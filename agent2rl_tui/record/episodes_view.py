@@ -25,6 +25,7 @@ END_MEANINGS = {
     "done": "lost: the game ended without a win",
     "step limit": "lost: the step limit was reached before a win",
     "context full": "lost: the transcript outgrew the model's context",
+    "wrong answer": "lost: the judge called the answer wrong",
 }
 """What each end an episode runner records means (``Episode.end``)."""
 
@@ -123,6 +124,10 @@ def episode_rows(item: dict[str, Any], *, max_turns: int = MAX_TURNS,
         rows.append(Row("field", "kind", f.kind))
     rows += [Row("field", "goal", f.goal or "-"), Row("field", "end", f.end_meaning),
              Row("field", "steps", str(f.steps))]
+    if "gold_answer" in extra:  # a searching task: the answer, the gold one and the judge's verdict
+        rows += [Row("field", "answer", str(extra.get("answer") or "(none given)")),
+                 Row("field", "gold", str(extra.get("gold_answer"))),
+                 Row("field", "judge", str(extra.get("judge_raw") or extra.get("judge_error") or "-"))]
     rows += _capped("observation", "start", str(extra.get("first_observation") or "").rstrip(), None, max_chars)
     turns = [t for t in extra.get("turns") or [] if isinstance(t, dict)]
     for n, turn in enumerate(turns[:max_turns], start=1):

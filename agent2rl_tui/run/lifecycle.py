@@ -58,6 +58,8 @@ class RunRequest:
     """Engine settings over the task's [engine] (``--engine``, ``--engine-option``), recorded with each score."""
     prompt_profile: str | None = None
     """The task's prompt profile (how the grader asks and reads answers); None: the task's default."""
+    search: dict[str, Any] | None = None
+    """A searching task's backend: ``url`` (+ ``key_env``) of a web search API, or ``corpus`` (a JSONL file)."""
     judge: dict[str, Any] | None = None
     """A judge-graded task's judge (``--judge-url`` ...): base_url, model, key_env, mode, concurrency."""
 
@@ -139,7 +141,7 @@ def check_judge(task: Any, judge: dict[str, Any] | None, env: dict[str, str]) ->
     from agent2rl_tui.judge import JudgeError, JudgeSettings
     from agent2rl_tui.judge.client import JudgeClient
 
-    if task.evaluator != "pairwise_judge":
+    if "judge" not in task.raw:
         if judge:
             raise RunError(f"--judge-*: task {task.name} is not judge-graded; drop the judge options")
         return None
@@ -149,12 +151,40 @@ def check_judge(task: Any, judge: dict[str, Any] | None, env: dict[str, str]) ->
                        "`vllm serve MODEL` (--judge-url http://127.0.0.1:8000/v1)")
     defaults = {k: v for k, v in task.raw.get("judge", {}).items()
                 if k in ("mode", "timeout_s", "retries", "backoff_s", "concurrency")}
+    if task.evaluator != "pairwise_judge":
+        judge = {k: v for k, v in judge.items() if k != "mode"}  # a verdict judge has no modes
     try:
         settings = JudgeSettings.from_dict({**defaults, **judge})
         JudgeClient(settings, env).check()
     except JudgeError as exc:
         raise RunError(f"the judge: {exc}") from None
     return {k: v for k, v in judge.items() if v is not None}
+
+
+def check_search(task: Any, search: dict[str, Any] | None, env: dict[str, str]) -> dict[str, Any] | None:
+    """A searching task has a backend that answers one query; other tasks take none."""
+    from agent2rl_tui.envs.base import EnvError
+    from agent2rl_tui.envs.search import BM25Corpus, HTTPSearch
+
+    if task.raw.get("env", {}).get("kind") != "search-qa":
+        if search:
+            raise RunError(f"--search-*: task {task.name} does not search; drop the search options")
+        return None
+    if not search:
+        raise RunError(f"task {task.name} searches: give --search-url URL [--search-key-env VAR] (a web search API "
+                       "answering SerpAPI-shaped JSON) or --search-corpus FILE.jsonl (title/text rows, BM25, offline)")
+    if search.get("corpus"):
+        path = Path(search["corpus"]).expanduser().resolve()
+        try:
+            BM25Corpus(path)
+        except EnvError as exc:
+            raise RunError(f"--search-corpus: {exc}") from None
+        return {"corpus": str(path)}
+    try:
+        HTTPSearch(str(search["url"]), search.get("key_env"), env=env).search("test", 1)
+    except EnvError as exc:
+        raise RunError(f"the search backend: {exc}") from None
+    return {k: v for k, v in search.items() if v is not None}
 
 
 def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfile, Path]:
@@ -175,6 +205,7 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfi
     check_engine(task, req.engine)
     check_prompt_profile(task, req.prompt_profile, model)
     check_judge(task, req.judge, env)
+    req.search = check_search(task, req.search, env)
     if req.budget_s <= 0 or req.grace_s < 0:
         raise RunError("the budget must be positive and the grace period not negative")
     return task, profile, model
@@ -218,6 +249,7 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         "engine": req.engine,
         "prompt_profile": req.prompt_profile,
         "judge": req.judge or None,
+        "search": req.search or None,
         "gpus": req.gpus,
         "contain": req.contain,
         "read_only_paths": [str(Path(p).expanduser().resolve()) for p in req.read_only_paths],

@@ -173,8 +173,6 @@ def write_play_kit(data_dir: Path, task: Task, settings: InferenceSettings) -> N
     """
     spec = EnvSpec.from_table(task.raw.get("env", {}))
     program = PLAY_PROGRAMS.get(spec.kind)
-    if program is None:
-        return
     env = {"kind": spec.kind, "game": spec.game, "params": spec.params,
            "max_steps": spec.max_steps, "header": settings.prompt_template,
            "max_new_tokens": settings.max_new_tokens, "stop": list(settings.stop)}
@@ -187,8 +185,11 @@ def write_play_kit(data_dir: Path, task: Task, settings: InferenceSettings) -> N
             env["examples"] = Path(spec.examples).name
         copy_games(task_cache(task) / GAMES_DIR, [row["game"] for row in task.load_split("train")],
                    data_dir / GAMES_DIR, files=(GAME_FILE,))
+    if spec.kind == "search-qa":
+        env |= {"transcript": spec.transcript, "top_k": spec.top_k}
     (data_dir / "env.json").write_text(json.dumps(env, indent=2), encoding="utf-8")
-    shutil.copyfile(program, data_dir / "play.py")
+    if program is not None:
+        shutil.copyfile(program, data_dir / "play.py")
 
 
 def write_run_meta(ws: Path, meta: dict[str, Any]) -> None:

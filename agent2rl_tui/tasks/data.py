@@ -150,6 +150,10 @@ def prepare(task: Task, source: Path | list[Path] | None = None) -> dict[str, An
         from agent2rl_tui.tasks.alpacaeval import prepare_alpacaeval
 
         return prepare_alpacaeval(task, sources)
+    if task.data.get("preparer") == "deepsearchqa":  # one CSV, shuffled and split as the reference
+        from agent2rl_tui.tasks.deepsearchqa import prepare_deepsearchqa
+
+        return prepare_deepsearchqa(task, sources)
     if len(sources) > 1:
         raise TaskError(f"task {task.name} is prepared from one --from path, not {len(sources)}")
     source = sources[0] if sources else None

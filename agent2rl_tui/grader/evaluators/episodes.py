@@ -16,8 +16,18 @@ from typing import Any
 
 from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.envs.base import EnvError, Start
+from agent2rl_tui.envs.search import parse_action
 from agent2rl_tui.grader.engines.base import Engine
-from agent2rl_tui.grader.episodes import Episode, EpisodeFormat, Pending, PlayStats, ReActFormat, play, summarize
+from agent2rl_tui.grader.episodes import (
+    Episode,
+    EpisodeFormat,
+    Pending,
+    PlayStats,
+    ReActFormat,
+    SearchReActFormat,
+    play,
+    summarize,
+)
 from agent2rl_tui.grader.evaluators.base import ItemResult
 from agent2rl_tui.tasks.registry import InferenceSettings, Task, task_cache
 
@@ -44,7 +54,7 @@ def context_check(engine: Engine, settings: InferenceSettings) -> Any:
 
 def episode_format(spec: EnvSpec, settings: InferenceSettings) -> EpisodeFormat:
     """The transcript layout the task's ``[env] transcript`` names."""
-    cls = ReActFormat if spec.transcript == "react" else EpisodeFormat
+    cls = {"react": ReActFormat, "search-react": SearchReActFormat}.get(spec.transcript, EpisodeFormat)
     return cls(header=settings.prompt_template, think_prefix=spec.think_prefix)
 
 
@@ -74,10 +84,51 @@ def header_maker(task: Task, spec: EnvSpec, template: str) -> Callable[[Start], 
     return header
 
 
-def play_task(task: Task, engine: Engine, items: list[dict[str, Any]],
-              settings: InferenceSettings) -> tuple[list[ItemResult], dict[str, Any]]:
-    """Per-episode results and the summary (score, games won, by kind, generate calls)."""
-    spec = EnvSpec.from_table(task.raw.get("env", {}), data_dir=task_cache(task))
+def answer_of(ep: Episode) -> str | None:
+    """The answer an episode of a searching task ended with (``answer[...]``), if it gave one."""
+    parsed = parse_action(ep.turns[-1].action) if ep.turns else None
+    return parsed[1] if parsed and parsed[0] == "answer" else None
+
+
+def judge_episodes(task: Task, episodes: list[Episode], items: list[dict[str, Any]],
+                   judge: dict[str, Any] | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A searching task's episodes are won when the judge calls their answer correct: per
+    episode the answer, the gold, the verdict; and the judging's summary."""
+    from agent2rl_tui.judge import JudgeError, JudgeSettings
+    from agent2rl_tui.judge.verdict import VERSION, judge_answers
+
+    if not judge:
+        raise JudgeError(f"task {task.name} is graded by a judge, and this run names none: start it with "
+                         "--judge-url URL --judge-model NAME [--judge-key-env VAR]")
+    table = {k: v for k, v in task.raw.get("judge", {}).items()
+             if k in ("timeout_s", "retries", "backoff_s", "concurrency")}
+    settings = JudgeSettings.from_dict({**table, **judge})
+    answers = [answer_of(ep) for ep in episodes]
+    triples = [(a, str(item["answer"]), str(item.get("answer_type") or "Single Answer"))
+               for a, item in zip(answers, items)]
+    verdicts, calls = judge_answers(triples, settings, task_cache(task) / "judge-cache.sqlite")
+    for ep, v in zip(episodes, verdicts):
+        ep.won = v.correct
+        ep.score = 1.0 if v.correct else 0.0
+        if ep.end == "done":
+            ep.end = "won" if v.correct else "wrong answer"
+    extras = [{"answer": a, "gold_answer": item["answer"], "judge_raw": v.raw, "judge_error": v.error,
+               "cached": v.cached, "searches": [t.action[len("search["):-1] for t in ep.turns
+                                                if t.action.startswith("search[")]}
+              for a, item, v, ep in zip(answers, items, verdicts, episodes)]
+    failed = [{"index": ep.index, "error": v.error} for ep, v in zip(episodes, verdicts)
+              if v.error and v.error != "no answer"]
+    return extras, {"judge": {**settings.to_dict(), "prompt_version": VERSION}, "judge_calls": calls,
+                    "n_answered": sum(a is not None for a in answers), "n_judge_failed": len(failed),
+                    "judge_failed": failed[:50]}
+
+
+def play_task(task: Task, engine: Engine, items: list[dict[str, Any]], settings: InferenceSettings, *,
+              judge: dict[str, Any] | None = None,
+              search: dict[str, Any] | None = None) -> tuple[list[ItemResult], dict[str, Any]]:
+    """Per-episode results and the summary (score, games won, by kind, generate calls); a
+    searching task's answers judged by the run's judge."""
+    spec = EnvSpec.from_table(task.raw.get("env", {}), data_dir=task_cache(task), search=search)
     fmt = episode_format(spec, settings)
 
     def policy(batch: list[Pending]) -> list[str]:
@@ -88,5 +139,14 @@ def play_task(task: Task, engine: Engine, items: list[dict[str, Any]],
                     max_steps=spec.max_steps, pool_size=spec.pool_size, workers=spec.workers,
                     header_for=header_maker(task, spec, settings.prompt_template),
                     fits=context_check(engine, settings), stats=stats)
+    judged: dict[str, Any] = {}
+    extras: list[dict[str, Any]] = [{} for _ in episodes]
+    if spec.kind == "search-qa":
+        extras, judged = judge_episodes(task, episodes, items, judge)
     summary = summarize(episodes) | {"generate_calls": stats.policy_calls, "largest_batch": stats.largest_batch}
-    return [episode_result(ep) for ep in episodes], summary
+    results = [episode_result(ep) for ep in episodes]
+    for r, extra in zip(results, extras):
+        r.extra.update(extra)
+        if extra:
+            r.extracted, r.gold = extra["answer"], str(extra["gold_answer"])
+    return results, summary | judged

@@ -32,6 +32,8 @@ class GraderConfig:
     judge: dict[str, Any] | None = None
     """The judge of a judge-graded task (``run start --judge-url`` ...): URL, model, key variable, mode."""
     seed: int = 0
+    search: dict[str, Any] | None = None
+    """A searching task's backend (``run start --search-url`` / ``--search-corpus``)."""
 
     @classmethod
     def from_run(cls, run_dir: Path) -> GraderConfig:
@@ -49,6 +51,7 @@ class GraderConfig:
             engine=dict(cfg.get("engine") or {}),
             prompt_profile=cfg.get("prompt_profile"),
             judge=cfg.get("judge"),
+            search=cfg.get("search"),
             seed=int(run["seed"] or 0),
         )
 

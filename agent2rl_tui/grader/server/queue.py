@@ -181,6 +181,7 @@ class Grader:
             "prompt_profile": self.cfg.prompt_profile,
             "judge": self.cfg.judge,
             "seed": self.cfg.seed,
+            "search": self.cfg.search,
         }
 
     async def _run_job(self, worker: Worker, job: dict[str, Any]) -> str | None:

@@ -1,0 +1,98 @@
+"""A judge's verdict on a short answer (DeepSearchQA): "correct" or "incorrect", read strictly.
+
+The prompt is AutoRL-Bench's (``benchmarks/deepsearchqa/eval.py``, ``_judge_answer``), word for
+word, with its system message. Reading the verdict: the first line of the reply, lower-cased,
+stripped of spaces and ``.!,;:``, must be exactly ``correct`` or ``incorrect``; anything else
+is an unparseable verdict (the item is not counted correct, and the record says why). So
+"incorrect" can never count as correct, nor "correct, but ..." hedge into it. Set Answers need
+every gold item: the prompt says so to the judge.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent2rl_tui.judge import JudgeError, JudgeSettings
+from agent2rl_tui.judge.cache import JudgementCache, cache_key
+from agent2rl_tui.judge.client import JudgeClient
+from agent2rl_tui.judge.pairwise import Unparseable
+
+SYSTEM = "You are a strict answer evaluator."
+TEMPLATE = (  # the reference's f-string, its indentation included
+    "You are an answer evaluator. Compare the predicted answer to the gold answer.\n"
+    "        Question answer type: {answer_type}\n"
+    "        Gold answer: {gold}\n"
+    "        Predicted answer: {predicted}\n"
+    '        For "Single Answer": The predicted answer is correct if it contains the same key information as the '
+    "gold answer.\n"
+    '        For "Set Answer": The predicted answer is correct if it contains ALL items from the gold answer (order '
+    "doesn't matter, minor wording variations are OK).\n"
+    '        Reply with ONLY "correct" or "incorrect". No explanation.'
+)
+VERSION = "verdict-" + hashlib.sha256((SYSTEM + TEMPLATE).encode()).hexdigest()[:12]
+
+
+def request(predicted: str, gold: str, answer_type: str) -> dict[str, Any]:
+    prompt = TEMPLATE.format(answer_type=answer_type, gold=gold, predicted=predicted)
+    return {"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
+            "temperature": 0, "max_tokens": 16}
+
+
+def read_verdict(raw: str) -> bool:
+    """True for "correct", False for "incorrect"; Unparseable for anything else."""
+    first = raw.strip().splitlines()[0] if raw.strip() else ""
+    word = first.strip().strip(".!,;: \t\r\n").lower()
+    if word == "correct":
+        return True
+    if word == "incorrect":
+        return False
+    raise Unparseable(f"the judge's verdict is neither 'correct' nor 'incorrect': {raw[:120]!r}")
+
+
+@dataclass
+class Verdict:
+    correct: bool = False
+    raw: str | None = None
+    error: str | None = None
+    cached: bool = False
+
+
+def judge_answers(answers: list[tuple[str | None, str, str]], settings: JudgeSettings,
+                  cache_path: Path | None = None) -> tuple[list[Verdict], int]:
+    """Verdicts for ``(predicted, gold, answer_type)`` triples (a missing answer is wrong without
+    asking), concurrently, cached; and how many judge calls were made."""
+    client = JudgeClient(settings)
+    cache = JudgementCache(cache_path) if cache_path else None
+
+    def one(triple: tuple[str | None, str, str]) -> Verdict:
+        predicted, gold, kind = triple
+        if not predicted:
+            return Verdict(error="no answer")
+        key = cache_key(f"{kind}\n{gold}", predicted, "", settings.model, VERSION)
+        hit = cache.get(key) if cache is not None else None
+        if hit:
+            return Verdict(correct=hit[1] == 1.0, raw=hit[0], cached=True)
+        try:
+            body = client.chat(request(predicted, gold, kind)).body
+            raw = str(((body.get("choices") or [{}])[0].get("message") or {}).get("content") or "")
+        except JudgeError as exc:
+            return Verdict(error=str(exc))
+        try:
+            correct = read_verdict(raw)
+        except Unparseable as exc:
+            return Verdict(raw=raw, error=str(exc))
+        if cache is not None:
+            cache.put(key, raw, 1.0 if correct else 0.0, settings.model, VERSION)
+        return Verdict(correct=correct, raw=raw)
+
+    try:
+        with ThreadPoolExecutor(max_workers=settings.concurrency) as pool:
+            verdicts = list(pool.map(one, answers))
+    finally:
+        if cache is not None:
+            cache.close()
+    return verdicts, sum(1 for v in verdicts if v.raw is not None and not v.cached)
