@@ -15,8 +15,8 @@ from typing import Any
 
 from agent2rl_tui.envs.base import EnvError, Environment
 
-KINDS = ("textworld-express", "alfworld", "search-qa")
-TRANSCRIPTS = ("plain", "react", "search-react")
+KINDS = ("textworld-express", "alfworld", "search-qa", "webshop")
+TRANSCRIPTS = ("plain", "react", "search-react", "webshop")
 
 
 @dataclass(frozen=True)
@@ -48,10 +48,14 @@ class EnvSpec:
     """A searching task's backend, from the run (``envs.search.backend_from``)."""
     top_k: int = 3
     """Search results shown per query."""
+    store: dict[str, Any] | None = None
+    """A shopping task's store, from the run (``envs.webshop.store_from``): ``url`` of a WebShop server."""
+    window: int = 5
+    """WebShop: the turns shown in the prompt."""
 
     @classmethod
     def from_table(cls, table: dict[str, Any], data_dir: Path | None = None,
-                   search: dict[str, Any] | None = None) -> EnvSpec:
+                   search: dict[str, Any] | None = None, store: dict[str, Any] | None = None) -> EnvSpec:
         kind = table.get("kind")
         if kind not in KINDS:
             raise EnvError(f"[env] kind {kind!r} is not known; known: {', '.join(KINDS)}")
@@ -64,7 +68,8 @@ class EnvSpec:
                    max_steps=int(table.get("max_steps", 50)), pool_size=int(table.get("pool_size", 16)),
                    think_prefix=table.get("think_prefix"), transcript=transcript,
                    examples=table.get("examples"), data_dir=data_dir, processes=bool(table.get("processes", False)),
-                   search=search, top_k=int(table.get("top_k", 3)))
+                   search=search, top_k=int(table.get("top_k", 3)), store=store,
+                   window=int(table.get("window", 5)))
 
     @property
     def workers(self) -> int:
@@ -74,7 +79,14 @@ class EnvSpec:
     def factory(self) -> Callable[[], Environment]:
         """A maker of fresh environment instances for this spec."""
         make: Callable[[], Environment]
-        if self.kind == "search-qa":
+        if self.kind == "webshop":
+            from agent2rl_tui.envs.webshop import WebShop, store_from
+
+            options, data_dir = dict(self.store or {}), self.data_dir
+
+            def make() -> Environment:
+                return WebShop(store_from(options, data_dir))
+        elif self.kind == "search-qa":
             from agent2rl_tui.envs.search import SearchQA, backend_from
 
             if self.data_dir is None:

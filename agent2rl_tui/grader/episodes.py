@@ -51,6 +51,11 @@ class EpisodeFormat:
     def shown_observation(self, action: str, observation: str) -> str:
         return self.think_reply if self.is_thought(action) else observation
 
+    def after_turn(self, previous: str, episode: Episode, admissible: list[str] | None) -> str:
+        """The prompt after the episode's latest turn: the transcript grows by that turn."""
+        last = episode.turns[-1]
+        return previous + self.next_turn(last.action, last.observation, last.completion)
+
 
 @dataclass(frozen=True)
 class ReActFormat(EpisodeFormat):
@@ -98,6 +103,66 @@ class SearchReActFormat(EpisodeFormat):
         found = ACTION.search(completion)
         said = (completion[:found.end()] if found else completion).strip()
         return f" {said}\nObservation: {observation}\nThought:"
+
+
+WEBSHOP_SYSTEM = ("You are a helpful shopping assistant browsing an e-commerce website. Given a user instruction, "
+                  "current observation, and available actions, pick the best action to find and purchase a matching "
+                  "product. Output ONLY one action (e.g., 'search[red shoes]', 'click[buy now]') with NO extra text, "
+                  "NO explanation.")
+WEBSHOP_HEAD = """You are shopping on an e-commerce website. Find and purchase a product matching the user's instruction.
+
+Instruction: {instruction}
+
+Available actions:
+{available_actions}
+
+Rules:
+- Output ONLY one action from the available actions list above.
+- For search, use: search[your query]
+- For clicking, use: click[exact text from the list]
+- Do NOT output anything other than the action.
+
+Now it's your turn:
+"""
+
+
+@dataclass(frozen=True)
+class WebShopFormat(EpisodeFormat):
+    """WebShop's prompt as AutoRL-Bench builds it, rebuilt every turn: a system message and one
+    user message with the instruction, the page's available actions, the last ``window``
+    turns and the current observation, through the model's chat template (``render``).
+
+    The reference pairs each action with the observation that *followed* it, written first:
+    ``Observation k: <after action k>`` then ``Action k: <action k>``, so the latest observation
+    appears twice and the first one not at all once a turn is made; kept as it is, since the
+    score must be the reference's measurement (docs/grading.md, G).
+    """
+
+    window: int = 5
+    render: Callable[[list[dict[str, str]]], str] | None = None
+
+    def user_text(self, goal: str, history: list[Turn], observation: str, admissible: list[str] | None) -> str:
+        text = WEBSHOP_HEAD.format(instruction=goal, available_actions="\n".join(f"  {a}" for a in admissible or []))
+        recent = history[-self.window:]
+        offset = len(history) - len(recent)
+        for i, turn in enumerate(recent):
+            text += f"\nObservation {offset + i + 1}: {turn.observation}\n"
+            text += f"Action {offset + i + 1}: {turn.action}\n"
+        return text + f"\nObservation {len(history) + 1}: {observation}\nAction {len(history) + 1}:"
+
+    def _chat(self, user: str) -> str:
+        messages = [{"role": "system", "content": WEBSHOP_SYSTEM}, {"role": "user", "content": user}]
+        return self.render(messages) if self.render else f"{WEBSHOP_SYSTEM}\n\n{user}"
+
+    def first_prompt(self, start: Start, header: str | None = None) -> str:
+        return self._chat(self.user_text(start.goal, [], start.observation, start.admissible))
+
+    def action_from(self, completion: str) -> str:
+        return completion.strip().split("\n", 1)[0].strip()
+
+    def after_turn(self, previous: str, episode: Episode, admissible: list[str] | None) -> str:
+        last = episode.turns[-1]
+        return self._chat(self.user_text(episode.goal, episode.turns, last.observation, admissible))
 
 
 @dataclass
@@ -240,7 +305,7 @@ def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Poli
                 shown = fmt.shown_observation(action, outcome.observation)
                 ep.turns.append(Turn(action, shown, outcome.reward, completion))
                 ep.score, ep.won = outcome.score, outcome.won
-                prompt = pending.prompt + fmt.next_turn(action, shown, completion)
+                prompt = fmt.after_turn(pending.prompt, ep, outcome.admissible)
                 if outcome.won or outcome.done or ep.steps >= max_steps:
                     ep.end = "won" if outcome.won else "done" if outcome.done else "step limit"
                     ep.prompt = prompt

@@ -70,7 +70,7 @@ def evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float) -> 
             from agent2rl_tui.grader.evaluators.episodes import play_task
 
             results, played = play_task(task, engine, items, settings, judge=job.get("judge"),
-                                        search=job.get("search"))
+                                        search=job.get("search"), store=job.get("store"))
             score = float(played["score"])
             t2 = t3 = time.perf_counter()
         else:

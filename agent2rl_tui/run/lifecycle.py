@@ -58,6 +58,8 @@ class RunRequest:
     """Engine settings over the task's [engine] (``--engine``, ``--engine-option``), recorded with each score."""
     prompt_profile: str | None = None
     """The task's prompt profile (how the grader asks and reads answers); None: the task's default."""
+    store: dict[str, Any] | None = None
+    """A shopping task's store: ``url`` of a running WebShop server (else the prepared checkout)."""
     search: dict[str, Any] | None = None
     """A searching task's backend: ``url`` (+ ``key_env``) of a web search API, or ``corpus`` (a JSONL file)."""
     judge: dict[str, Any] | None = None
@@ -187,6 +189,29 @@ def check_search(task: Any, search: dict[str, Any] | None, env: dict[str, str]) 
     return {k: v for k, v in search.items() if v is not None}
 
 
+def check_store(task: Any, store: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A shopping task has a store: a WebShop server that answers, or the prepared WebShop checkout."""
+    from agent2rl_tui.envs.base import EnvError
+    from agent2rl_tui.envs.webshop import INSTALL_HINT, RemoteWebShop
+    from agent2rl_tui.tasks.registry import task_cache
+
+    if task.raw.get("env", {}).get("kind") != "webshop":
+        if store:
+            raise RunError(f"--webshop-url: task {task.name} does not shop; drop it")
+        return None
+    if store and store.get("url"):
+        try:
+            RemoteWebShop(str(store["url"])).close()
+        except EnvError as exc:
+            raise RunError(f"--webshop-url: {exc}") from None
+        return dict(store)
+    meta = task_cache(task) / "source.json"
+    if not (meta.is_file() and json.loads(meta.read_text(encoding="utf-8")).get("webshop_dir")):
+        raise RunError(f"task {task.name} needs its store: --webshop-url URL (a running WebShop server), or "
+                       f"{INSTALL_HINT}")
+    return None
+
+
 def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfile, Path]:
     """Everything checkable before a run exists: task, agent CLI and key, model, GPUs, budget."""
     task = load_task(req.task)
@@ -206,6 +231,7 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfi
     check_prompt_profile(task, req.prompt_profile, model)
     check_judge(task, req.judge, env)
     req.search = check_search(task, req.search, env)
+    req.store = check_store(task, req.store)
     if req.budget_s <= 0 or req.grace_s < 0:
         raise RunError("the budget must be positive and the grace period not negative")
     return task, profile, model
@@ -250,6 +276,7 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         "prompt_profile": req.prompt_profile,
         "judge": req.judge or None,
         "search": req.search or None,
+        "store": req.store or None,
         "gpus": req.gpus,
         "contain": req.contain,
         "read_only_paths": [str(Path(p).expanduser().resolve()) for p in req.read_only_paths],

@@ -150,6 +150,10 @@ def prepare(task: Task, source: Path | list[Path] | None = None) -> dict[str, An
         from agent2rl_tui.tasks.alpacaeval import prepare_alpacaeval
 
         return prepare_alpacaeval(task, sources)
+    if task.data.get("preparer") == "webshop":  # session numbers, and where the user's WebShop is
+        from agent2rl_tui.tasks.webshop import prepare_webshop
+
+        return prepare_webshop(task, sources)
     if task.data.get("preparer") == "deepsearchqa":  # one CSV, shuffled and split as the reference
         from agent2rl_tui.tasks.deepsearchqa import prepare_deepsearchqa
 

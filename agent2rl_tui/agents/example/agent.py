@@ -107,6 +107,11 @@ def main() -> int:
         say(f"budget left: {remaining:.0f} s" if isinstance(remaining, (int, float)) else "budget left: unknown")
     except GraderAPIError as exc:
         say(f"could not read the budget ({exc}); going on")
+    if (data_path / "env.json").exists() and not (data_path / "play.py").exists():
+        say("this interactive task ships no data/play.py to replay its episodes with; the example agent "
+            "has no route for it and stops (the baseline stands)")
+        note(workspace, "# No plan: no data/play.py for this task\n")
+        return 0
     if (data_path / "env.json").exists():  # an interactive task: its play kit is in data/
         return interactive_route(workspace, api, model_path, data_path, output_dir, sft_steps, grpo_steps, seed)
     if judge_graded(data_path):  # no exact answer to reward: SFT on the good responses, then stop

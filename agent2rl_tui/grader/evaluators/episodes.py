@@ -25,6 +25,7 @@ from agent2rl_tui.grader.episodes import (
     PlayStats,
     ReActFormat,
     SearchReActFormat,
+    WebShopFormat,
     play,
     summarize,
 )
@@ -52,8 +53,12 @@ def context_check(engine: Engine, settings: InferenceSettings) -> Any:
     return lambda prompt: len(tokenizer(prompt)["input_ids"]) + settings.max_new_tokens <= limit
 
 
-def episode_format(spec: EnvSpec, settings: InferenceSettings) -> EpisodeFormat:
-    """The transcript layout the task's ``[env] transcript`` names."""
+def episode_format(spec: EnvSpec, settings: InferenceSettings, engine: Engine | None = None) -> EpisodeFormat:
+    """The transcript layout the task's ``[env] transcript`` names (WebShop's: a chat, rendered
+    by the engine's chat template)."""
+    if spec.transcript == "webshop":
+        render = (lambda messages: engine.render(messages, require_template=True)) if engine else None
+        return WebShopFormat(window=spec.window, render=render)
     cls = {"react": ReActFormat, "search-react": SearchReActFormat}.get(spec.transcript, EpisodeFormat)
     return cls(header=settings.prompt_template, think_prefix=spec.think_prefix)
 
@@ -123,13 +128,22 @@ def judge_episodes(task: Task, episodes: list[Episode], items: list[dict[str, An
                     "judge_failed": failed[:50]}
 
 
+def shopping_summary(episodes: list[Episode]) -> dict[str, Any]:
+    """WebShop's figures beside the score (success at reward >= 0.5, AutoRL-Bench's): the mean
+    reward and the success rate at reward = 1.0 (WebShop's and most papers')."""
+    n = len(episodes) or 1
+    return {"mean_reward": sum(ep.score for ep in episodes) / n,
+            "success_rate_at_0.5": 100.0 * sum(ep.score >= 0.5 for ep in episodes) / n,
+            "success_rate_at_1.0": 100.0 * sum(ep.score >= 1.0 for ep in episodes) / n}
+
+
 def play_task(task: Task, engine: Engine, items: list[dict[str, Any]], settings: InferenceSettings, *,
-              judge: dict[str, Any] | None = None,
-              search: dict[str, Any] | None = None) -> tuple[list[ItemResult], dict[str, Any]]:
+              judge: dict[str, Any] | None = None, search: dict[str, Any] | None = None,
+              store: dict[str, Any] | None = None) -> tuple[list[ItemResult], dict[str, Any]]:
     """Per-episode results and the summary (score, games won, by kind, generate calls); a
     searching task's answers judged by the run's judge."""
-    spec = EnvSpec.from_table(task.raw.get("env", {}), data_dir=task_cache(task), search=search)
-    fmt = episode_format(spec, settings)
+    spec = EnvSpec.from_table(task.raw.get("env", {}), data_dir=task_cache(task), search=search, store=store)
+    fmt = episode_format(spec, settings, engine)
 
     def policy(batch: list[Pending]) -> list[str]:
         return engine.generate([p.prompt for p in batch], settings)
@@ -143,6 +157,8 @@ def play_task(task: Task, engine: Engine, items: list[dict[str, Any]], settings:
     extras: list[dict[str, Any]] = [{} for _ in episodes]
     if spec.kind == "search-qa":
         extras, judged = judge_episodes(task, episodes, items, judge)
+    if spec.kind == "webshop":
+        judged = shopping_summary(episodes)
     summary = summarize(episodes) | {"generate_calls": stats.policy_calls, "largest_batch": stats.largest_batch}
     results = [episode_result(ep) for ep in episodes]
     for r, extra in zip(results, extras):

@@ -34,6 +34,8 @@ class GraderConfig:
     seed: int = 0
     search: dict[str, Any] | None = None
     """A searching task's backend (``run start --search-url`` / ``--search-corpus``)."""
+    store: dict[str, Any] | None = None
+    """A shopping task's store (``run start --webshop-url``)."""
 
     @classmethod
     def from_run(cls, run_dir: Path) -> GraderConfig:
@@ -52,6 +54,7 @@ class GraderConfig:
             prompt_profile=cfg.get("prompt_profile"),
             judge=cfg.get("judge"),
             search=cfg.get("search"),
+            store=cfg.get("store"),
             seed=int(run["seed"] or 0),
         )
 

@@ -182,6 +182,7 @@ class Grader:
             "judge": self.cfg.judge,
             "seed": self.cfg.seed,
             "search": self.cfg.search,
+            "store": self.cfg.store,
         }
 
     async def _run_job(self, worker: Worker, job: dict[str, Any]) -> str | None:
