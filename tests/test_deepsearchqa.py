@@ -264,3 +264,27 @@ def test_the_grader_plays_questions_with_the_model_and_the_run_needs_search_and_
     proc = cli("run", "start", "--task", "arith", "--agent", "example", "--model", str(tiny_model),
                "--search-corpus", str(dsqa["corpus"]), root=tmp_path / "runs")
     assert proc.returncode != 0 and "does not search" in proc.stderr
+
+
+def test_a_run_grades_its_baseline_through_the_grader_with_its_search_and_judge(
+        dsqa: dict, servers: dict, tiny_model: Path, tmp_path: Path) -> None:
+    import re
+
+    from agent2rl_tui.record.store import RunStore
+
+    proc = cli("run", "start", "--task", "deepsearchqa", "--agent", "command", "--command", "true",
+               "--model", str(tiny_model), "--budget", "2m", "--eval-limit", "2", "--search-url", servers["search_url"],
+               "--search-key-env", "TEST_SEARCH_KEY_2", "--judge-url", servers["judge_url"], "--judge-model",
+               "local-judge", root=tmp_path / "runs", timeout=300, env={**os.environ, "TEST_SEARCH_KEY_2": "s-key"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
+    with RunStore.of_run(run) as store:
+        baseline = store.baseline()
+        config = json.loads(store.run()["config_json"])
+    assert baseline.status == "scored" and baseline.n_items == 2, baseline.error
+    settings = json.loads(baseline.settings_json)
+    assert settings["episodes"]["judge"]["model"] == "local-judge" and settings["episodes"]["games"] == 2
+    assert config["search"] == {"url": servers["search_url"], "key_env": "TEST_SEARCH_KEY_2"}
+    assert "s-key" not in json.dumps(config) + baseline.settings_json
+    items = [json.loads(line) for line in (run / "evals" / "0" / "results.jsonl").open()]
+    assert [i["gold"] for i in items] == [r["answer"] for r in rows("eval")[:2]]

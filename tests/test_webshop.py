@@ -122,3 +122,26 @@ def test_the_grader_shops_with_the_model_and_records_both_success_rates(store_ur
 
     assert "--webshop-url URL" in start()
     assert "--webshop-url: WebShop server http://127.0.0.1:9/create" in start(store={"url": "http://127.0.0.1:9"})
+
+
+def test_a_run_grades_its_baseline_in_the_store_it_names(store_url: str, tiny_model: Path, prepared_data: Path,
+                                                         tmp_path: Path) -> None:
+    import json
+    import re
+
+    from conftest import cli
+
+    from agent2rl_tui.record.store import RunStore
+
+    prepare(load_task("webshop"))
+    proc = cli("run", "start", "--task", "webshop", "--agent", "command", "--command", "true", "--model",
+               str(tiny_model), "--budget", "2m", "--eval-limit", "2", "--webshop-url", store_url,
+               root=tmp_path / "runs", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
+    with RunStore.of_run(run) as store:
+        baseline = store.baseline()
+    assert baseline.status == "scored" and baseline.n_items == 2, baseline.error
+    played = json.loads(baseline.settings_json)["episodes"]
+    assert played["games"] == 2 and "success_rate_at_1.0" in played and "mean_reward" in played
+    assert (run / "workspace" / "data" / "env.json").exists() and not (run / "workspace" / "data" / "play.py").exists()
