@@ -288,3 +288,35 @@ def test_a_run_grades_its_baseline_through_the_grader_with_its_search_and_judge(
     assert "s-key" not in json.dumps(config) + baseline.settings_json
     items = [json.loads(line) for line in (run / "evals" / "0" / "results.jsonl").open()]
     assert [i["gold"] for i in items] == [r["answer"] for r in rows("eval")[:2]]
+
+
+@pytest.mark.asyncio
+async def test_the_new_run_form_takes_the_search_backend(dsqa: dict, servers: dict, tiny_model: Path,
+                                                         tmp_path: Path) -> None:
+    from test_tui import open_runs, plain, settle
+    from textual.widgets import Input, Static
+
+    from agent2rl_tui.ui.app import Agent2RLApp
+    from agent2rl_tui.ui.screens.new_run import NewRunScreen, search_options
+
+    assert search_options("https://serpapi.com/search", "K") == {"url": "https://serpapi.com/search", "key_env": "K"}
+    assert search_options("/data/corpus.jsonl", "") == {"corpus": "/data/corpus.jsonl"}
+    root = tmp_path / "runs"
+    root.mkdir()
+    app = Agent2RLApp(root=root)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await open_runs(pilot)
+        await pilot.press("n")
+        await settle(pilot, lambda: isinstance(app.screen, NewRunScreen), what="New run")
+        form: NewRunScreen = app.screen
+        form.query_one("#task").value = "deepsearchqa"
+        form.query_one("#model", Input).value = str(tiny_model)
+        form.query_one("#judge-url", Input).value = servers["judge_url"]
+        form.query_one("#judge-model", Input).value = "local-judge"
+        error = form.query_one("#new-run-error", Static)
+        await pilot.press("ctrl+s")
+        await settle(pilot, lambda: "--search-url URL" in plain(error), timeout=30, what="the missing search")
+        form.query_one("#search", Input).value = str(tmp_path / "no-corpus.jsonl")
+        await pilot.press("ctrl+s")
+        await settle(pilot, lambda: "--search-corpus" in plain(error), timeout=30, what="the missing corpus")
+    assert not any(root.iterdir())

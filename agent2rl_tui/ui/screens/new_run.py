@@ -33,6 +33,15 @@ def default_task(tasks: list[str]):  # noqa: ANN201 - a task name or Select.BLAN
     return tasks[0] if tasks else Select.BLANK
 
 
+def search_options(where: str, key_env: str) -> dict[str, str] | None:
+    """The search field: an http(s) URL is a search API, anything else a corpus file."""
+    if not where:
+        return None
+    if where.startswith(("http://", "https://")):
+        return {"url": where, **({"key_env": key_env} if key_env else {})}
+    return {"corpus": where}
+
+
 class NewRunScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Cancel", id="cancel"),
@@ -58,13 +67,14 @@ class NewRunScreen(Screen[None]):
             yield Static("Start a run. Pre-flight checks run before anything is created.", id="new-run-intro")
             if profile_problem:
                 yield Static(profile_problem, id="new-run-profiles-error")
-            with Vertical(classes="field"):
-                yield Label("task")
-                yield Select([(t, t) for t in tasks], value=default_task(tasks), id="task",
-                             allow_blank=False)
-            with Vertical(classes="field"):
-                yield Label("agent profile")
-                yield Select([(p, p) for p in profiles], value="example", id="agent", allow_blank=False)
+            with Horizontal(classes="field-row"):
+                with Vertical(classes="field"):
+                    yield Label("task")
+                    yield Select([(t, t) for t in tasks], value=default_task(tasks), id="task",
+                                 allow_blank=False)
+                with Vertical(classes="field"):
+                    yield Label("agent profile")
+                    yield Select([(p, p) for p in profiles], value="example", id="agent", allow_blank=False)
             with Horizontal(classes="field-row"):
                 with Vertical(classes="field"):
                     yield Label("command (only for the 'command' agent)")
@@ -99,6 +109,16 @@ class NewRunScreen(Screen[None]):
                 with Vertical(classes="field"):
                     yield Label("judge key variable")
                     yield Input(placeholder="e.g. OPENAI_API_KEY", id="judge-key-env")
+            with Horizontal(classes="field-row"):
+                with Vertical(classes="field"):
+                    yield Label("search: API URL or corpus .jsonl (searching tasks)")
+                    yield Input(placeholder="https://serpapi.com/search or /data/corpus.jsonl", id="search")
+                with Vertical(classes="field"):
+                    yield Label("search key variable")
+                    yield Input(placeholder="e.g. SERPAPI_KEY", id="search-key-env")
+                with Vertical(classes="field"):
+                    yield Label("WebShop server URL (webshop)")
+                    yield Input(placeholder="http://127.0.0.1:36001", id="webshop-url")
             yield Static("", id="new-run-error")
             with Horizontal(id="new-run-buttons"):
                 yield Button("Start (ctrl+s)", variant="success", id="start")
@@ -149,6 +169,8 @@ class NewRunScreen(Screen[None]):
             root=self.root,
             judge={k: v for k, v in (("base_url", value("judge-url")), ("model", value("judge-model")),
                                      ("key_env", value("judge-key-env"))) if v} or None,
+            search=search_options(value("search"), value("search-key-env")),
+            store={"url": value("webshop-url")} if value("webshop-url") else None,
         )
         self.busy = True
         self.query_one("#new-run-error", Static).update("checking…")
