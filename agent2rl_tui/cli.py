@@ -576,5 +576,128 @@ def demo(ctx: click.Context, budget: str, no_tui: bool) -> None:
         follow(run_dir)
 
 
+@main.group("campaign")
+def campaign_group() -> None:
+    """Repeated runs over a matrix of tasks, agents, drivers, base models and seeds, queued."""
+
+
+def _campaign_folder(ctx: click.Context, ref: str) -> Path:
+    from agent2rl_tui.record.index import default_root
+
+    path = Path(ref)
+    if not path.is_dir():
+        named = sorted(((ctx.obj["root"] or default_root()) / "campaigns").glob(f"*-{ref}"))
+        path = named[-1] if named else path  # by name: the newest campaign of that name
+    if not (path / "campaign.db").is_file():
+        _fail(RunError(f"{ref}: not a campaign folder (give its path, or its name under <root>/campaigns/)"))
+    return path.resolve()
+
+
+@campaign_group.command("start")
+@click.argument("file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--foreground", is_flag=True, help="Run the scheduler in this process (until every run ends).")
+@click.pass_context
+def campaign_start(ctx: click.Context, file: Path, foreground: bool) -> None:
+    """Pre-flight every cell of FILE, queue its runs, start the scheduler."""
+    from agent2rl_tui.run.campaign import Campaign, create_campaign, launch_scheduler, serve
+
+    try:
+        folder = create_campaign(file.read_text(encoding="utf-8"), ctx.obj["root"])
+    except USER_ERRORS as exc:
+        _fail(exc)
+    with Campaign(folder) as campaign:
+        spec, n = campaign.spec, len(campaign.rows())
+    click.echo(f"campaign {folder.name}: {len(spec.cells)} cells x {len(spec.seeds)} seeds = {n} runs, "
+               f"at most {spec.max_parallel} at once")
+    click.echo(f"campaign folder: {folder}")
+    if foreground:
+        serve(folder)
+        click.echo("every run has ended: agent2rl-tui campaign results " + str(folder))
+    else:
+        click.echo(f"scheduler pid {launch_scheduler(folder)}; `agent2rl-tui campaign status {folder}`")
+
+
+@campaign_group.command("status")
+@click.argument("ref")
+@click.pass_context
+def campaign_status(ctx: click.Context, ref: str) -> None:
+    """Each run of the campaign: its cell, seed and state."""
+    from agent2rl_tui.run.campaign import Campaign
+
+    folder = _campaign_folder(ctx, ref)
+    with Campaign(folder) as campaign:
+        meta = campaign.meta()
+        alive = campaign.scheduler_alive()
+        for row in campaign.rows():
+            state = campaign.state_of(row)
+            run = Path(row["run_dir"]).name if row["run_dir"] else "-"
+            note = f"  ({row['error']})" if row["error"] and state == "queued" else ""
+            click.echo(f"{row['id']:4} {row['cell']:50} seed {row['seed']:<3} {state:11} {run}{note}")
+    click.echo("scheduler: " + ("running" if alive else "ended" if meta["ended_at"] else
+                                "NOT RUNNING (lost): `agent2rl-tui campaign resume " + str(folder) + "`"))
+
+
+@campaign_group.command("resume")
+@click.argument("ref")
+@click.pass_context
+def campaign_resume(ctx: click.Context, ref: str) -> None:
+    """Start the scheduler again (after a reboot, or after requeueing runs of an ended campaign)."""
+    from agent2rl_tui.run.campaign import Campaign, launch_scheduler
+
+    folder = _campaign_folder(ctx, ref)
+    with Campaign(folder) as campaign:
+        if campaign.scheduler_alive():
+            _fail(RunError("its scheduler is running"))
+    click.echo(f"scheduler pid {launch_scheduler(folder)}")
+
+
+@campaign_group.command("requeue")
+@click.argument("ref")
+@click.argument("run")
+@click.pass_context
+def campaign_requeue(ctx: click.Context, ref: str, run: str) -> None:
+    """Queue a failed, lost or stopped RUN (its id in `campaign status`, or its folder name) again."""
+    from agent2rl_tui.run.campaign import Campaign, launch_scheduler
+
+    folder = _campaign_folder(ctx, ref)
+    with Campaign(folder) as campaign:
+        try:
+            new_id = campaign.requeue(run)
+        except USER_ERRORS as exc:
+            _fail(exc)
+        alive = campaign.scheduler_alive()
+    click.echo(f"queued again as {new_id}" + ("" if alive else f"; scheduler started, pid {launch_scheduler(folder)}"))
+
+
+@campaign_group.command("results")
+@click.argument("ref")
+@click.option("--csv", "csv_path", type=click.Path(path_type=Path), help="Also write one row per run to this CSV.")
+@click.pass_context
+def campaign_results(ctx: click.Context, ref: str, csv_path: Path | None) -> None:
+    """Per cell: runs, mean ± sd and bootstrap 95% CI of the best score and the improvement,
+    and the expected best of k runs."""
+    from agent2rl_tui.record.campaign_view import cell_results, read_runs, write_csv
+
+    folder = _campaign_folder(ctx, ref)
+    runs = read_runs(folder)
+
+    def ci(s) -> str:  # noqa: ANN001
+        if s.mean is None:
+            return "-"
+        sd = f" ± {s.sd:.2f}" if s.sd is not None else ""
+        band = f" [{s.ci_low:.2f}, {s.ci_high:.2f}]" if s.ci_low is not None else ""
+        return f"{s.mean:.2f}{sd}{band}"
+
+    for c in cell_results(runs):
+        states = ", ".join(f"{n} {st}" for st in ("finished", "running", "queued", "failed", "lost", "stopped")
+                           if (n := c.count(st)))
+        best_of = "  ".join(f"E[best of {k}] {v:.2f}" for k, v in c.expected_best.items() if v is not None)
+        click.echo(f"{c.cell}\n  runs: {states or 'none'}\n  best: {ci(c.best)}\n  improvement: {ci(c.improvement)}"
+                   + (f"\n  {best_of}" if best_of else ""))
+    if csv_path:
+        n = write_csv(folder, csv_path)
+        click.echo(f"{n} rows -> {csv_path}")
+
+
 if __name__ == "__main__":
     main()

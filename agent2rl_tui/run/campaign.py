@@ -1,0 +1,293 @@
+"""Campaigns: the matrix task x agent (x driver) x base model x seed, run as ordinary runs, queued.
+
+A campaign file (TOML) names the matrix and the options every run gets::
+
+    name = "gsm8k-variance"
+    tasks = ["gsm8k", "arith"]
+    base_models = ["/models/Qwen2.5-1.5B-Instruct"]
+    seeds = [0, 1, 2]
+    budget = "2h"
+    max_parallel = 2          # runs at once (default: one per GPU, else 1)
+    gpus_per_run = 1          # GPUs each run gets (on a machine with GPUs)
+
+    [[agents]]
+    agent = "claude-code"
+    drivers = ["claude-sonnet-4-5", "claude-opus-4-1"]
+
+    [[agents]]
+    agent = "command"
+    command = "python my_trainer.py"
+
+    [options]                 # any run's options: eval_limit, prompt_profile, env, judge, search, ...
+    eval_limit = 200
+    env = { MY_VAR = "1" }
+
+``campaign start FILE`` pre-flights every cell (nothing is made if one fails), makes the
+campaign folder (``<root>/campaigns/<UTC>-<name>/``: the file, ``campaign.db``, and the run
+folders, so the TUI opened on it lists exactly its runs) and starts the scheduler, a detached
+process like a run's supervisor: it starts the next queued run whenever a slot is free (one
+run per ``gpus_per_run`` GPUs, never more than ``max_parallel``), assigns its GPUs, and keeps a
+heartbeat. A run that ends failed or lost is reported; ``campaign requeue`` queues it again
+(a new run folder; the old one stays, marked superseded). Statistics over the seeds:
+``record.campaign_view``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from agent2rl_tui.record.index import RunError, default_root, summarize
+from agent2rl_tui.record.store import FINAL_STATUSES
+from agent2rl_tui.run.lifecycle import RunRequest, create_run, launch_supervisor, preflight_run, reconcile
+from agent2rl_tui.util import procs
+from agent2rl_tui.util.timeutil import compact_utc, now, parse_duration
+
+CAMPAIGN_FILE = "campaign.toml"
+CAMPAIGN_DB = "campaign.db"
+SCHEDULER_BEAT_S = 1.0
+SCHEDULER_LOST_AFTER_S = 30.0
+RUN_OPTIONS = ("eval_limit", "eval_timeout_s", "prompt_profile", "env", "judge", "search", "store", "engine",
+               "contain", "read_only_paths", "writable_paths", "allow_missing_key", "grace")
+
+
+@dataclass(frozen=True)
+class Cell:
+    task: str
+    agent: str
+    driver: str | None
+    base_model: str
+    command: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.task} · {self.agent} · {self.driver or '-'} · {Path(self.base_model).name}"
+
+
+@dataclass(frozen=True)
+class CampaignSpec:
+    name: str
+    cells: list[Cell]
+    seeds: list[int]
+    budget_s: float
+    max_parallel: int
+    gpus_per_run: int
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_toml(cls, text: str, *, gpus: int = 0) -> CampaignSpec:
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise RunError(f"campaign file: {exc}") from None
+        missing = [k for k in ("name", "tasks", "base_models", "agents") if not raw.get(k)]
+        if missing:
+            raise RunError(f"campaign file: give {', '.join(missing)} (see `agent2rl-tui campaign --help`)")
+        unknown = sorted(set(raw.get("options", {})) - set(RUN_OPTIONS))
+        if unknown:
+            raise RunError(f"campaign file: unknown [options] {unknown}; known: {', '.join(RUN_OPTIONS)}")
+        agents = []
+        for entry in raw["agents"]:
+            if "agent" not in entry:
+                raise RunError("campaign file: each [[agents]] needs agent = \"NAME\"")
+            for driver in entry.get("drivers") or [None]:
+                agents.append((entry["agent"], driver, entry.get("command")))
+        cells = [Cell(task, agent, driver, str(Path(model).expanduser()), command)
+                 for task, (agent, driver, command), model in itertools.product(raw["tasks"], agents, raw["base_models"])]
+        gpus_per_run = int(raw.get("gpus_per_run", 1))
+        default_parallel = max(1, gpus // gpus_per_run) if gpus else 1
+        return cls(name=str(raw["name"]), cells=cells, seeds=[int(s) for s in raw.get("seeds", [0])],
+                   budget_s=parse_duration(str(raw.get("budget", "1h"))),
+                   max_parallel=int(raw.get("max_parallel", default_parallel)), gpus_per_run=gpus_per_run,
+                   options=dict(raw.get("options", {})))
+
+    def request(self, cell: Cell, seed: int, root: Path) -> RunRequest:
+        opts = dict(self.options)
+        grace = opts.pop("grace", None)
+        return RunRequest(task=cell.task, agent=cell.agent, model=Path(cell.base_model), budget_s=self.budget_s,
+                          grace_s=parse_duration(str(grace)) if grace else 30.0, driver=cell.driver, seed=seed,
+                          command=cell.command, root=root, agent_env=dict(opts.pop("env", {})),
+                          **{k: (tuple(v) if k.endswith("_paths") else v) for k, v in opts.items()})
+
+
+class Campaign:
+    """A campaign folder: its file, its queue (campaign.db) and its run folders."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        if not (folder / CAMPAIGN_DB).is_file():
+            raise RunError(f"{folder} is not a campaign folder (no {CAMPAIGN_DB})")
+        self.db = sqlite3.connect(folder / CAMPAIGN_DB, timeout=30, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+
+    @property
+    def spec(self) -> CampaignSpec:
+        return CampaignSpec.from_toml((self.folder / CAMPAIGN_FILE).read_text(encoding="utf-8"),
+                                      gpus=_gpu_count())
+
+    def rows(self) -> list[sqlite3.Row]:
+        return self.db.execute("SELECT * FROM runs ORDER BY id").fetchall()
+
+    def meta(self) -> sqlite3.Row:
+        return self.db.execute("SELECT * FROM campaign").fetchone()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Campaign:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def state_of(self, row: sqlite3.Row) -> str:
+        """queued, superseded, or the run's own status (created, running, finished, failed, lost ...)."""
+        if row["superseded"]:
+            return "superseded"
+        if not row["run_dir"]:
+            return "queued"
+        try:
+            return summarize(Path(row["run_dir"])).status
+        except Exception:  # noqa: BLE001 - a run folder that cannot be read is a failed run
+            return "failed"
+
+    def requeue(self, ref: str) -> int:
+        """Queue a failed, lost or stopped run's cell and seed again; the new row's id."""
+        row = next((r for r in self.rows() if not r["superseded"] and (str(r["id"]) == ref or (
+            r["run_dir"] and Path(r["run_dir"]).name == ref))), None)
+        if row is None:
+            raise RunError(f"campaign {self.folder.name} has no current run {ref!r}")
+        state = self.state_of(row)
+        if state not in ("failed", "lost", "stopped"):
+            raise RunError(f"run {ref} is {state}; only failed, lost or stopped runs are queued again")
+        with self.db:
+            self.db.execute("UPDATE runs SET superseded = 1 WHERE id = ?", (row["id"],))
+            cur = self.db.execute("INSERT INTO runs (cell, task, agent, driver, base_model, command, seed, attempt, "
+                                  "queued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                  (row["cell"], row["task"], row["agent"], row["driver"], row["base_model"],
+                                   row["command"], row["seed"], row["attempt"] + 1, now()))
+        return int(cur.lastrowid or 0)
+
+    def scheduler_alive(self) -> bool:
+        meta = self.meta()
+        return bool(meta["scheduler_pid"] and procs.pid_alive(meta["scheduler_pid"])
+                    and now() - (meta["heartbeat_at"] or 0) < SCHEDULER_LOST_AFTER_S)
+
+
+def _gpu_count() -> int:
+    from agent2rl_tui.util.gpus import visible_gpu_count
+
+    return visible_gpu_count()
+
+
+def create_campaign(spec_text: str, root: Path | None = None, env: dict[str, str] | None = None) -> Path:
+    """Pre-flight every cell, then make the campaign folder with its queue (every run queued)."""
+    spec = CampaignSpec.from_toml(spec_text, gpus=_gpu_count())
+    env = dict(os.environ if env is None else env)
+    for cell in spec.cells:
+        try:
+            preflight_run(spec.request(cell, spec.seeds[0], Path("/nonexistent")), env)
+        except RunError as exc:
+            raise RunError(f"cell {cell.key}: {exc}") from None
+    folder = (root or default_root()).resolve() / "campaigns" / f"{compact_utc(now())}-{spec.name}"
+    folder.mkdir(parents=True)
+    (folder / CAMPAIGN_FILE).write_text(spec_text, encoding="utf-8")
+    db = sqlite3.connect(folder / CAMPAIGN_DB, isolation_level=None)
+    with db:
+        db.execute("CREATE TABLE campaign (name TEXT, created_at REAL, scheduler_pid INTEGER, heartbeat_at REAL, "
+                   "ended_at REAL)")
+        db.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, cell TEXT, task TEXT, agent TEXT, driver TEXT, "
+                   "base_model TEXT, command TEXT, seed INTEGER, attempt INTEGER DEFAULT 1, run_dir TEXT, "
+                   "gpus TEXT, queued_at REAL, started_at REAL, superseded INTEGER DEFAULT 0, error TEXT)")
+        db.execute("INSERT INTO campaign (name, created_at) VALUES (?, ?)", (spec.name, now()))
+        for cell, seed in itertools.product(spec.cells, spec.seeds):
+            db.execute("INSERT INTO runs (cell, task, agent, driver, base_model, command, seed, queued_at) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       (cell.key, cell.task, cell.agent, cell.driver, cell.base_model, cell.command, seed, now()))
+    db.close()
+    return folder
+
+
+def _free_gpus(campaign: Campaign, spec: CampaignSpec, active: list[sqlite3.Row]) -> list[str]:
+    total = _gpu_count()
+    used = {g for r in active for g in (r["gpus"] or "").split(",") if g}
+    return [str(i) for i in range(total) if str(i) not in used]
+
+
+def schedule_once(campaign: Campaign) -> dict[str, int]:
+    """Start queued runs while slots are free; the count of runs by state."""
+    spec = campaign.spec
+    rows = campaign.rows()
+    for row in rows:  # a run whose supervisor died is lost now, not after its heartbeat times out
+        if row["run_dir"] and not row["superseded"]:
+            try:
+                reconcile(Path(row["run_dir"]))
+            except Exception:  # noqa: BLE001 - an unreadable run shows as failed below
+                pass
+    states = {r["id"]: campaign.state_of(r) for r in rows}
+    active = [r for r in rows if r["run_dir"] and states[r["id"]] not in FINAL_STATUSES
+              and states[r["id"]] != "superseded"]
+    for row in [r for r in rows if states[r["id"]] == "queued"]:
+        if len(active) >= spec.max_parallel:
+            break
+        gpus = None
+        if _gpu_count():
+            free = _free_gpus(campaign, spec, active)
+            if len(free) < spec.gpus_per_run:
+                break
+            gpus = ",".join(free[:spec.gpus_per_run])
+        cell = Cell(row["task"], row["agent"], row["driver"], row["base_model"], row["command"])
+        req = replace(spec.request(cell, row["seed"], campaign.folder), gpus=gpus)
+        try:
+            run_dir = create_run(req)
+            launch_supervisor(run_dir, req.agent_env)
+        except (RunError, OSError, ValueError) as exc:
+            campaign.db.execute("UPDATE runs SET error = ?, superseded = 0, run_dir = NULL WHERE id = ?",
+                                (f"could not start: {exc}", row["id"]))
+            states[row["id"]] = "queued"
+            continue
+        campaign.db.execute("UPDATE runs SET run_dir = ?, gpus = ?, started_at = ? WHERE id = ?",
+                            (str(run_dir), gpus, now(), row["id"]))
+        active.append(campaign.db.execute("SELECT * FROM runs WHERE id = ?", (row["id"],)).fetchone())
+        states[row["id"]] = "created"
+    counts: dict[str, int] = {}
+    for state in states.values():
+        counts[state] = counts.get(state, 0) + 1
+    return counts
+
+
+def serve(folder: Path) -> None:
+    """The scheduler's loop: beat, start what fits, until no run is queued or active."""
+    with Campaign(folder) as campaign:
+        campaign.db.execute("UPDATE campaign SET scheduler_pid = ?, heartbeat_at = ?, ended_at = NULL",
+                            (os.getpid(), now()))
+        while True:
+            counts = schedule_once(campaign)
+            campaign.db.execute("UPDATE campaign SET heartbeat_at = ?", (now(),))
+            if not any(counts.get(s, 0) for s in ("queued", "created", "preparing", "running", "ending")):
+                campaign.db.execute("UPDATE campaign SET ended_at = ?", (now(),))
+                return
+            time.sleep(SCHEDULER_BEAT_S)
+
+
+def launch_scheduler(folder: Path) -> int:
+    """Start the campaign's scheduler in a new session (it outlives the terminal); its pid."""
+    log = (folder / "scheduler.log").open("ab")
+    with log:
+        proc = subprocess.Popen([sys.executable, "-m", "agent2rl_tui.run.campaign", str(folder)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True, env=dict(os.environ))
+    return proc.pid
+
+
+if __name__ == "__main__":
+    serve(Path(sys.argv[1]))

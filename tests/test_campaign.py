@@ -1,0 +1,172 @@
+"""Campaigns: a real matrix of runs (2 tasks x 2 agents x 2 seeds, the tiny model, CPU) queued by the
+real scheduler, its statistics against a hand computation, the CSV, and a run killed mid-campaign.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import signal
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import cli, wait_for
+
+from agent2rl_tui.record.campaign_view import AUTORL_COLUMNS, cell_results, read_runs
+from agent2rl_tui.record.index import summarize
+from agent2rl_tui.record.stats import bootstrap_ci, expected_best_of, summarize_values
+from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.run.campaign import Campaign
+from agent2rl_tui.util import procs
+
+pytestmark = pytest.mark.slow
+
+
+def test_statistics_by_hand() -> None:
+    values = [10.0, 20.0, 30.0, 40.0]
+    assert expected_best_of(values, 1) == pytest.approx(25.0)  # the mean
+    assert expected_best_of(values, 2) == pytest.approx((20 * 1 + 30 * 2 + 40 * 3) / 6)  # C(4,2) = 6 pairs
+    assert expected_best_of(values, 4) == 40.0 and expected_best_of(values, 5) is None
+    s = summarize_values(values)
+    assert s.mean == 25.0 and s.sd == pytest.approx(statistics.stdev(values))
+    low, high = bootstrap_ci(values)
+    assert 10.0 <= low < 25.0 < high <= 40.0
+    assert bootstrap_ci(values) == (low, high)  # seeded: the same report twice
+    assert bootstrap_ci([5.0]) is None and summarize_values([]).n == 0
+
+
+def campaign_file(tmp_path: Path, tiny_model: Path, body: str) -> Path:
+    path = tmp_path / "campaign.toml"
+    path.write_text(body.replace("MODEL", str(tiny_model)), encoding="utf-8")
+    return path
+
+
+def folder_of(stdout: str) -> Path:
+    return Path(next(line.split(": ", 1)[1] for line in stdout.splitlines() if line.startswith("campaign folder: ")))
+
+
+MATRIX = """
+name = "matrix"
+tasks = ["arith", "gsm8k"]
+base_models = ["MODEL"]
+seeds = [0, 1]
+budget = "4m"
+max_parallel = 2
+
+[[agents]]
+agent = "example"
+drivers = ["scripted"]
+
+[[agents]]
+agent = "command"
+command = "echo nothing to train"
+
+[options]
+eval_limit = 3
+grace = "2s"
+env = { EXAMPLE_SFT_STEPS = "2", EXAMPLE_GRPO_STEPS = "1", EXAMPLE_MAX_COMPLETION = "8" }
+"""
+
+
+def test_a_campaign_runs_its_matrix_at_most_n_at_once_and_reports_per_cell(
+        prepared_data: Path, tiny_model: Path, tmp_path: Path) -> None:
+    proc = cli("campaign", "start", str(campaign_file(tmp_path, tiny_model, MATRIX)), root=tmp_path / "root",
+               timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "4 cells x 2 seeds = 8 runs, at most 2 at once" in proc.stdout
+    folder = folder_of(proc.stdout)
+    with Campaign(folder) as campaign:
+        wait_for(lambda: campaign.meta()["ended_at"], timeout=900, interval=1, what="the campaign to end")
+        rows = [dict(r) for r in campaign.rows()]
+    assert len(rows) == 8 and all(r["run_dir"] for r in rows)
+    runs = {r["id"]: summarize(Path(r["run_dir"])) for r in rows}
+    assert {s.status for s in runs.values()} == {"finished"}, {s.id: (s.status, s.error) for s in runs.values()}
+    assert all(Path(r["run_dir"]).parent == folder for r in rows)  # grouped under the campaign
+    # Never more than two at once: each run from its start by the scheduler to its end.
+    spans = [(r["started_at"], runs[r["id"]].ended_at) for r in rows]
+    most = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
+    assert most <= 2
+    with RunStore.of_run(Path(rows[0]["run_dir"])) as store:
+        config = json.loads(store.run()["config_json"])
+    assert config["eval_limit"] == 3
+
+    # The results by cell, against the runs' own records.
+    cells = {c.cell: c for c in cell_results(read_runs(folder))}
+    assert len(cells) == 4
+    example_arith = cells["arith · example · scripted · tiny-llama"]
+    bests = [runs[r["id"]].best for r in rows if r["cell"] == example_arith.cell]
+    assert example_arith.best.n == 2 and example_arith.best.mean == pytest.approx(statistics.fmean(bests))
+    assert example_arith.best.sd == pytest.approx(statistics.stdev(bests))
+    assert example_arith.expected_best[2] == pytest.approx(max(bests))
+    assert example_arith.expected_best[1] == pytest.approx(statistics.fmean(bests))
+    imps = [runs[r["id"]].improvement for r in rows if r["cell"] == example_arith.cell]
+    assert example_arith.improvement.mean == pytest.approx(statistics.fmean(imps))
+    assert cells["arith · command · - · tiny-llama"].best.n == 0  # no submission: no best score
+
+    out = cli("campaign", "results", str(folder), "--csv", str(tmp_path / "runs.csv"), root=tmp_path / "root")
+    assert out.returncode == 0 and "arith · example · scripted · tiny-llama" in out.stdout
+    assert f"best: {example_arith.best.mean:.2f}" in out.stdout and "E[best of 2]" in out.stdout
+    with (tmp_path / "runs.csv").open(newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert len(table) == 8 and list(table[0])[:len(AUTORL_COLUMNS)] == AUTORL_COLUMNS
+    assert {row["status"] for row in table} == {"finished"} and {row["seed"] for row in table} == {"0", "1"}
+    status = cli("campaign", "status", "matrix", root=tmp_path / "root")
+    assert status.stdout.count(" finished ") == 8 and "scheduler: ended" in status.stdout
+
+
+KILLABLE = """
+name = "killable"
+tasks = ["arith"]
+base_models = ["MODEL"]
+seeds = [0]
+budget = "5m"
+
+[[agents]]
+agent = "command"
+command = "PYTHON -c 'import pathlib, time; [time.sleep(0.2) for _ in range(600) if not pathlib.Path(\\"GO\\").exists()]'"
+
+[options]
+eval_limit = 3
+grace = "1s"
+contain = false
+"""
+
+
+def test_a_run_killed_mid_campaign_is_reported_and_queued_again(prepared_data: Path, tiny_model: Path,
+                                                                tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    body = KILLABLE.replace("PYTHON", sys.executable).replace("GO", str(go))
+    proc = cli("campaign", "start", str(campaign_file(tmp_path, tiny_model, body)), root=tmp_path / "root", timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    folder = folder_of(proc.stdout)
+    with Campaign(folder) as campaign:
+        wait_for(lambda: campaign.rows()[0]["run_dir"], timeout=60, what="the run to be started")
+        run_dir = Path(campaign.rows()[0]["run_dir"])
+        wait_for(lambda: summarize(run_dir).status == "running", timeout=120, what="the agent to start")
+        with RunStore.of_run(run_dir) as store:
+            pid = store.run()["supervisor_pid"]
+        os.kill(pid, signal.SIGKILL)  # the run dies under the campaign
+        wait_for(lambda: campaign.state_of(campaign.rows()[0]) == "lost", timeout=60, what="the run to be lost")
+        wait_for(lambda: campaign.meta()["ended_at"], timeout=60, what="the scheduler to end")
+        assert not procs.pid_alive(pid)
+    status = cli("campaign", "status", str(folder), root=tmp_path / "root")
+    assert " lost " in status.stdout and run_dir.name in status.stdout
+    results = cli("campaign", "results", str(folder), root=tmp_path / "root")
+    assert "1 lost" in results.stdout
+
+    go.touch()  # the next attempt's agent ends at once
+    again = cli("campaign", "requeue", str(folder), run_dir.name, root=tmp_path / "root")
+    assert again.returncode == 0 and "queued again as 2" in again.stdout and "scheduler started" in again.stdout
+    with Campaign(folder) as campaign:
+        wait_for(lambda: campaign.meta()["ended_at"] and campaign.state_of(campaign.rows()[-1]) == "finished",
+                 timeout=300, interval=1, what="the second attempt to finish")
+        rows = campaign.rows()
+        assert [campaign.state_of(r) for r in rows] == ["superseded", "finished"]
+        assert rows[1]["attempt"] == 2 and Path(rows[1]["run_dir"]) != run_dir and run_dir.exists()
+    refused = cli("campaign", "requeue", str(folder), "2", root=tmp_path / "root")
+    assert refused.returncode != 0 and "only failed, lost or stopped runs" in refused.stderr
+    assert math.isfinite(summarize(Path(rows[1]["run_dir"])).baseline or 0.0)
