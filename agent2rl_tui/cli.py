@@ -610,7 +610,14 @@ def campaign_start(ctx: click.Context, file: Path, foreground: bool) -> None:
     click.echo(f"campaign {folder.name}: {len(spec.cells)} cells x {len(spec.seeds)} seeds = {n} runs, "
                f"at most {spec.max_parallel} at once")
     click.echo(f"campaign folder: {folder}")
-    if foreground:
+    if spec.backend == "slurm":
+        from agent2rl_tui.run.campaign_slurm import submit_queued
+
+        with Campaign(folder) as campaign:
+            jobs = submit_queued(campaign)
+        click.echo(f"{len(jobs)} jobs submitted ({', '.join(j for _, j in jobs[:5])}{' ...' if len(jobs) > 5 else ''}); "
+                   f"`agent2rl-tui campaign status {folder}`")
+    elif foreground:
         serve(folder)
         click.echo("every run has ended: agent2rl-tui campaign results " + str(folder))
     else:
@@ -630,11 +637,15 @@ def campaign_status(ctx: click.Context, ref: str) -> None:
         alive = campaign.scheduler_alive()
         for row in campaign.rows():
             state = campaign.state_of(row)
-            run = Path(row["run_dir"]).name if row["run_dir"] else "-"
+            run = Path(row["run_dir"]).name if row["run_dir"] else (f"job {row['job_id']}" if row["job_id"] else "-")
             note = f"  ({row['error']})" if row["error"] and state == "queued" else ""
             click.echo(f"{row['id']:4} {row['cell']:50} seed {row['seed']:<3} {state:11} {run}{note}")
-    click.echo("scheduler: " + ("running" if alive else "ended" if meta["ended_at"] else
-                                "NOT RUNNING (lost): `agent2rl-tui campaign resume " + str(folder) + "`"))
+        slurm = campaign.spec.backend == "slurm"
+    if slurm:
+        click.echo("backend: slurm (submitit jobs; `squeue` shows them)")
+    else:
+        click.echo("scheduler: " + ("running" if alive else "ended" if meta["ended_at"] else
+                                    "NOT RUNNING (lost): `agent2rl-tui campaign resume " + str(folder) + "`"))
 
 
 @campaign_group.command("resume")
@@ -665,6 +676,12 @@ def campaign_requeue(ctx: click.Context, ref: str, run: str) -> None:
             new_id = campaign.requeue(run)
         except USER_ERRORS as exc:
             _fail(exc)
+        if campaign.spec.backend == "slurm":
+            from agent2rl_tui.run.campaign_slurm import submit_queued
+
+            jobs = submit_queued(campaign)
+            click.echo(f"queued again as {new_id}; job {jobs[0][1] if jobs else '-'} submitted")
+            return
         alive = campaign.scheduler_alive()
     click.echo(f"queued again as {new_id}" + ("" if alive else f"; scheduler started, pid {launch_scheduler(folder)}"))
 

@@ -170,3 +170,51 @@ def test_a_run_killed_mid_campaign_is_reported_and_queued_again(prepared_data: P
     refused = cli("campaign", "requeue", str(folder), "2", root=tmp_path / "root")
     assert refused.returncode != 0 and "only failed, lost or stopped runs" in refused.stderr
     assert math.isfinite(summarize(Path(rows[1]["run_dir"])).baseline or 0.0)
+
+
+SUBMITIT = """
+name = "on-slurm"
+backend = "slurm"
+tasks = ["arith"]
+base_models = ["MODEL"]
+seeds = [0]
+budget = "3m"
+
+[slurm]
+cluster = "local"      # submitit's local executor: the same job, run as a local process
+partition = "gpu"      # Slurm-only parameters are dropped by the local executor
+
+[[agents]]
+agent = "command"
+command = "echo a run inside a job"
+
+[options]
+eval_limit = 3
+grace = "1s"
+"""
+
+
+def test_the_submitit_backend_runs_a_cell_as_a_job(prepared_data: Path, tiny_model: Path, tmp_path: Path) -> None:
+    from agent2rl_tui.run.campaign import CampaignSpec
+    from agent2rl_tui.run.campaign_slurm import time_limit_min
+
+    spec_text = campaign_file(tmp_path, tiny_model, SUBMITIT).read_text()
+    spec = CampaignSpec.from_toml(spec_text)
+    # 3 min budget + 1 s grace + 2 x arith's eval timeout + 10 min, rounded up to minutes.
+    eval_s = __import__("agent2rl_tui.tasks.registry", fromlist=["load_task"]).load_task("arith").eval_timeout_s
+    assert time_limit_min(spec, spec.cells[0]) == math.ceil((180 + 1 + 2 * eval_s + 600) / 60)
+    proc = cli("campaign", "start", str(tmp_path / "campaign.toml"), root=tmp_path / "root", timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 jobs submitted" in proc.stdout
+    folder = folder_of(proc.stdout)
+    with Campaign(folder) as campaign:
+        row = campaign.rows()[0]
+        assert row["job_id"]
+        wait_for(lambda: campaign.rows()[0]["run_dir"] and campaign.state_of(campaign.rows()[0]) == "finished",
+                 timeout=300, interval=1, what="the job's run to finish")
+        run_dir = Path(campaign.rows()[0]["run_dir"])
+    assert run_dir.parent == folder and summarize(run_dir).baseline is not None
+    job_files = list((folder / "slurm").rglob("*_result.pkl"))
+    assert job_files, "submitit keeps the job's result"
+    status = cli("campaign", "status", str(folder), root=tmp_path / "root")
+    assert " finished " in status.stdout and "backend: slurm" in status.stdout

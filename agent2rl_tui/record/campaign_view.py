@@ -21,7 +21,7 @@ from agent2rl_tui.util.timeutil import iso
 AUTORL_COLUMNS = ["run_id", "timestamp", "task", "agent", "driver_model", "base_model", "baseline", "best_score",
                   "improvement", "submissions", "duration_s", "success", "workspace"]
 """AutoRL-Bench's results.csv columns (RD-Agent ``autorl_bench/core/utils.py``), in its order."""
-OUR_COLUMNS = ["campaign", "cell", "seed", "attempt", "status", "end_reason", "prompt_profile", "contained",
+OUR_COLUMNS = ["campaign", "cell", "seed", "attempt", "job_id", "status", "end_reason", "prompt_profile", "contained",
                "contaminated", "revisions", "budget_s", "error"]
 
 
@@ -35,7 +35,9 @@ class CampaignRun:
         if self.row["superseded"]:
             return "superseded"
         if self.summary is None:
-            return "queued" if not self.row["run_dir"] else "failed"
+            if not self.row["run_dir"]:
+                return "submitted" if self.row.get("job_id") else "queued"
+            return "failed"
         return self.summary.status
 
 
@@ -105,6 +107,7 @@ def csv_rows(folder: Path, runs: list[CampaignRun]) -> list[dict[str, Any]]:
             "success": bool(s and s.improvement is not None and s.improvement > 0),
             "workspace": str(s.path / "workspace") if s else "",
             "campaign": folder.name, "cell": row["cell"], "seed": row["seed"], "attempt": row["attempt"],
+            "job_id": row.get("job_id") or "",
             "status": r.state, "end_reason": s.end_reason if s else "", "prompt_profile": s.prompt_profile if s else "",
             "contained": s.contained if s else "", "contaminated": s.contaminated if s else "",
             "revisions": s.n_revisions if s else "", "budget_s": s.budget_s if s else "",

@@ -81,6 +81,8 @@ class CampaignSpec:
     max_parallel: int
     gpus_per_run: int
     options: dict[str, Any] = field(default_factory=dict)
+    backend: str = "local"
+    """``local`` (our scheduler on this machine) or ``slurm`` (one submitit job per run)."""
 
     @classmethod
     def from_toml(cls, text: str, *, gpus: int = 0) -> CampaignSpec:
@@ -103,11 +105,14 @@ class CampaignSpec:
         cells = [Cell(task, agent, driver, str(Path(model).expanduser()), command)
                  for task, (agent, driver, command), model in itertools.product(raw["tasks"], agents, raw["base_models"])]
         gpus_per_run = int(raw.get("gpus_per_run", 1))
+        backend = str(raw.get("backend", "local"))
+        if backend not in ("local", "slurm"):
+            raise RunError(f"campaign file: backend {backend!r}: use \"local\" or \"slurm\"")
         default_parallel = max(1, gpus // gpus_per_run) if gpus else 1
         return cls(name=str(raw["name"]), cells=cells, seeds=[int(s) for s in raw.get("seeds", [0])],
                    budget_s=parse_duration(str(raw.get("budget", "1h"))),
                    max_parallel=int(raw.get("max_parallel", default_parallel)), gpus_per_run=gpus_per_run,
-                   options=dict(raw.get("options", {})))
+                   options=dict(raw.get("options", {})), backend=backend)
 
     def request(self, cell: Cell, seed: int, root: Path) -> RunRequest:
         opts = dict(self.options)
@@ -134,6 +139,9 @@ class Campaign:
         return CampaignSpec.from_toml((self.folder / CAMPAIGN_FILE).read_text(encoding="utf-8"),
                                       gpus=_gpu_count())
 
+    def spec_raw(self) -> dict[str, Any]:
+        return tomllib.loads((self.folder / CAMPAIGN_FILE).read_text(encoding="utf-8"))
+
     def rows(self) -> list[sqlite3.Row]:
         return self.db.execute("SELECT * FROM runs ORDER BY id").fetchall()
 
@@ -154,7 +162,7 @@ class Campaign:
         if row["superseded"]:
             return "superseded"
         if not row["run_dir"]:
-            return "queued"
+            return "submitted" if row["job_id"] else "queued"
         try:
             return summarize(Path(row["run_dir"])).status
         except Exception:  # noqa: BLE001 - a run folder that cannot be read is a failed run
@@ -207,7 +215,7 @@ def create_campaign(spec_text: str, root: Path | None = None, env: dict[str, str
                    "ended_at REAL)")
         db.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, cell TEXT, task TEXT, agent TEXT, driver TEXT, "
                    "base_model TEXT, command TEXT, seed INTEGER, attempt INTEGER DEFAULT 1, run_dir TEXT, "
-                   "gpus TEXT, queued_at REAL, started_at REAL, superseded INTEGER DEFAULT 0, error TEXT)")
+                   "gpus TEXT, queued_at REAL, started_at REAL, superseded INTEGER DEFAULT 0, error TEXT, job_id TEXT)")
         db.execute("INSERT INTO campaign (name, created_at) VALUES (?, ?)", (spec.name, now()))
         for cell, seed in itertools.product(spec.cells, spec.seeds):
             db.execute("INSERT INTO runs (cell, task, agent, driver, base_model, command, seed, queued_at) "
