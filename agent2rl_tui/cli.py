@@ -49,11 +49,11 @@ def main(ctx: click.Context, root: Path | None) -> None:
         click.echo("\n`agent2rl-tui --help` lists the commands; `agent2rl-tui demo` runs the demo.")
 
 
-def _run_tui(root: Path | None, open_run: Path | None = None) -> None:
+def _run_tui(root: Path | None, open_run: Path | None = None, open_campaign: Path | None = None) -> None:
     """The only place the CLI imports the UI (and so textual and rich)."""
     from agent2rl_tui.ui.app import Agent2RLApp
 
-    Agent2RLApp(root=root, open_run=open_run).run()
+    Agent2RLApp(root=root, open_run=open_run, open_campaign=open_campaign).run()
 
 
 @main.command("tui")
@@ -686,6 +686,15 @@ def campaign_requeue(ctx: click.Context, ref: str, run: str) -> None:
     click.echo(f"queued again as {new_id}" + ("" if alive else f"; scheduler started, pid {launch_scheduler(folder)}"))
 
 
+@campaign_group.command("show")
+@click.argument("ref")
+@click.pass_context
+def campaign_show(ctx: click.Context, ref: str) -> None:
+    """Open the campaign's screen in the TUI: its matrix, each cell's runs live."""
+    folder = _campaign_folder(ctx, ref)
+    _run_tui(folder.parent.parent if folder.parent.name == "campaigns" else ctx.obj["root"], open_campaign=folder)
+
+
 @campaign_group.command("results")
 @click.argument("ref")
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), help="Also write one row per run to this CSV.")
@@ -714,6 +723,47 @@ def campaign_results(ctx: click.Context, ref: str, csv_path: Path | None) -> Non
     if csv_path:
         n = write_csv(folder, csv_path)
         click.echo(f"{n} rows -> {csv_path}")
+
+
+
+@main.command("compare")
+@click.argument("runs", nargs=-1)
+@click.option("--campaign", "campaign_ref", help="Compare the current runs of a campaign (its folder or name).")
+@click.option("--task", help="Only runs of this task.")
+@click.pass_context
+def compare_cmd(ctx: click.Context, runs: tuple[str, ...], campaign_ref: str | None, task: str | None) -> None:
+    """Group runs by task x prompt profile x agent x driver: mean ± sd, bootstrap 95% CIs, expected best of k.
+
+    RUNS are run ids or folders; without them, every run under the root (or of --campaign)."""
+    from agent2rl_tui.record.compare import ci_text, compare, profile_notes
+
+    if campaign_ref:
+        from agent2rl_tui.record.campaign_view import read_runs
+
+        found = [r.summary for r in read_runs(_campaign_folder(ctx, campaign_ref))
+                 if r.summary is not None and r.state != "superseded"]
+    elif runs:
+        try:
+            found = [summarize(find_run(ref, ctx.obj["root"])) for ref in runs]
+        except USER_ERRORS as exc:
+            _fail(exc)
+    else:
+        found = list_runs(ctx.obj["root"])
+    found = [r for r in found if task is None or r.task == task]
+    if not found:
+        _fail(RunError("no runs to compare"))
+    for g in compare(found):
+        def pm(mean: float | None, sd: float | None) -> str:
+            return "-" if mean is None else f"{mean:.2f} ± {sd:.2f}"
+
+        best_of = "  ".join(f"E[best of {k}] {v:.2f}" for k, v in (g.best_of or {}).items() if v is not None)
+        click.echo(f"{g.task} · prompts {g.prompt_profile} · {g.agent} · {g.driver}: {g.runs} runs ({g.finished} finished)")
+        click.echo(f"  best {pm(g.best_mean, g.best_sd)} 95% CI {ci_text(g.best_ci)}; improvement "
+                   f"{pm(g.improvement_mean, g.improvement_sd)} 95% CI {ci_text(g.improvement_ci)}")
+        if best_of:
+            click.echo(f"  {best_of}")
+    for note in profile_notes(compare(found)):
+        click.echo(f"note: {note}")
 
 
 if __name__ == "__main__":

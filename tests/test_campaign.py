@@ -72,15 +72,23 @@ env = { EXAMPLE_SFT_STEPS = "2", EXAMPLE_GRPO_STEPS = "1", EXAMPLE_MAX_COMPLETIO
 """
 
 
-def test_a_campaign_runs_its_matrix_at_most_n_at_once_and_reports_per_cell(
-        prepared_data: Path, tiny_model: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def matrix(prepared_data: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The 8-run campaign, started detached through the CLI and run to its end."""
+    tmp_path = tmp_path_factory.mktemp("matrix")
     proc = cli("campaign", "start", str(campaign_file(tmp_path, tiny_model, MATRIX)), root=tmp_path / "root",
                timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "4 cells x 2 seeds = 8 runs, at most 2 at once" in proc.stdout
     folder = folder_of(proc.stdout)
     with Campaign(folder) as campaign:
         wait_for(lambda: campaign.meta()["ended_at"], timeout=900, interval=1, what="the campaign to end")
+    return {"stdout": proc.stdout, "folder": folder, "root": tmp_path / "root", "tmp": tmp_path}
+
+
+def test_a_campaign_runs_its_matrix_at_most_n_at_once_and_reports_per_cell(matrix: dict) -> None:
+    assert "4 cells x 2 seeds = 8 runs, at most 2 at once" in matrix["stdout"]
+    folder, tmp_path = matrix["folder"], matrix["tmp"]
+    with Campaign(folder) as campaign:
         rows = [dict(r) for r in campaign.rows()]
     assert len(rows) == 8 and all(r["run_dir"] for r in rows)
     runs = {r["id"]: summarize(Path(r["run_dir"])) for r in rows}
@@ -114,6 +122,10 @@ def test_a_campaign_runs_its_matrix_at_most_n_at_once_and_reports_per_cell(
         table = list(csv.DictReader(fh))
     assert len(table) == 8 and list(table[0])[:len(AUTORL_COLUMNS)] == AUTORL_COLUMNS
     assert {row["status"] for row in table} == {"finished"} and {row["seed"] for row in table} == {"0", "1"}
+    compared = cli("compare", "--campaign", str(folder), root=tmp_path / "root")
+    assert compared.returncode == 0, compared.stderr
+    assert "arith · prompts default · example · scripted: 2 runs (2 finished)" in compared.stdout
+    assert f"best {example_arith.best.mean:.2f} ± {example_arith.best.sd:.2f} 95% CI [" in compared.stdout
     status = cli("campaign", "status", "matrix", root=tmp_path / "root")
     assert status.stdout.count(" finished ") == 8 and "scheduler: ended" in status.stdout
 
@@ -218,3 +230,41 @@ def test_the_submitit_backend_runs_a_cell_as_a_job(prepared_data: Path, tiny_mod
     assert job_files, "submitit keeps the job's result"
     status = cli("campaign", "status", str(folder), root=tmp_path / "root")
     assert " finished " in status.stdout and "backend: slurm" in status.stdout
+
+
+@pytest.mark.asyncio
+async def test_the_campaign_screen_shows_the_matrix_and_opens_its_runs(matrix: dict) -> None:
+    from test_tui import open_runs, plain, run_screen_ready, settle, table_rows
+    from textual.widgets import DataTable, Static
+
+    from agent2rl_tui.ui.app import Agent2RLApp
+    from agent2rl_tui.ui.screens.campaign import CampaignScreen, CampaignsScreen
+    from agent2rl_tui.ui.screens.compare import CompareScreen
+
+    cells = {c.cell: c for c in cell_results(read_runs(matrix["folder"]))}
+    app = Agent2RLApp(root=matrix["root"])
+    async with app.run_test(size=(160, 48)) as pilot:
+        await open_runs(pilot)
+        await pilot.press("g")
+        await settle(pilot, lambda: isinstance(app.screen, CampaignsScreen), what="Campaigns")
+        listed = table_rows(app.screen.query_one("#campaigns", DataTable))
+        assert listed == [[matrix["folder"].name, "8", "8 finished"]]
+        await pilot.press("enter")
+        await settle(pilot, lambda: isinstance(app.screen, CampaignScreen) and app.screen.loaded, what="the campaign")
+        screen = app.screen
+        rows = table_rows(screen.query_one("#cells", DataTable))
+        assert sorted(r[0] for r in rows) == sorted(cells) and all(r[1] == "2 finished" for r in rows)
+        first = cells[rows[0][0]]
+        assert rows[0][2] == (f"{first.best.mean:.2f} ± {first.best.sd:.2f}" if first.best.sd is not None
+                              else (f"{first.best.mean:.2f}" if first.best.mean is not None else "-"))
+        runs = table_rows(screen.query_one("#cell-runs", DataTable))
+        assert [r[0] for r in runs] == ["0", "1"] and {r[2] for r in runs} == {"finished"}
+        await pilot.press("enter")  # from the cells down to their runs
+        await pilot.press("down", "enter")  # open the seed-1 run
+        await settle(pilot, lambda: run_screen_ready(app), what="the run's screen")
+        assert app.screen.run_dir.name == runs[1][3]
+        await pilot.press("escape")
+        await settle(pilot, lambda: isinstance(app.screen, CampaignScreen), what="back to the campaign")
+        await pilot.press("c")
+        await settle(pilot, lambda: isinstance(app.screen, CompareScreen), what="Compare")
+        assert "8 runs" in plain(app.screen.query_one("#compare-title", Static))

@@ -2,7 +2,9 @@
 
 The benchmark's question is about agent stacks, not single runs, and single runs vary a lot
 (the paper reports large run-to-run differences on interactive tasks). Repeated runs of one
-stack are summarised as mean +- sample standard deviation. Runs graded under different prompt
+stack are summarised as mean +- sample standard deviation, a bootstrap 95% interval of the
+mean improvement and of the mean best score, and the expected best of k runs
+(``record.stats``). Runs graded under different prompt
 profiles (how the grader asks and reads answers) are different measurements: they never share
 a group, and ``profile_notes`` says so wherever one task appears under several.
 """
@@ -13,6 +15,7 @@ import statistics
 from dataclasses import dataclass
 
 from agent2rl_tui.record.index import RunSummary
+from agent2rl_tui.record.stats import bootstrap_ci, expected_best_of
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,10 @@ class Group:
     improvement_sd: float | None
     submissions_mean: float
     finished: int
+    best_ci: tuple[float, float] | None = None
+    improvement_ci: tuple[float, float] | None = None
+    best_of: dict[int, float | None] | None = None
+    """Expected best score of k runs, for k = 1, 2, 3."""
 
 
 def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
@@ -44,10 +51,18 @@ def compare(runs: list[RunSummary]) -> list[Group]:
     for (task, profile, agent, driver), members in sorted(groups.items()):
         best_mean, best_sd = _mean_sd([r.best for r in members if r.best is not None])
         imp_mean, imp_sd = _mean_sd([r.improvement for r in members if r.improvement is not None])
+        bests = [r.best for r in members if r.best is not None]
+        improvements = [r.improvement for r in members if r.improvement is not None]
         out.append(Group(task, profile, agent, driver, len(members), best_mean, best_sd, imp_mean, imp_sd,
                          statistics.fmean(r.n_submissions for r in members),
-                         sum(1 for r in members if r.status == "finished")))
+                         sum(1 for r in members if r.status == "finished"),
+                         bootstrap_ci(bests), bootstrap_ci(improvements),
+                         {k: expected_best_of(bests, k) for k in (1, 2, 3)}))
     return out
+
+
+def ci_text(ci: tuple[float, float] | None) -> str:
+    return "-" if ci is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
 def profile_notes(groups: list[Group]) -> list[str]:

@@ -36,10 +36,12 @@ class Agent2RLApp(App[None]):
     ]
 
     def __init__(self, root: Path | None = None, open_run: Path | None = None,
-                 clock: Callable[[], float] = time.time, refresh_s: float = 2.0) -> None:
+                 clock: Callable[[], float] = time.time, refresh_s: float = 2.0,
+                 open_campaign: Path | None = None) -> None:
         super().__init__()
         self.root = (root or default_root()).resolve()
         self.open_run = open_run
+        self.open_campaign = open_campaign
         self.clock = clock
         self.refresh_s = refresh_s
 
@@ -48,6 +50,10 @@ class Agent2RLApp(App[None]):
             self.open_run_screen(self.open_run)
         else:
             self.push_runs_screen()
+            if self.open_campaign is not None:
+                from agent2rl_tui.ui.screens.campaign import CampaignScreen
+
+                self.push_screen(CampaignScreen(self.open_campaign, refresh_s=self.refresh_s))
 
     def push_runs_screen(self) -> None:
         from agent2rl_tui.ui.screens.runs import RunsScreen

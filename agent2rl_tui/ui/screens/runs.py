@@ -73,6 +73,7 @@ class RunsScreen(StoppingScreen):
         Binding("s", "stop", "Stop", id="stop"),
         Binding("space", "mark", "Mark", id="mark"),
         Binding("c", "compare", "Compare", id="compare"),
+        Binding("g", "campaigns", "Campaigns", id="campaigns"),
         Binding("o", "sort_next", "Sort", id="sort", group=SORT),
         Binding("O", "sort_reverse", "Reverse sort", id="sort-reverse", group=SORT),
         Binding("slash", "filter", "Filter", key_display="/", id="filter"),
@@ -272,6 +273,11 @@ class RunsScreen(StoppingScreen):
 
         runs = [self.runs[i] for i in self.marked if i in self.runs] or self.visible_runs()
         self.app.push_screen(CompareScreen(runs))
+
+    def action_campaigns(self) -> None:
+        from agent2rl_tui.ui.screens.campaign import CampaignsScreen
+
+        self.app.push_screen(CampaignsScreen(self.root, refresh_s=self.refresh_s))
 
     def action_new_run(self) -> None:
         from agent2rl_tui.ui.screens.new_run import NewRunScreen
