@@ -66,9 +66,9 @@ agent = "command"
 command = "echo nothing to train"
 
 [options]
-eval_limit = 3
+eval_limit = 2
 grace = "2s"
-env = { EXAMPLE_SFT_STEPS = "2", EXAMPLE_GRPO_STEPS = "1", EXAMPLE_MAX_COMPLETION = "8" }
+env = { EXAMPLE_SFT_STEPS = "1", EXAMPLE_GRPO_STEPS = "0" }
 """
 
 
@@ -100,7 +100,7 @@ def test_a_campaign_runs_its_matrix_at_most_n_at_once_and_reports_per_cell(matri
     assert most <= 2
     with RunStore.of_run(Path(rows[0]["run_dir"])) as store:
         config = json.loads(store.run()["config_json"])
-    assert config["eval_limit"] == 3
+    assert config["eval_limit"] == 2
 
     # The results by cell, against the runs' own records.
     cells = {c.cell: c for c in cell_results(read_runs(folder))}

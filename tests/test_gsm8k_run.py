@@ -19,7 +19,7 @@ def test_example_agent_on_a_gsm8k_slice_with_the_reference_prompts(prepared_data
                                                                     tmp_path: Path) -> None:
     proc = cli("run", "start", "--task", "gsm8k", "--agent", "example", "--model", str(tiny_model),
                "--budget", "5m", "--eval-limit", "4",
-               "--env", "EXAMPLE_SFT_STEPS=5", "--env", "EXAMPLE_GRPO_STEPS=1", "--env", "EXAMPLE_MAX_COMPLETION=24",
+               "--env", "EXAMPLE_SFT_STEPS=2", "--env", "EXAMPLE_GRPO_STEPS=1", "--env", "EXAMPLE_MAX_COMPLETION=24",
                root=tmp_path / "runs", timeout=500)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))

@@ -8,7 +8,7 @@ from v1 and submits output/v2, so the revision each submission was made from dif
 code/. Notes go to code/NOTES.md, as an agent would keep them.
 
 Environment: the benchmark's (WORKSPACE, MODEL_PATH, DATA_PATH, OUTPUT_DIR, TASK,
-GRADING_SERVER_URL) plus optional EXAMPLE_SFT_STEPS, EXAMPLE_GRPO_STEPS,
+GRADING_SERVER_URL) plus optional EXAMPLE_SFT_STEPS, EXAMPLE_GRPO_STEPS (0: SFT only),
 EXAMPLE_MAX_COMPLETION (GRPO's completion length, 8 for arith; GSM8K needs hundreds),
 EXAMPLE_SEED, and for interactive tasks EXAMPLE_GAMES (train games to use, 0: all) and
 EXAMPLE_GENERATIONS (episodes per game in a GRPO group).
@@ -127,6 +127,9 @@ def main() -> int:
     if stage(workspace, api, "SFT", "sft.py", v1, "--model", str(model_path), "--data", str(train),
              "--steps", str(sft_steps), "--seed", str(seed), helpers=("prompts.py",)) is None:
         return 1
+    if grpo_steps <= 0:
+        say("EXAMPLE_GRPO_STEPS=0: SFT only, done")
+        return 0
     # Stage two: a GRPO script and its reward, a new revision of code/, run from v1.
     if stage(workspace, api, "GRPO", "grpo.py", output_dir / "v2", "--model", str(v1), "--data", str(train),
              "--steps", str(grpo_steps), "--seed", str(seed), "--max-completion", str(max_completion),
