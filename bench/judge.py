@@ -26,18 +26,18 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
 REFERENCE = ROOT.parent / "shared" / "data" / "alpaca_eval" / "gpt4_1106_preview_outputs.json"
+
+import local_server  # noqa: E402
 
 from agent2rl_tui.grader.evaluators import evaluator_for  # noqa: E402
 from agent2rl_tui.tasks.registry import load_task  # noqa: E402
 
 
 def start_judge(tmp: Path) -> tuple[subprocess.Popen, str]:
-    port_file = tmp / "judge.port"
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "judge_server.py"), "--port-file", str(port_file)])
-    while not port_file.exists():
-        time.sleep(0.05)
-    return proc, f"http://127.0.0.1:{port_file.read_text()}/v1"
+    proc, port = local_server.start("judge_server.py", tmp)
+    return proc, f"http://127.0.0.1:{port}/v1"
 
 
 def main() -> None:

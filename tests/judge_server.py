@@ -24,8 +24,10 @@ import math
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+
+from local_server import send_json, serve
 
 OUTPUT = re.compile(r'"output": """(.*?)"""', re.S)
 VERDICT = re.compile(r"Gold answer: (.*)\n\s*Predicted answer: (.*)\n")
@@ -78,12 +80,7 @@ def make_handler(judge: Judge) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _send(self, code: int, data: dict) -> None:
-            raw = json.dumps(data).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
+            send_json(self, data, code)
 
         def do_GET(self) -> None:  # noqa: N802
             if self.path.endswith("/stats"):
@@ -141,12 +138,7 @@ def main() -> None:
     parser.add_argument("--key")
     parser.add_argument("--verdict-text", help="answer every verdict request with this text")
     args = parser.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(Judge(args)))
-    server.daemon_threads = True
-    tmp = args.port_file.with_suffix(".tmp")
-    tmp.write_text(str(server.server_address[1]))
-    tmp.replace(args.port_file)
-    server.serve_forever()
+    serve(make_handler(Judge(args)), args.port_file)
 
 
 if __name__ == "__main__":

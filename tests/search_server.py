@@ -15,8 +15,10 @@ import json
 import re
 import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+
+from local_server import send_json, serve
 
 
 def main() -> None:
@@ -48,19 +50,9 @@ def main() -> None:
                 body = {"organic_results": [{"title": d["title"], "snippet": d["text"], "link": d.get("url", "")}
                                             for d in ranked[:num]]}
                 code = 200
-            raw = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
+            send_json(self, body, code)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    tmp = args.port_file.with_suffix(".tmp")
-    tmp.write_text(str(server.server_address[1]))
-    tmp.replace(args.port_file)
-    server.serve_forever()
+    serve(Handler, args.port_file)
 
 
 if __name__ == "__main__":

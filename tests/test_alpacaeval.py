@@ -14,11 +14,11 @@ import math
 import os
 import re
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import local_server
 import pytest
 from conftest import SHARED_DATA, cli
 
@@ -33,7 +33,6 @@ from agent2rl_tui.tasks.registry import TaskError, load_task
 
 REFERENCE_FILE = SHARED_DATA / "alpaca_eval" / "gpt4_1106_preview_outputs.json"
 SCALE = 40.0
-SERVER = Path(__file__).with_name("judge_server.py")
 
 
 class Judge:
@@ -51,18 +50,9 @@ def judge_server(tmp_path: Path) -> Iterator[Callable[..., Judge]]:
     procs: list[subprocess.Popen] = []
 
     def start(*options: str) -> Judge:
-        port_file = tmp_path / f"judge-{len(procs)}.port"
-        proc = subprocess.Popen([sys.executable, str(SERVER), "--port-file", str(port_file), *options])
+        proc, port = local_server.start("judge_server.py", tmp_path, *options)
         procs.append(proc)
-        for _ in range(200):
-            if port_file.exists():
-                return Judge(proc, int(port_file.read_text()))
-            if proc.poll() is not None:
-                raise AssertionError("the judge server exited")
-            import time
-
-            time.sleep(0.05)
-        raise AssertionError("the judge server did not start")
+        return Judge(proc, port)
 
     yield start
     for proc in procs:
@@ -248,16 +238,9 @@ def test_the_length_controlled_win_rate_discounts_winning_by_length(tmp_path: Pa
 def alpaca_run(alpaca_data: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """A whole run of the example agent on 6 AlpacaEval items, judged by a judge that needs a key."""
     tmp = tmp_path_factory.mktemp("alpaca-run")
-    port_file = tmp / "judge.port"
-    server = subprocess.Popen([sys.executable, str(SERVER), "--port-file", str(port_file), "--key", "sk-test-123"])
+    server, port = local_server.start("judge_server.py", tmp, "--key", "sk-test-123")
     try:
-        import time
-
-        for _ in range(200):
-            if port_file.exists():
-                break
-            time.sleep(0.05)
-        url = f"http://127.0.0.1:{port_file.read_text()}/v1"
+        url = f"http://127.0.0.1:{port}/v1"
         env = {**os.environ, "MY_JUDGE_KEY": "sk-test-123"}
         proc = cli("run", "start", "--task", "alpacaeval", "--agent", "example", "--model", str(tiny_model),
                    "--budget", "10m", "--eval-limit", "6", "--judge-url", url, "--judge-model", "local-judge",

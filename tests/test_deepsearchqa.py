@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import local_server
 import pytest
 from conftest import cli
 
@@ -67,25 +65,13 @@ def dsqa(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"csv": csv, "corpus": corpus, "meta": meta, "folder": folder}
 
 
-def start_server(script: str, tmp: Path, *args: str) -> tuple[subprocess.Popen, int]:
-    port_file = tmp / f"{script}.{time.monotonic_ns()}.port"
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name(script)), "--port-file", str(port_file),
-                             *args])
-    for _ in range(200):
-        if port_file.exists():
-            return proc, int(port_file.read_text())
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError(f"{script} did not start")
-
-
 @pytest.fixture
 def servers(dsqa: dict, tmp_path: Path) -> Iterator[dict]:
     log = tmp_path / "queries.jsonl"
     log.touch()
-    search, search_port = start_server("search_server.py", tmp_path, "--corpus", str(dsqa["corpus"]), "--log", str(log),
+    search, search_port = local_server.start("search_server.py", tmp_path, "--corpus", str(dsqa["corpus"]), "--log", str(log),
                                        "--key", "s-key")
-    judge, judge_port = start_server("judge_server.py", tmp_path)
+    judge, judge_port = local_server.start("judge_server.py", tmp_path)
     yield {"search_url": f"http://127.0.0.1:{search_port}/search", "judge_url": f"http://127.0.0.1:{judge_port}/v1",
            "log": log, "queries": lambda: [json.loads(line)["q"] for line in log.read_text().splitlines()]}
     for proc in (search, judge):
@@ -200,7 +186,7 @@ def test_a_set_answer_needs_every_item_and_a_hedged_verdict_is_not_correct(dsqa:
                     fmt=SearchReActFormat(), max_steps=6)
     _, _ = judge_episodes(task, episodes, set_items, {"base_url": servers["judge_url"], "model": "local-judge"})
     assert [ep.won for ep in episodes] == [False, True]  # one of two names: wrong; both: right
-    hedging, port = start_server("judge_server.py", tmp_path, "--verdict-text", "correct, mostly", "--model", "hedger")
+    hedging, port = local_server.start("judge_server.py", tmp_path, "--verdict-text", "correct, mostly", "--model", "hedger")
     try:
         extras, summary = judge_episodes(task, episodes, set_items,  # another judge model: not from the cache
                                          {"base_url": f"http://127.0.0.1:{port}/v1", "model": "hedger"})

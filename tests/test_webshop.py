@@ -7,12 +7,10 @@ process has five products and four goals with known attributes, and WebShop's re
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import local_server
 import pytest
 
 from agent2rl_tui.envs import EnvSpec
@@ -27,14 +25,8 @@ from agent2rl_tui.tasks.registry import TaskError, load_task
 
 @pytest.fixture(scope="module")
 def store_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port_file = tmp_path_factory.mktemp("webshop") / "port"
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("webshop_server.py")),
-                             "--port-file", str(port_file)])
-    for _ in range(200):
-        if port_file.exists():
-            break
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port_file.read_text()}"
+    proc, port = local_server.start("webshop_server.py", tmp_path_factory.mktemp("webshop"))
+    yield f"http://127.0.0.1:{port}"
     proc.kill()
     proc.wait()
 

@@ -16,8 +16,10 @@ import argparse
 import json
 import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+
+from local_server import send_json, serve
 
 PRODUCTS = {
     "B001": {"name": "Cotton T-Shirt", "type": "t-shirt", "price": 19.99, "attributes": ["cotton", "short sleeve"],
@@ -122,12 +124,7 @@ def main() -> None:
             pass
 
         def _send(self, data: object, code: int = 200) -> None:
-            raw = json.dumps(data).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
+            send_json(self, data, code)
 
         def do_GET(self) -> None:  # noqa: N802
             url = urllib.parse.urlparse(self.path)
@@ -167,12 +164,7 @@ def main() -> None:
             else:
                 self._send({"detail": "not found"}, 404)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    tmp = args.port_file.with_suffix(".tmp")
-    tmp.write_text(str(server.server_address[1]))
-    tmp.replace(args.port_file)
-    server.serve_forever()
+    serve(Handler, args.port_file)
 
 
 if __name__ == "__main__":
