@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
 
 from agent2rl_tui.run.lifecycle import RunRequest, start_run
@@ -31,6 +32,20 @@ def default_task(tasks: list[str]):  # noqa: ANN201 - a task name or Select.BLAN
     if DEFAULT_TASK in tasks:
         return DEFAULT_TASK
     return tasks[0] if tasks else Select.BLANK
+
+
+def field(label: str, widget: Widget) -> Vertical:
+    """One labelled field of the form."""
+    return Vertical(Label(label), widget, classes="field")
+
+
+def row(*fields: Vertical) -> Horizontal:
+    """Fields side by side."""
+    return Horizontal(*fields, classes="field-row")
+
+
+def text_input(widget_id: str, placeholder: str) -> Input:
+    return Input(placeholder=placeholder, id=widget_id)
 
 
 def search_options(where: str, key_env: str) -> dict[str, str] | None:
@@ -67,58 +82,26 @@ class NewRunScreen(Screen[None]):
             yield Static("Start a run. Pre-flight checks run before anything is created.", id="new-run-intro")
             if profile_problem:
                 yield Static(profile_problem, id="new-run-profiles-error")
-            with Horizontal(classes="field-row"):
-                with Vertical(classes="field"):
-                    yield Label("task")
-                    yield Select([(t, t) for t in tasks], value=default_task(tasks), id="task",
-                                 allow_blank=False)
-                with Vertical(classes="field"):
-                    yield Label("agent profile")
-                    yield Select([(p, p) for p in profiles], value="example", id="agent", allow_blank=False)
-            with Horizontal(classes="field-row"):
-                with Vertical(classes="field"):
-                    yield Label("command (only for the 'command' agent)")
-                    yield Input(placeholder="python code/train.py", id="command")
-                with Vertical(classes="field"):
-                    yield Label("driver LLM (passed to the CLI as its model, and recorded)")
-                    yield Input(placeholder="e.g. claude-sonnet-4-5", id="driver")
-            with Vertical(classes="field"):
-                yield Label("base model folder")
-                yield Input(placeholder="/path/to/model (config.json, weights, tokenizer)", id="model")
-            with Horizontal(classes="field-row"):
-                with Vertical(classes="field"):
-                    yield Label("budget")
-                    yield Input(value="30m", id="budget")
-                with Vertical(classes="field"):
-                    yield Label("seed")
-                    yield Input(value="0", id="seed", type="integer")
-                with Vertical(classes="field"):
-                    yield Label("GPUs (e.g. 0 or 0,1)")
-                    yield Input(placeholder="none checked", id="gpus")
-                with Vertical(classes="field"):
-                    yield Label("API key variable")
-                    yield Select([("required", False), ("not needed (logged in)", True)],
-                                 value=False, id="allow-missing-key", allow_blank=False)
-            with Horizontal(classes="field-row"):
-                with Vertical(classes="field"):
-                    yield Label("judge URL (judge-graded tasks)")
-                    yield Input(placeholder="http://127.0.0.1:8000/v1", id="judge-url")
-                with Vertical(classes="field"):
-                    yield Label("judge model")
-                    yield Input(placeholder="e.g. gpt-4.1", id="judge-model")
-                with Vertical(classes="field"):
-                    yield Label("judge key variable")
-                    yield Input(placeholder="e.g. OPENAI_API_KEY", id="judge-key-env")
-            with Horizontal(classes="field-row"):
-                with Vertical(classes="field"):
-                    yield Label("search: API URL or corpus .jsonl (searching tasks)")
-                    yield Input(placeholder="https://serpapi.com/search or /data/corpus.jsonl", id="search")
-                with Vertical(classes="field"):
-                    yield Label("search key variable")
-                    yield Input(placeholder="e.g. SERPAPI_KEY", id="search-key-env")
-                with Vertical(classes="field"):
-                    yield Label("WebShop server URL (webshop)")
-                    yield Input(placeholder="http://127.0.0.1:36001", id="webshop-url")
+            yield row(field("task", Select([(t, t) for t in tasks], value=default_task(tasks), id="task",
+                                           allow_blank=False)),
+                      field("agent profile", Select([(p, p) for p in profiles], value="example", id="agent",
+                                                    allow_blank=False)))
+            yield row(field("command (only for the 'command' agent)", text_input("command", "python code/train.py")),
+                      field("driver LLM (passed to the CLI as its model, and recorded)",
+                            text_input("driver", "e.g. claude-sonnet-4-5")))
+            yield field("base model folder", text_input("model", "/path/to/model (config.json, weights, tokenizer)"))
+            yield row(field("budget", Input(value="30m", id="budget")),
+                      field("seed", Input(value="0", id="seed", type="integer")),
+                      field("GPUs (e.g. 0 or 0,1)", text_input("gpus", "none checked")),
+                      field("API key variable", Select([("required", False), ("not needed (logged in)", True)],
+                                                       value=False, id="allow-missing-key", allow_blank=False)))
+            yield row(field("judge URL (judge-graded tasks)", text_input("judge-url", "http://127.0.0.1:8000/v1")),
+                      field("judge model", text_input("judge-model", "e.g. gpt-4.1")),
+                      field("judge key variable", text_input("judge-key-env", "e.g. OPENAI_API_KEY")))
+            yield row(field("search: API URL or corpus .jsonl (searching tasks)",
+                            text_input("search", "https://serpapi.com/search or /data/corpus.jsonl")),
+                      field("search key variable", text_input("search-key-env", "e.g. SERPAPI_KEY")),
+                      field("WebShop server URL (webshop)", text_input("webshop-url", "http://127.0.0.1:36001")))
             yield Static("", id="new-run-error")
             with Horizontal(id="new-run-buttons"):
                 yield Button("Start (ctrl+s)", variant="success", id="start")
