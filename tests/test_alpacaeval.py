@@ -353,23 +353,17 @@ async def test_the_items_screen_shows_each_judgement_side_by_side(alpaca_run: di
 @pytest.mark.asyncio
 async def test_the_new_run_form_takes_the_judge(alpaca_data: Path, tiny_model: Path, tmp_path: Path,
                                                 judge_server) -> None:
-    from test_tui import open_runs, plain, settle
+    from test_tui import open_new_run, plain, settle
     from textual.widgets import Input, Static
 
     from agent2rl_tui.ui.app import Agent2RLApp
-    from agent2rl_tui.ui.screens.new_run import NewRunScreen
 
     judge = judge_server("--key", "k-1")
     root = tmp_path / "runs"
     root.mkdir()
     app = Agent2RLApp(root=root)
     async with app.run_test(size=(160, 48)) as pilot:
-        await open_runs(pilot)
-        await pilot.press("n")
-        await settle(pilot, lambda: isinstance(app.screen, NewRunScreen), what="New run")
-        form: NewRunScreen = app.screen
-        form.query_one("#task").value = "alpacaeval"
-        form.query_one("#model", Input).value = str(tiny_model)
+        form = await open_new_run(pilot, "alpacaeval", tiny_model)
         error = form.query_one("#new-run-error", Static)
         await pilot.press("ctrl+s")
         await settle(pilot, lambda: "graded by a judge" in plain(error), timeout=30, what="the judge is missing")

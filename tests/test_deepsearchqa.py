@@ -22,7 +22,7 @@ from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.envs.search import BM25Corpus, HTTPSearch, SearchQA, parse_action
 from agent2rl_tui.grader.episodes import Pending, SearchReActFormat, play
 from agent2rl_tui.grader.evaluators.episodes import judge_episodes, play_task
-from agent2rl_tui.judge.pairwise import Unparseable
+from agent2rl_tui.judge import Unparseable
 from agent2rl_tui.judge.verdict import read_verdict
 from agent2rl_tui.record.index import RunError
 from agent2rl_tui.run.lifecycle import RunRequest, create_run
@@ -279,11 +279,11 @@ def test_a_run_grades_its_baseline_through_the_grader_with_its_search_and_judge(
 @pytest.mark.asyncio
 async def test_the_new_run_form_takes_the_search_backend(dsqa: dict, servers: dict, tiny_model: Path,
                                                          tmp_path: Path) -> None:
-    from test_tui import open_runs, plain, settle
+    from test_tui import open_new_run, plain, settle
     from textual.widgets import Input, Static
 
     from agent2rl_tui.ui.app import Agent2RLApp
-    from agent2rl_tui.ui.screens.new_run import NewRunScreen, search_options
+    from agent2rl_tui.ui.screens.new_run import search_options
 
     assert search_options("https://serpapi.com/search", "K") == {"url": "https://serpapi.com/search", "key_env": "K"}
     assert search_options("/data/corpus.jsonl", "") == {"corpus": "/data/corpus.jsonl"}
@@ -291,12 +291,7 @@ async def test_the_new_run_form_takes_the_search_backend(dsqa: dict, servers: di
     root.mkdir()
     app = Agent2RLApp(root=root)
     async with app.run_test(size=(160, 48)) as pilot:
-        await open_runs(pilot)
-        await pilot.press("n")
-        await settle(pilot, lambda: isinstance(app.screen, NewRunScreen), what="New run")
-        form: NewRunScreen = app.screen
-        form.query_one("#task").value = "deepsearchqa"
-        form.query_one("#model", Input).value = str(tiny_model)
+        form = await open_new_run(pilot, "deepsearchqa", tiny_model)
         form.query_one("#judge-url", Input).value = servers["judge_url"]
         form.query_one("#judge-model", Input).value = "local-judge"
         error = form.query_one("#new-run-error", Static)

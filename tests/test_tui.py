@@ -101,6 +101,17 @@ async def open_runs(pilot) -> RunsScreen:  # noqa: ANN001
     return pilot.app.screen
 
 
+async def open_new_run(pilot, task: str, model: Path) -> NewRunScreen:  # noqa: ANN001
+    """Runs → n: the New run form, with the task and the base model filled in."""
+    await open_runs(pilot)
+    await pilot.press("n")
+    await settle(pilot, lambda: isinstance(pilot.app.screen, NewRunScreen), what="New run")
+    form: NewRunScreen = pilot.app.screen
+    form.query_one("#task").value = task
+    form.query_one("#model", Input).value = str(model)
+    return form
+
+
 async def test_runs_screen_lists_filters_sorts_marks_and_compares(review_root: Path) -> None:
     app = Agent2RLApp(root=review_root)
     async with app.run_test(size=SIZE) as pilot:

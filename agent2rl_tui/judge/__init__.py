@@ -22,6 +22,14 @@ class JudgeError(RuntimeError):
     """The judge could not be reached or answered something unusable; the message says which."""
 
 
+class Unparseable(JudgeError):
+    """The judge answered, but not in the form asked for; the item counts as failed."""
+
+
+TASK_DEFAULTS = ("mode", "timeout_s", "retries", "backoff_s", "concurrency")
+"""The keys of a task's ``[judge]`` table that are defaults of the run's judge settings."""
+
+
 @dataclass(frozen=True)
 class JudgeSettings:
     """Where the judge is and how it is asked; recorded with every score (the key's value never)."""
@@ -59,6 +67,13 @@ class JudgeSettings:
             raise JudgeError(f"unknown judge settings {unknown}; known: {sorted(known)}")
         return cls(**raw)
 
+    @classmethod
+    def for_task(cls, table: dict[str, Any], run: dict[str, Any], *, modes: bool = True) -> JudgeSettings:
+        """The run's judge over the task's ``[judge]`` defaults; ``modes=False`` for a judge that
+        gives verdicts (it has no ranking/weighted mode, so a run's ``mode`` is not its business)."""
+        defaults = {k: v for k, v in table.items() if k in TASK_DEFAULTS and (modes or k != "mode")}
+        return cls.from_dict({**defaults, **{k: v for k, v in run.items() if modes or k != "mode"}})
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -73,4 +88,4 @@ class JudgeSettings:
         return value
 
 
-__all__ = ["JUDGE_MODES", "JudgeError", "JudgeSettings"]
+__all__ = ["JUDGE_MODES", "JudgeError", "JudgeSettings", "Unparseable"]

@@ -23,7 +23,7 @@ import math
 import re
 from typing import Any
 
-from agent2rl_tui.judge import JudgeError
+from agent2rl_tui.judge import JudgeError, Unparseable
 
 Messages = list[dict[str, str]]
 
@@ -60,10 +60,6 @@ LEADERBOARD_TOOL: dict[str, Any] = {
 """AutoRL-Bench's tool (its ``annotators_gpt52_fn/configs.yaml``), with ``max_tokens`` 100, temperature 0."""
 
 IDENTIFIERS = ("m", "M")
-
-
-class Unparseable(JudgeError):
-    """The judge answered, but not in the form the mode needs; the item counts as failed."""
 
 
 def prompt_version(template: str, mode: str) -> str:

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.judge import JudgeError, JudgeSettings
+from agent2rl_tui.judge import JudgeError, JudgeSettings, Unparseable
 from agent2rl_tui.judge.cache import JudgementCache, cache_key
 from agent2rl_tui.judge.client import JudgeClient
-from agent2rl_tui.judge.pairwise import Unparseable
 
 SYSTEM = "You are a strict answer evaluator."
 TEMPLATE = (  # the reference's f-string, its indentation included

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,28 @@ OUR_COLUMNS = ["campaign", "cell", "seed", "attempt", "job_id", "status", "end_r
                "contaminated", "revisions", "budget_s", "error"]
 
 
+def read_summary(row: Mapping[str, Any]) -> RunSummary | None:
+    """The current run of a campaign row, if it has started (an unreadable run folder: None)."""
+    if not row["run_dir"] or row["superseded"]:
+        return None
+    try:
+        return summarize(Path(row["run_dir"]))
+    except Exception:  # noqa: BLE001 - unreadable: shown as failed
+        return None
+
+
+def run_state(row: Mapping[str, Any], summary: RunSummary | None) -> str:
+    """queued or submitted (no run yet), superseded (queued again), failed (its folder cannot be
+    read), else the run's own status (created, running, finished, failed, lost, stopped ...)."""
+    if row["superseded"]:
+        return "superseded"
+    if summary is None:
+        if not row["run_dir"]:
+            return "submitted" if row["job_id"] else "queued"
+        return "failed"
+    return summary.status
+
+
 @dataclass
 class CampaignRun:
     row: dict[str, Any]
@@ -32,13 +55,7 @@ class CampaignRun:
 
     @property
     def state(self) -> str:
-        if self.row["superseded"]:
-            return "superseded"
-        if self.summary is None:
-            if not self.row["run_dir"]:
-                return "submitted" if self.row.get("job_id") else "queued"
-            return "failed"
-        return self.summary.status
+        return run_state(self.row, self.summary)
 
 
 @dataclass
@@ -64,16 +81,7 @@ def read_runs(folder: Path) -> list[CampaignRun]:
         rows = [dict(r) for r in db.execute("SELECT * FROM runs ORDER BY id")]
     finally:
         db.close()
-    out = []
-    for row in rows:
-        summary = None
-        if row["run_dir"] and not row["superseded"]:
-            try:
-                summary = summarize(Path(row["run_dir"]))
-            except Exception:  # noqa: BLE001 - unreadable: shown as failed
-                summary = None
-        out.append(CampaignRun(row, summary))
-    return out
+    return [CampaignRun(row, read_summary(row)) for row in rows]
 
 
 def cell_results(runs: list[CampaignRun], ks: tuple[int, ...] = (1, 2, 3, 5)) -> list[CellResult]:
@@ -107,7 +115,7 @@ def csv_rows(folder: Path, runs: list[CampaignRun]) -> list[dict[str, Any]]:
             "success": bool(s and s.improvement is not None and s.improvement > 0),
             "workspace": str(s.path / "workspace") if s else "",
             "campaign": folder.name, "cell": row["cell"], "seed": row["seed"], "attempt": row["attempt"],
-            "job_id": row.get("job_id") or "",
+            "job_id": row["job_id"] or "",
             "status": r.state, "end_reason": s.end_reason if s else "", "prompt_profile": s.prompt_profile if s else "",
             "contained": s.contained if s else "", "contaminated": s.contaminated if s else "",
             "revisions": s.n_revisions if s else "", "budget_s": s.budget_s if s else "",

@@ -41,12 +41,14 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.record.index import RunError, default_root, summarize
-from agent2rl_tui.record.store import FINAL_STATUSES
+from agent2rl_tui.record.campaign_view import read_summary, run_state
+from agent2rl_tui.record.index import RunError, default_root
+from agent2rl_tui.record.store import ACTIVE_STATUSES
 from agent2rl_tui.run.lifecycle import RunRequest, create_run, launch_supervisor, preflight_run, reconcile
 from agent2rl_tui.util import procs
 from agent2rl_tui.util.timeutil import compact_utc, now, parse_duration
@@ -158,15 +160,8 @@ class Campaign:
         self.close()
 
     def state_of(self, row: sqlite3.Row) -> str:
-        """queued, superseded, or the run's own status (created, running, finished, failed, lost ...)."""
-        if row["superseded"]:
-            return "superseded"
-        if not row["run_dir"]:
-            return "submitted" if row["job_id"] else "queued"
-        try:
-            return summarize(Path(row["run_dir"])).status
-        except Exception:  # noqa: BLE001 - a run folder that cannot be read is a failed run
-            return "failed"
+        """The row's state as the results read it (``record.campaign_view.run_state``)."""
+        return run_state(row, read_summary(row))
 
     def requeue(self, ref: str) -> int:
         """Queue a failed, lost or stopped run's cell and seed again; the new row's id."""
@@ -225,8 +220,8 @@ def create_campaign(spec_text: str, root: Path | None = None, env: dict[str, str
     return folder
 
 
-def _free_gpus(campaign: Campaign, spec: CampaignSpec, active: list[sqlite3.Row]) -> list[str]:
-    total = _gpu_count()
+def free_gpus(total: int, active: list[sqlite3.Row]) -> list[str]:
+    """The GPUs no active run of the campaign holds."""
     used = {g for r in active for g in (r["gpus"] or "").split(",") if g}
     return [str(i) for i in range(total) if str(i) not in used]
 
@@ -235,21 +230,20 @@ def schedule_once(campaign: Campaign) -> dict[str, int]:
     """Start queued runs while slots are free; the count of runs by state."""
     spec = campaign.spec
     rows = campaign.rows()
-    for row in rows:  # a run whose supervisor died is lost now, not after its heartbeat times out
-        if row["run_dir"] and not row["superseded"]:
-            try:
-                reconcile(Path(row["run_dir"]))
-            except Exception:  # noqa: BLE001 - an unreadable run shows as failed below
-                pass
     states = {r["id"]: campaign.state_of(r) for r in rows}
-    active = [r for r in rows if r["run_dir"] and states[r["id"]] not in FINAL_STATUSES
-              and states[r["id"]] != "superseded"]
+    # A run whose supervisor died is closed now (lost, its leftovers ended), not when its heartbeat
+    # times out; one already seen as lost may still need closing.
+    unsettled = [r for r in rows if r["run_dir"] and states[r["id"]] in (*ACTIVE_STATUSES, "lost")]
+    for row in unsettled:
+        states[row["id"]] = reconcile(Path(row["run_dir"]))
+    active = [r for r in unsettled if states[r["id"]] in ACTIVE_STATUSES]
+    gpu_count = _gpu_count()
     for row in [r for r in rows if states[r["id"]] == "queued"]:
         if len(active) >= spec.max_parallel:
             break
         gpus = None
-        if _gpu_count():
-            free = _free_gpus(campaign, spec, active)
+        if gpu_count:
+            free = free_gpus(gpu_count, active)
             if len(free) < spec.gpus_per_run:
                 break
             gpus = ",".join(free[:spec.gpus_per_run])
@@ -258,19 +252,14 @@ def schedule_once(campaign: Campaign) -> dict[str, int]:
         try:
             run_dir = create_run(req)
             launch_supervisor(run_dir, req.agent_env)
-        except (RunError, OSError, ValueError) as exc:
-            campaign.db.execute("UPDATE runs SET error = ?, superseded = 0, run_dir = NULL WHERE id = ?",
-                                (f"could not start: {exc}", row["id"]))
-            states[row["id"]] = "queued"
+        except (RunError, OSError, ValueError) as exc:  # stays queued; `campaign status` shows why
+            campaign.db.execute("UPDATE runs SET error = ? WHERE id = ?", (f"could not start: {exc}", row["id"]))
             continue
         campaign.db.execute("UPDATE runs SET run_dir = ?, gpus = ?, started_at = ? WHERE id = ?",
                             (str(run_dir), gpus, now(), row["id"]))
         active.append(campaign.db.execute("SELECT * FROM runs WHERE id = ?", (row["id"],)).fetchone())
         states[row["id"]] = "created"
-    counts: dict[str, int] = {}
-    for state in states.values():
-        counts[state] = counts.get(state, 0) + 1
-    return counts
+    return dict(Counter(states.values()))
 
 
 def serve(folder: Path) -> None:

@@ -151,16 +151,13 @@ def check_judge(task: Any, judge: dict[str, Any] | None, env: dict[str, str]) ->
         raise RunError(f"task {task.name} is graded by a judge: give --judge-url URL --judge-model NAME (and "
                        "--judge-key-env VAR when it needs a key): an OpenAI-compatible API, or a local "
                        "`vllm serve MODEL` (--judge-url http://127.0.0.1:8000/v1)")
-    defaults = {k: v for k, v in task.raw.get("judge", {}).items()
-                if k in ("mode", "timeout_s", "retries", "backoff_s", "concurrency")}
-    if task.evaluator != "pairwise_judge":
-        judge = {k: v for k, v in judge.items() if k != "mode"}  # a verdict judge has no modes
+    modes = task.evaluator == "pairwise_judge"  # a verdict judge (deepsearchqa) has no modes
     try:
-        settings = JudgeSettings.from_dict({**defaults, **judge})
+        settings = JudgeSettings.for_task(task.raw.get("judge", {}), judge, modes=modes)
         JudgeClient(settings, env).check()
     except JudgeError as exc:
         raise RunError(f"the judge: {exc}") from None
-    return {k: v for k, v in judge.items() if v is not None}
+    return {k: v for k, v in judge.items() if v is not None and (modes or k != "mode")}
 
 
 def check_search(task: Any, search: dict[str, Any] | None, env: dict[str, str]) -> dict[str, Any] | None:
@@ -229,7 +226,7 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfi
         check_gpus(req.gpus)
     check_engine(task, req.engine)
     check_prompt_profile(task, req.prompt_profile, model)
-    check_judge(task, req.judge, env)
+    req.judge = check_judge(task, req.judge, env)
     req.search = check_search(task, req.search, env)
     req.store = check_store(task, req.store)
     if req.budget_s <= 0 or req.grace_s < 0:

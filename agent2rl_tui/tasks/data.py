@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib
 import importlib.util
 import json
 from pathlib import Path
@@ -140,24 +141,24 @@ def source_paths(task: Task) -> list[Path]:
     return [path] if path.is_absolute() and path.exists() else []
 
 
+PREPARERS = {
+    "alpacaeval": "agent2rl_tui.tasks.alpacaeval:prepare_alpacaeval",  # reference outputs, Alpaca rows, LC data
+    "webshop": "agent2rl_tui.tasks.webshop:prepare_webshop",  # session numbers, and where the user's WebShop is
+    "deepsearchqa": "agent2rl_tui.tasks.deepsearchqa:prepare_deepsearchqa",  # one CSV, shuffled and split
+}
+"""Tasks prepared from several sources by a module of their own (imported when used)."""
+
+
 def prepare(task: Task, source: Path | list[Path] | None = None) -> dict[str, Any]:
     """Fill the task's cache; returns what source.json records. ``source``: local files instead
     of the hub (several only for a task whose pieces come from several files: alpacaeval)."""
     if task.data.get("source") != "prepared":
         raise TaskError(f"task {task.name} builds its data itself ({task.data.get('source')}); nothing to prepare")
     sources = [source] if isinstance(source, Path) else list(source or [])
-    if task.data.get("preparer") == "alpacaeval":  # reference outputs, Alpaca rows, the LC model's data
-        from agent2rl_tui.tasks.alpacaeval import prepare_alpacaeval
-
-        return prepare_alpacaeval(task, sources)
-    if task.data.get("preparer") == "webshop":  # session numbers, and where the user's WebShop is
-        from agent2rl_tui.tasks.webshop import prepare_webshop
-
-        return prepare_webshop(task, sources)
-    if task.data.get("preparer") == "deepsearchqa":  # one CSV, shuffled and split as the reference
-        from agent2rl_tui.tasks.deepsearchqa import prepare_deepsearchqa
-
-        return prepare_deepsearchqa(task, sources)
+    preparer = PREPARERS.get(task.data.get("preparer", ""))
+    if preparer is not None:  # a task whose data come in pieces of their own: its module prepares them
+        module, function = preparer.split(":")
+        return getattr(importlib.import_module(module), function)(task, sources)
     if len(sources) > 1:
         raise TaskError(f"task {task.name} is prepared from one --from path, not {len(sources)}")
     source = sources[0] if sources else None

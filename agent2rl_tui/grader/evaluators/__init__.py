@@ -50,8 +50,7 @@ def pairwise_evaluator(task: Task, spec: dict[str, Any], judge: dict[str, Any] |
         raise JudgeError(f"task {task.name} is graded by a judge, and this run names none: start it with "
                          "--judge-url URL --judge-model NAME [--judge-key-env VAR]")
     table = task.raw.get("judge", {})
-    defaults = {k: v for k, v in table.items() if k in ("mode", "timeout_s", "retries", "backoff_s", "concurrency")}
-    settings = JudgeSettings.from_dict({**defaults, **judge})
+    settings = JudgeSettings.for_task(table, judge)
     templates = {mode: (task.folder / table[f"{mode}_template"]).read_text(encoding="utf-8")
                  for mode in JUDGE_MODES if f"{mode}_template" in table}
     if settings.mode not in templates:

@@ -105,9 +105,7 @@ def judge_episodes(task: Task, episodes: list[Episode], items: list[dict[str, An
     if not judge:
         raise JudgeError(f"task {task.name} is graded by a judge, and this run names none: start it with "
                          "--judge-url URL --judge-model NAME [--judge-key-env VAR]")
-    table = {k: v for k, v in task.raw.get("judge", {}).items()
-             if k in ("timeout_s", "retries", "backoff_s", "concurrency")}
-    settings = JudgeSettings.from_dict({**table, **judge})
+    settings = JudgeSettings.for_task(task.raw.get("judge", {}), judge, modes=False)
     answers = [answer_of(ep) for ep in episodes]
     triples = [(a, str(item["answer"]), str(item.get("answer_type") or "Single Answer"))
                for a, item in zip(answers, items)]
