@@ -34,6 +34,8 @@ class Verdict:
     attempts: int = 0
     cached: bool = False
     error: str | None = None
+    answered: bool = False
+    """The judge replied (a judge call was spent), parseable or not."""
 
 
 def model_shown_first(seed: int, index: int) -> bool:
@@ -68,16 +70,15 @@ class PairwiseJudgeEvaluator(BaseEvaluator):
             reply = client.chat(body)
         except JudgeError as exc:
             return Verdict(error=str(exc), attempts=self.judge.retries + 1)
-        self.calls += 1
         raw = None
         try:
             raw = pairwise.raw_answer(self.judge.mode, reply.body)
             shown = pairwise.preference(self.judge.mode, raw)
         except JudgeError as exc:
-            return Verdict(raw=raw, error=str(exc), attempts=reply.attempts)
+            return Verdict(raw=raw, error=str(exc), attempts=reply.attempts, answered=True)
         if cache is not None:
             cache.put(key, raw, shown, self.judge.model, self.version)
-        return Verdict(raw=raw, shown_preference=shown, attempts=reply.attempts)
+        return Verdict(raw=raw, shown_preference=shown, attempts=reply.attempts, answered=True)
 
     def judge_all(self, items: list[dict[str, Any]], prompts: list[str], outputs: list[str]) -> list[ItemResult]:
         client = JudgeClient(self.judge)
@@ -92,6 +93,7 @@ class PairwiseJudgeEvaluator(BaseEvaluator):
         finally:
             if cache is not None:
                 cache.close()
+        self.calls = sum(v.answered for v in verdicts)  # counted here: the threads share no counter
         results = [self._result(i, item, prompt, out, first, v)
                    for i, (item, prompt, out, first, v) in enumerate(zip(items, prompts, outputs, firsts, verdicts))]
         judged = [r for r in results if r.extra["preference"] is not None]
