@@ -1,7 +1,10 @@
 """The ``agent2rl-tui`` command line: start, list, show and stop runs; build the tiny model.
 
 One front end over the run and record layers (the TUI is the other). Nothing here imports
-textual or rich except the command that opens the TUI.
+textual or rich except the command that opens the TUI. Whatever prints the record prints
+through ``_echo`` (control characters as escapes) and puts each agent-made field on one
+line (``one_line``): an agent's text never drives the terminal nor forges a row
+(``util.inert``). ``run cat`` and ``run diff`` print the same way unless given ``--raw``.
 """
 
 from __future__ import annotations
@@ -21,13 +24,19 @@ from agent2rl_tui.run.containment import probe as containment_probe
 from agent2rl_tui.run.lifecycle import RunRequest, start_run, stop_run
 from agent2rl_tui.run.profiles import ProfileError, load_profiles
 from agent2rl_tui.tasks.registry import TaskError, discover, load_task
+from agent2rl_tui.util.inert import one_line, visible
 from agent2rl_tui.util.timeutil import human_duration, iso, parse_duration
 
 USER_ERRORS = (RunError, TaskError, ProfileError, StoreError, ValueError)
 
 
 def _fail(exc: Exception) -> NoReturn:
-    raise click.ClickException(str(exc))
+    raise click.ClickException(visible(str(exc)))
+
+
+def _echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """Print text that may hold the agent's: its control characters shown as escapes."""
+    click.echo(visible(text), err=err, nl=nl)
 
 
 def _fmt(x: float | None) -> str:
@@ -310,7 +319,7 @@ def follow(run_dir: Path) -> None:
                     chunk = fh.read()
                     offset += len(chunk)
                 if chunk:
-                    sys.stdout.write(chunk.decode(errors="replace"))
+                    sys.stdout.write(visible(chunk.decode(errors="replace")))
                     sys.stdout.flush()
             summary = summarize(run_dir)
             if summary.status not in ACTIVE_STATUSES:
@@ -328,23 +337,23 @@ def follow(run_dir: Path) -> None:
 def _print_result(run_dir: Path) -> None:
     report_path = run_dir / "report" / "report.json"
     s = summarize(run_dir)
-    click.echo(f"run {s.id}: {s.status}" + (f" ({s.error})" if s.error else ""))
-    click.echo(f"run folder: {run_dir}")
+    _echo(f"run {s.id}: {s.status}" + (f" ({one_line(s.error)})" if s.error else ""))
+    _echo(f"run folder: {run_dir}")
     if report_path.exists():
         report = json.loads(report_path.read_text())
-        click.echo(f"baseline: {_fmt(report['baseline']['score'])}")
+        _echo(f"baseline: {_fmt(report['baseline']['score'])}")
         for sub in report["submissions"]:
             line = f"submission {sub['submission_id']}: {sub['status']:9} score {_fmt(sub['score'])}"
             if sub["error"]:
-                line += f"  ({sub['error'][:120]})"
-            click.echo(line)
+                line += f"  ({one_line(sub['error'][:120])})"
+            _echo(line)
         best = report["best"]
-        click.echo(f"best: {_fmt(best['score']) if best else '-'}"
-                   + (f" (submission {best['submission_id']})" if best else ""))
-        click.echo(f"improvement: {_fmt(report['improvement'])}")
+        _echo(f"best: {_fmt(best['score']) if best else '-'}"
+              + (f" (submission {best['submission_id']})" if best else ""))
+        _echo(f"improvement: {_fmt(report['improvement'])}")
         if s.flags:
-            click.echo(f"warning: this run is {s.flags} (see the report)")
-        click.echo(f"report: {run_dir / 'report' / 'report.md'}")
+            _echo(f"warning: this run is {s.flags} (see the report)")
+        _echo(f"report: {run_dir / 'report' / 'report.md'}")
 
 
 def _print_runs(runs: list[Any]) -> None:
@@ -354,10 +363,11 @@ def _print_runs(runs: list[Any]) -> None:
     header = f"{'run':44} {'status':9} {'task':8} {'agent':8} {'base':>7} {'best':>7} {'delta':>7} {'subs':>4} {'used':>8}"
     click.echo(header)
     for r in runs:
-        click.echo(
-            f"{r.id:44} {r.status:9} {r.task:8} {r.agent:8} {_fmt(r.baseline):>7} {_fmt(r.best):>7} "
+        _echo(
+            f"{one_line(r.id):44} {one_line(r.status):9} {one_line(r.task):8} {one_line(r.agent):8} "
+            f"{_fmt(r.baseline):>7} {_fmt(r.best):>7} "
             f"{_fmt(r.improvement):>7} {r.n_submissions:>4} {human_duration(r.budget_used_s):>8}"
-            + (f"  {r.flags}" if r.flags else "")
+            + (f"  {one_line(r.flags)}" if r.flags else "")
         )
 
 
@@ -394,22 +404,23 @@ def run_show(ctx: click.Context, run: str, as_json: bool) -> None:
     with RunStore.of_run(run_dir) as store:
         run_row = store.run()
         subs = store.submissions()
-    click.echo(f"run {s.id}  [{s.status}]")
-    click.echo(f"  folder   {run_dir}")
-    click.echo(f"  task {s.task}, agent {s.agent}, driver {s.driver or '-'}, base model {s.base_model}")
-    click.echo(f"  budget {human_duration(s.budget_s)}, used {human_duration(s.budget_used_s)}, "
-               f"started {iso(s.budget_start) or '-'}, ended {iso(s.ended_at) or '-'}")
+    _echo(f"run {s.id}  [{s.status}]")
+    _echo(f"  folder   {run_dir}")
+    _echo(f"  task {one_line(s.task)}, agent {one_line(s.agent)}, driver {one_line(s.driver or '-')}, "
+          f"base model {one_line(s.base_model)}")
+    _echo(f"  budget {human_duration(s.budget_s)}, used {human_duration(s.budget_used_s)}, "
+          f"started {iso(s.budget_start) or '-'}, ended {iso(s.ended_at) or '-'}")
     if run_row["end_reason"]:
-        click.echo(f"  ended by {run_row['end_reason']}, agent exit code {run_row['agent_exit_code']}")
+        _echo(f"  ended by {one_line(run_row['end_reason'])}, agent exit code {run_row['agent_exit_code']}")
     if s.error:
-        click.echo(f"  error: {s.error}")
+        _echo(f"  error: {one_line(s.error)}")
     if s.flags:
-        click.echo(f"  {s.flags.upper()}: see the report's containment and contamination lines")
-    click.echo(f"  baseline {_fmt(s.baseline)}, best {_fmt(s.best)}, improvement {_fmt(s.improvement)}")
-    for sub in subs:
+        _echo(f"  {s.flags.upper()}: see the report's containment and contamination lines")
+    _echo(f"  baseline {_fmt(s.baseline)}, best {_fmt(s.best)}, improvement {_fmt(s.improvement)}")
+    for sub in subs:  # one submission, one line, whatever its path and error hold
         label = "baseline" if sub.kind == "baseline" else f"#{sub.id}"
-        click.echo(f"  {label:>9} {sub.status:10} {_fmt(sub.score):>7}  {sub.model_path or '-'}"
-                   + (f"  ({sub.error[:100]})" if sub.error else ""))
+        _echo(f"  {label:>9} {sub.status:10} {_fmt(sub.score):>7}  {one_line(sub.model_path or '-')}"
+              + (f"  ({one_line(sub.error[:100])})" if sub.error else ""))
 
 
 @run_group.command("stop")
@@ -450,10 +461,10 @@ def run_revisions(ctx: click.Context, run: str) -> None:
     click.echo(f"{'rev':>4} {'at':>8} {'trigger':10} {'sha':8} {'files':>5} {'+':>6} {'-':>6}  paths")
     for r in revs:
         at = human_duration(r.at - start) if start else iso(r.at)
-        names = ", ".join(p["path"] for p in r.paths[:4]) + (" ..." if len(r.paths) > 4 else "")
+        names = ", ".join(one_line(p["path"]) for p in r.paths[:4]) + (" ..." if len(r.paths) > 4 else "")
         subs = f"  <- submission {', '.join(map(str, by_rev[r.seq]))}" if r.seq in by_rev else ""
-        click.echo(f"{r.seq:>4} {at:>8} {r.trigger:10} {r.sha[:8]} {r.files_changed:>5} {r.added:>6} "
-                   f"{r.removed:>6}  {names}{subs}")
+        _echo(f"{r.seq:>4} {at:>8} {one_line(r.trigger):10} {r.sha[:8]} {r.files_changed:>5} {r.added:>6} "
+              f"{r.removed:>6}  {names}{subs}")
 
 
 @run_group.command("diff")
@@ -461,9 +472,14 @@ def run_revisions(ctx: click.Context, run: str) -> None:
 @click.argument("a", required=False)
 @click.argument("b", required=False)
 @click.option("--submission", "submission", type=int, help="Diff since the previous submission's revision.")
+@click.option("--raw", is_flag=True, help="Print git's diff exactly (for `git apply`); by default the agent's "
+              "control characters are shown as escapes.")
 @click.pass_context
-def run_diff(ctx: click.Context, run: str, a: str | None, b: str | None, submission: int | None) -> None:
-    """Unified diff between revisions: A..B, A's parent..A, or around a submission."""
+def run_diff(ctx: click.Context, run: str, a: str | None, b: str | None, submission: int | None, raw: bool) -> None:
+    """Unified diff between revisions: A..B, A's parent..A, or around a submission.
+
+    File names and contents are the agent's: their control characters (terminal escapes,
+    bidi overrides) are printed as escapes such as \\x1b, unless --raw."""
     from agent2rl_tui.record.revisions import RevisionNotFound, diff, get_revision, submission_revisions
 
     try:
@@ -481,16 +497,24 @@ def run_diff(ctx: click.Context, run: str, a: str | None, b: str | None, submiss
     except (*USER_ERRORS, RevisionNotFound) as exc:
         _fail(exc)
     click.echo(f"# revision {old.seq if old else '(empty)'} -> {new.seq}", err=True)
-    click.echo(text)
+    if raw:
+        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+    else:
+        _echo(text)
 
 
 @run_group.command("cat")
 @click.argument("run")
 @click.argument("rev")
 @click.argument("path")
+@click.option("--raw", is_flag=True, help="Write the file's bytes exactly (to redirect or pipe them).")
 @click.pass_context
-def run_cat(ctx: click.Context, run: str, rev: str, path: str) -> None:
-    """Print a workspace file as it was at a revision."""
+def run_cat(ctx: click.Context, run: str, rev: str, path: str, raw: bool) -> None:
+    """Print a workspace file as it was at a revision.
+
+    The file is the agent's: by default it is printed as UTF-8 text with its control
+    characters (terminal escapes, bidi overrides) and undecodable bytes shown as escapes
+    (\\x1b, \\xff), whether or not the output is a terminal; --raw writes its bytes as they are."""
     from agent2rl_tui.record.revisions import RevisionNotFound, file_at, get_revision
 
     try:
@@ -498,7 +522,10 @@ def run_cat(ctx: click.Context, run: str, rev: str, path: str) -> None:
         data = file_at(run_dir, get_revision(run_dir, rev), path)
     except (*USER_ERRORS, RevisionNotFound) as exc:
         _fail(exc)
-    sys.stdout.buffer.write(data)
+    if raw:
+        sys.stdout.buffer.write(data)
+    else:
+        _echo(data.decode("utf-8", errors="backslashreplace"), nl=False)
 
 
 @run_group.command("steps")
@@ -535,9 +562,9 @@ def run_steps(ctx: click.Context, run: str, kinds: tuple[str, ...], search: str 
     except USER_ERRORS as exc:
         _fail(exc)
     for r in rows:
-        what = r.tool or r.role or ""
-        text = (r.text or (json.dumps(r.args) if r.args else "")).replace("\n", " ")[:140]
-        click.echo(f"{r.seq:>6} {human_duration(r.at - start):>8} {r.kind:11} {what[:14]:14} {text}")
+        what = one_line(r.tool or r.role or "")
+        text = one_line((r.text or (json.dumps(r.args) if r.args else ""))[:200].replace("\n", " "))[:140]
+        _echo(f"{r.seq:>6} {human_duration(r.at - start):>8} {r.kind:11} {what[:14]:14} {text}")
     click.echo(f"-- {len(rows)} of {total} steps; run totals: {totals['steps']} steps, tokens in "
                f"{totals['tokens_in']:,} out {totals['tokens_out']:,}"
                + (f", cost ${totals['cost_usd']:.4f}" if totals["cost_usd"] is not None else ""))

@@ -16,6 +16,11 @@ the hash of their weights, not by their path. Times are seconds from the budget'
 - ``time_used_ratio``: (agent end - budget start) / budget, the agent's end capped at the
   deadline (TERM, the grace period and KILL come after it and are not the agent's time).
 - ``last_submit_gap``: agent end (capped the same way) - last submission.
+
+report.md quotes text the agent made (model paths, errors that quote them, file names in
+warnings and contamination hits): every such field goes in through ``util.inert.md_escape``
+or ``md_code``, so it reads as one literal line and can never add a heading, a table row,
+a score or a link of its own. report.json keeps the record's text as it is (JSON escapes it).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from agent2rl_tui.record.store import (
     strict_of,
 )
 from agent2rl_tui.record.transcripts import transcript_totals
+from agent2rl_tui.util.inert import md_code, md_escape
 from agent2rl_tui.util.timeutil import human_duration, iso, now
 
 
@@ -197,30 +203,37 @@ def _fmt(x: Any, nd: int = 2) -> str:
     return str(x)
 
 
+def _path(path: str | None) -> str:
+    """A path the agent chose, for a table cell: a literal code span (``-`` for none)."""
+    return md_code(path) if path else "-"
+
+
 def render_markdown(report: dict[str, Any]) -> str:
+    e = md_escape
     lines = [
-        f"# Run {report['run_id']}",
+        f"# Run {e(report['run_id'])}",
         "",
-        f"- task **{report['task']}** (prompt profile {report.get('prompt_profile') or '-'}), agent "
-        f"**{report['agent']}**, driver {report['driver'] or '-'}, base model `{report['base_model']}`",
-        f"- status **{report['status']}** ({report['end_reason'] or '-'}), agent exit code "
+        f"- task **{e(report['task'])}** (prompt profile {e(report.get('prompt_profile') or '-')}), agent "
+        f"**{e(report['agent'])}**, driver {e(report['driver'] or '-')}, base model "
+        f"{md_code(report['base_model'], in_table=False)}",
+        f"- status **{e(report['status'])}** ({e(report['end_reason'] or '-')}), agent exit code "
         f"{_fmt(report['agent_exit_code'])}, budget {human_duration(report['budget_s'])}",
         f"- baseline **{_fmt(report['baseline']['score'])}**, best **"
         f"{_fmt(report['best']['score'] if report['best'] else None)}**, improvement **"
         f"{_fmt(report['improvement'])}**",
     ]
     if report["error"]:
-        lines.append(f"- error: {report['error']}")
+        lines.append(f"- error: {e(report['error'])}")
     c = report["containment"]
-    lines.append(f"- containment: **contained** by {c['reason']}" if c["contained"]
-                 else f"- containment: **NOT CONTAINED**: {c['reason']}")
+    lines.append(f"- containment: **contained** by {e(c['reason'])}" if c["contained"]
+                 else f"- containment: **NOT CONTAINED**: {e(c['reason'])}")
     lines.append(contamination_line(report["contamination"]))
     lines += ["", "| # | at | status | score | vs baseline | eval s | revision | model |",
               "|---|---|---|---|---|---|---|---|"]
     for s in report["submissions"]:
         lines.append(
-            f"| {s['submission_id']} | {human_duration(s['elapsed_s'])} | {s['status']} | {_fmt(s['score'])} | "
-            f"{_fmt(s['improvement'])} | {_fmt(s['eval_seconds'], 1)} | {_fmt(s['revision'])} | `{s['model_path']}`"
+            f"| {s['submission_id']} | {human_duration(s['elapsed_s'])} | {e(s['status'])} | {_fmt(s['score'])} | "
+            f"{_fmt(s['improvement'])} | {_fmt(s['eval_seconds'], 1)} | {_fmt(s['revision'])} | {_path(s['model_path'])}"
             f"{' (base copy)' if s['is_base_copy'] else ''} |"
         )
     lines += strict_lines(report)
@@ -231,11 +244,11 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += ["", f"## Code revisions: {revs['count']} (+{revs['lines_added']} / -{revs['lines_removed']} lines)", ""]
     lines += [f"- {rule}" for rule in revs["capture_rules"]]
     if revs["left_out_at_end"]:
-        left = ", ".join(f"{reason}: {n}" for reason, n in sorted(revs["left_out_at_end"].items()))
+        left = ", ".join(f"{e(reason)}: {n}" for reason, n in sorted(revs["left_out_at_end"].items()))
         lines.append(f"- left out of the last snapshot: {left}")
     t = report["transcript"]
     cost = f", cost ${t['cost_usd']:.4f}" if t["cost_usd"] is not None else ""
-    kinds = ", ".join(f"{k} {n}" for k, n in sorted(t["by_kind"].items()))
+    kinds = ", ".join(f"{e(k)} {n}" for k, n in sorted(t["by_kind"].items()))
     lines += ["", f"## Transcript: {t['steps']} steps ({kinds or 'none'})",
               f"- tokens in {t['tokens_in']:,}, out {t['tokens_out']:,}{cost}"]
     v = report["vitals"]
@@ -252,7 +265,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     warnings = report.get("warnings") or []
     if warnings:
         lines += ["", f"## Warnings ({len(warnings)})", ""]
-        lines += [f"- {w['at']} {w['source']}/{w['kind']}: {w['message']}" for w in warnings[:200]]
+        lines += [f"- {w['at']} {e(w['source'])}/{e(w['kind'])}: {e(w['message'])}" for w in warnings[:200]]
         if len(warnings) > 200:
             lines.append(f"- … and {len(warnings) - 200} more in run.db's events table")
     return "\n".join(lines) + "\n"
@@ -278,7 +291,8 @@ def judged_lines(report: dict[str, Any]) -> list[str]:
     if not rows:
         return []
     first = rows[0][1]
-    lines = ["", f"Scores are judged by `{first['judge_model']}` ({first['judge_mode']} mode) against the reference "
+    lines = ["", f"Scores are judged by {md_code(first['judge_model'], in_table=False)} ({md_escape(first['judge_mode'])} "
+                 "mode) against the reference "
                  "outputs: the length-controlled win rate where it could be computed, else the win rate.", ""]
     for name, j in rows:
         lc = _fmt(j["length_controlled_winrate"]) if j["length_controlled_winrate"] is not None else "unavailable"
@@ -307,7 +321,7 @@ def contamination_section(result: dict[str, Any] | None) -> list[str]:
     for hit in result["hits"]:
         items = ", ".join(str(i) for i in hit["items"][:20]) + (" …" if len(hit["items"]) > 20 else "")
         revs = ", ".join(str(r) for r in hit["revisions"]) or "-"
-        lines.append(f"| `{hit['path']}` | {revs} | {'yes' if hit['in_final_workspace'] else 'no'} | {items} |")
+        lines.append(f"| {_path(hit['path'])} | {revs} | {'yes' if hit['in_final_workspace'] else 'no'} | {md_escape(items)} |")
     return lines
 
 

@@ -23,6 +23,7 @@ from agent2rl_tui.record.index import default_root
 from agent2rl_tui.record.runview import load_run_view
 from agent2rl_tui.record.watch import RunWatch
 from agent2rl_tui.ui.messages import OpenRun, RunOpened, RunOpenFailed
+from agent2rl_tui.util.inert import one_line
 
 
 class Agent2RLApp(App[None]):
@@ -74,7 +75,8 @@ class Agent2RLApp(App[None]):
     def run_open_failed(self, message: RunOpenFailed) -> None:
         if len(self.screen_stack) <= 1:
             self.push_runs_screen()
-        self.notify(f"cannot open {message.run_dir}: {message.error}", severity="error", timeout=10)
+        self.notify(one_line(f"cannot open {message.run_dir}: {message.error}"), severity="error", timeout=10,
+                    markup=False)
 
     @on(RunOpened)
     def run_opened(self, message: RunOpened) -> None:

@@ -1,10 +1,20 @@
-"""Formatting shared by the screens: scores, times, statuses (colours from the theme)."""
+"""Formatting shared by the screens: scores, times, statuses (colours from the theme), and
+agent-made text as Rich ``Text`` that is shown literally.
+
+Textual parses a plain ``str`` given to ``Static``, ``Label``, ``DataTable`` cells or
+``notify`` as markup (``[b]``, ``[link=...]``, ``[@click=...]`` actions); a ``Text`` is
+never parsed. So text the agent or its model produced reaches a widget only through
+``literal`` (multi-line) or ``literal_line`` (one row), which also show its control
+characters as escapes (``util.inert``).
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 from rich.text import Text
+
+from agent2rl_tui.util.inert import one_line, visible
 
 STATUS_STYLE = {
     "running": "bold $success", "preparing": "$warning", "created": "$warning", "ending": "$warning",
@@ -43,3 +53,13 @@ def fmt_bytes(n: int | None) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
+
+
+def literal(text: object, style: str = "") -> Text:
+    """Agent-made text for a detail view: never markup, controls as escapes, lines kept."""
+    return Text(visible("" if text is None else str(text)), style=style)
+
+
+def literal_line(text: object, style: str = "") -> Text:
+    """Agent-made text for one row (a table cell, a title): ``literal``, on one line."""
+    return Text(one_line("" if text is None else str(text)), style=style)

@@ -14,7 +14,10 @@ Every read is bounded: searching backwards for a line start gives up after
 ``max_line_bytes`` and forces a break there, so a file without newlines cannot make a read
 scan the whole file. Lines are decoded as UTF-8 with ``errors="replace"``, a trailing
 ``\\r`` (CRLF) is dropped, a carriage-return progress line keeps only what follows its last
-``\\r`` (what a terminal would show), and lines are cut at ``max_line_chars`` for display.
+``\\r`` (what a terminal would show), tabs are expanded, every other control character
+(ANSI escapes too: colours are not interpreted) is shown as an escape
+(``util.inert.one_line``: an agent's output never reaches the terminal raw), and lines are
+cut at ``max_line_chars`` for display.
 
 This module is the pure half of the log view (the toolong habit: a plain reader driven by a
 cancellable worker), so it is tested without a UI.
@@ -25,6 +28,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import BinaryIO
+
+from agent2rl_tui.util.inert import one_line
 
 CHUNK_BYTES = 256 * 1024
 """Default size of one read from the end or backwards."""
@@ -52,6 +57,9 @@ def decode_lines(data: bytes, max_line_chars: int = MAX_LINE_CHARS) -> list[str]
             line = line.rstrip("\r")
             if "\r" in line:
                 line = line.rsplit("\r", 1)[1]
+        if not line.isprintable():
+            cut = len(line) > max_line_chars
+            line = one_line(line[:max_line_chars].expandtabs(4)) + ("…" if cut else "")
         if len(line) > max_line_chars:
             line = line[: max_line_chars - 1] + "…"
         out.append(line)

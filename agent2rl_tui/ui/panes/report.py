@@ -19,6 +19,7 @@ from agent2rl_tui.record.runview import RunView
 from agent2rl_tui.record.samples import latest_samples
 from agent2rl_tui.ui.format import fmt_bytes
 from agent2rl_tui.ui.messages import ReportBuilt
+from agent2rl_tui.util.inert import visible
 
 
 class ReportPane(VerticalScroll):
@@ -45,7 +46,7 @@ class ReportPane(VerticalScroll):
                      f"- agent: {s['agent_procs']} processes, {fmt_bytes(s['agent_rss'])} resident\n- {gpus}\n")
         prompt = self.run_dir / "prompt.md"
         if prompt.exists():
-            text += "\n## The agent's prompt\n\n```text\n" + prompt.read_text(encoding="utf-8")[:20000] + "\n```\n"
+            text += "\n## The agent's prompt\n\n```text\n" + visible(prompt.read_text(encoding="utf-8")[:20000]) + "\n```\n"
         self.post_message(ReportBuilt(text))
 
     @on(ReportBuilt)

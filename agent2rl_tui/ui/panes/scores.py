@@ -21,7 +21,7 @@ from agent2rl_tui.record.episodes_view import facts, is_episode
 from agent2rl_tui.record.items import SubmissionItems, read_submission_items
 from agent2rl_tui.record.runview import RunView, compare_items
 from agent2rl_tui.record.store import Submission, SubStatus
-from agent2rl_tui.ui.format import fmt_score
+from agent2rl_tui.ui.format import fmt_score, literal, literal_line
 from agent2rl_tui.ui.messages import ItemsLoaded, ShowRevision, ShowSubmissionDiff, ShowTranscriptAt
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
 from agent2rl_tui.util.timeutil import human_duration
@@ -168,7 +168,7 @@ class ScoresPane(Vertical):
         lines = [Text(f"submission {sub.id if sub.kind == 'agent' else 'baseline'}: {sub.status}",
                       style="bold")]
         if sub.error:
-            lines.append(Text(sub.error, style="red"))
+            lines.append(literal(sub.error, style="red"))  # whole, for the person; inert
         items = read.items
         if items:
             correct = sum(1 for i in items if i.get("correct"))
@@ -183,7 +183,7 @@ class ScoresPane(Vertical):
                                   f"kept {cmp.kept}, still wrong {cmp.still_wrong}", style="bold"))
                 for tag, group, style in (("+", cmp.solved, "green"), ("-", cmp.broken, "red")):
                     for item in group[:ITEMS_SHOWN]:
-                        lines.append(Text(f" {tag} #{item['index']} {item_line(item)}", style=style))
+                        lines.append(literal_line(f" {tag} #{item['index']} {item_line(item)}", style=style))
                     if len(group) > ITEMS_SHOWN:
                         lines.append(Text(f"   … {len(group) - ITEMS_SHOWN} more", style="dim"))
         return Text("\n").join(lines)

@@ -22,6 +22,7 @@ from textual.widgets import Input, Static
 
 from agent2rl_tui.record.runview import RunView
 from agent2rl_tui.record.transcripts import StepRow
+from agent2rl_tui.ui.format import literal, literal_line
 from agent2rl_tui.ui.messages import StepsCounted, StepsPage
 from agent2rl_tui.ui.widgets.steps_view import StepsView
 
@@ -140,14 +141,14 @@ class TranscriptPane(Vertical):
         self.detail_row = row if s is None else None
         if s is None:
             return
-        parts = [Text(f"step {s.seq} · {s.kind} · {s.tool or s.role or ''} · line {s.line}", style="bold")]
+        parts = [literal_line(f"step {s.seq} · {s.kind} · {s.tool or s.role or ''} · line {s.line}", style="bold")]
         if s.tokens_in or s.tokens_out or s.cost_usd:
             parts.append(Text(f"tokens {s.tokens_in or 0} in, {s.tokens_out or 0} out"
                               + (f", ${s.cost_usd:.4f}" if s.cost_usd else ""), style="dim"))
         if s.args:
-            parts.append(Text(json.dumps(s.args, indent=2, ensure_ascii=False)))
+            parts.append(literal(json.dumps(s.args, indent=2, ensure_ascii=False)))
         if s.text:
-            parts.append(Text(s.text))
+            parts.append(literal(s.text))
         if s.size and s.size > len(s.text):
             parts.append(Text(f"[{s.size - len(s.text):,} more characters not kept]", style="dim"))
         self.query_one("#step-text", Static).update(Text("\n").join(parts))

@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from agent2rl_tui.record.campaign_view import CampaignRun, CellResult, cell_results, read_runs
 from agent2rl_tui.record.compare import ci_text
+from agent2rl_tui.ui.format import literal_line
 from agent2rl_tui.ui.messages import OpenRun
 from agent2rl_tui.ui.widgets.tables import RowTable
 
@@ -54,15 +55,15 @@ class CampaignsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(f"{len(self.folders)} campaigns in {self.root / 'campaigns'}"
-                     + ("" if self.folders else ": start one with `agent2rl-tui campaign start FILE`"),
+        yield Static(literal_line(f"{len(self.folders)} campaigns in {self.root / 'campaigns'}"
+                                  + ("" if self.folders else ": start one with `agent2rl-tui campaign start FILE`")),
                      id="campaigns-title")
         table = RowTable(id="campaigns")
         for label in ("campaign", "runs", "states"):
             table.add_column(label, key=label)
         for folder in self.folders:
             runs = [r for r in read_runs(folder) if r.state != "superseded"]
-            table.add_row(folder.name, str(len(runs)), _states(runs))
+            table.add_row(literal_line(folder.name), str(len(runs)), _states(runs))
         yield table
         yield Footer()
 
@@ -90,7 +91,7 @@ class CampaignScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(f"campaign {self.folder.name}", id="campaign-title")
+        yield Static(literal_line(f"campaign {self.folder.name}"), id="campaign-title")
         cells = RowTable(id="cells")
         for label in ("cell", "runs", "best", "improvement", "improvement 95% CI", "best of 3"):
             cells.add_column(label, key=label)
@@ -119,7 +120,7 @@ class CampaignScreen(Screen[None]):
         table.clear()
         for c in cells:
             best3 = c.expected_best.get(3)
-            table.add_row(c.cell, _states(c.runs), _pm(c.best.mean, c.best.sd),
+            table.add_row(literal_line(c.cell), _states(c.runs), _pm(c.best.mean, c.best.sd),
                           _pm(c.improvement.mean, c.improvement.sd),
                           ci_text((c.improvement.ci_low, c.improvement.ci_high) if c.improvement.ci_low is not None
                                   else None), "-" if best3 is None else f"{best3:.2f}")
@@ -141,7 +142,7 @@ class CampaignScreen(Screen[None]):
         table.clear()
         for r in cell.runs if cell else []:
             s = r.summary
-            table.add_row(str(r.row["seed"]), str(r.row["attempt"]), r.state, s.id if s else "-",
+            table.add_row(str(r.row["seed"]), str(r.row["attempt"]), r.state, literal_line(s.id if s else "-"),
                           "-" if not s or s.best is None else f"{s.best:.2f}",
                           "-" if not s or s.improvement is None else f"{s.improvement:+.2f}")
         if cell and cell.runs:

@@ -9,6 +9,7 @@ from textual.widgets import Footer, Header, Static
 
 from agent2rl_tui.record.compare import ci_text, compare, profile_notes
 from agent2rl_tui.record.index import RunSummary
+from agent2rl_tui.ui.format import literal, literal_line
 from agent2rl_tui.ui.widgets.tables import RowTable
 
 
@@ -30,14 +31,14 @@ class CompareScreen(Screen[None]):
                      "bootstrap 95% CI of the mean; expected best of 3 runs)", id="compare-title")
         notes = profile_notes(groups)
         if notes:
-            yield Static("\n".join(f"⚠ {n}" for n in notes), id="compare-notes", classes="warning")
+            yield Static(literal("\n".join(f"⚠ {n}" for n in notes)), id="compare-notes", classes="warning")
         table = RowTable(id="compare")
         for label in ("task", "prompts", "agent", "driver", "runs", "finished", "best", "improvement",
                       "improvement 95% CI", "best of 3", "submissions"):
             table.add_column(label, key=label)
         for g in groups:
             best3 = (g.best_of or {}).get(3)
-            table.add_row(g.task, g.prompt_profile, g.agent, g.driver, str(g.runs), str(g.finished),
+            table.add_row(*map(literal_line, (g.task, g.prompt_profile, g.agent, g.driver)), str(g.runs), str(g.finished),
                           _pm(g.best_mean, g.best_sd), _pm(g.improvement_mean, g.improvement_sd),
                           ci_text(g.improvement_ci), "-" if best3 is None else f"{best3:.2f}",
                           f"{g.submissions_mean:.1f}")

@@ -9,6 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from agent2rl_tui.record.store import ACTIVE_STATUSES
+from agent2rl_tui.ui.format import literal
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -23,7 +24,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm"):
-            yield Static(self.question, id="question")
+            yield Static(literal(self.question), id="question")
             with Horizontal(id="confirm-buttons"):
                 yield Button("Yes (y)", variant="error", id="yes")
                 yield Button("No (n)", variant="primary", id="no")

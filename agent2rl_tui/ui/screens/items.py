@@ -37,6 +37,7 @@ from agent2rl_tui.record.episodes_view import all_episodes, episode_rows, facts
 from agent2rl_tui.record.items import Item, OtherItems, SubmissionItems
 from agent2rl_tui.record.runview import RunView
 from agent2rl_tui.record.store import Submission
+from agent2rl_tui.ui.format import literal, literal_line
 from agent2rl_tui.ui.widgets.episode_view import EpisodeView
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
 
@@ -84,7 +85,7 @@ def judgement_view(item: dict[str, Any]) -> Group:
     pref = extra.get("preference")
     shown = extra.get("model_shown_as")
     if pref is None:
-        verdict = Text(f"item {item['index']} · the judge failed: {extra.get('error')}", style="bold yellow")
+        verdict = literal_line(f"item {item['index']} · the judge failed: {extra.get('error')}", style="bold yellow")
     else:
         won = bool(item.get("correct"))
         verdict = Text(f"item {item['index']} · {'the model wins' if won else 'the reference wins'} · "
@@ -96,11 +97,11 @@ def judgement_view(item: dict[str, Any]) -> Group:
     pair.add_column(ratio=1)
     pair.add_column(ratio=1)
     pair.add_row(Text(f"the model's output ({len(item.get('output') or '')} chars)", style="bold"),
-                 Text(f"the reference: {extra.get('reference_generator') or 'reference'} "
-                      f"({len(item.get('gold') or '')} chars)", style="bold"))
-    pair.add_row(Text(str(item.get("output") or "")), Text(str(item.get("gold") or "")))
-    return Group(verdict, Text("instruction", style="dim"), Text(str(extra.get("instruction", ""))),
-                 Text("the judge said", style="dim"), Text(str(extra.get("judge_raw"))), Text(""), pair)
+                 literal_line(f"the reference: {extra.get('reference_generator') or 'reference'} "
+                              f"({len(item.get('gold') or '')} chars)", style="bold"))
+    pair.add_row(literal(item.get("output") or ""), literal(item.get("gold") or ""))
+    return Group(verdict, Text("instruction", style="dim"), literal(extra.get("instruction", "")),
+                 Text("the judge said", style="dim"), literal(str(extra.get("judge_raw"))), Text(""), pair)
 
 
 class ItemsScreen(Screen[None]):
@@ -253,22 +254,23 @@ class ItemsScreen(Screen[None]):
             self.query_one("#item-text", Static).update(judgement_view(item))
             return
         ok = bool(item.get("correct"))
-        parts = [Text(f"item {item['index']} · {'correct' if ok else 'wrong'} · extracted {item.get('extracted')!r}"
-                      f" · gold {item.get('gold')!r}", style="bold green" if ok else "bold red")]
+        parts = [literal_line(f"item {item['index']} · {'correct' if ok else 'wrong'} · extracted "
+                              f"{item.get('extracted')!r} · gold {item.get('gold')!r}",
+                              style="bold green" if ok else "bold red")]
         extra = item.get("extra") or {}
         if "strict_correct" in extra:
-            parts.append(Text(f"our stricter reading: {extra.get('strict')!r}, "
+            parts.append(literal_line(f"our stricter reading: {extra.get('strict')!r}, "
                               f"{'correct' if extra['strict_correct'] else 'wrong'}"
                               + (" (differs from the score's)" if _readings_differ(item) else ""),
                               style="bold yellow" if _readings_differ(item) else "dim"))
         for key in ("prompt", "output"):
             if item.get(key) is not None:
-                parts += [Text(key, style="dim"), Text(str(item[key]))]
+                parts += [Text(key, style="dim"), literal(item[key])]
         rest = {k: v for k, v in item.items()
                 if k not in ("index", "correct", "extracted", "gold", "prompt", "output")}
         if rest:
-            parts += [Text("other fields", style="dim"), Text(json.dumps(rest, indent=2, ensure_ascii=False,
-                                                                         default=str))]
+            parts += [Text("other fields", style="dim"), literal(json.dumps(rest, indent=2, ensure_ascii=False,
+                                                                            default=str))]
         self.query_one("#item-text", Static).update(Text("\n").join(parts))
 
     @on(VirtualTable.Selected, "#items-table")

@@ -23,7 +23,7 @@ from textual.widgets import Footer, Header, Input, Static
 from agent2rl_tui.record.index import RunSummary, run_folders, summarize, summarize_many
 from agent2rl_tui.record.store import ACTIVE_STATUSES
 from agent2rl_tui.record.watch import Stamp, stamp
-from agent2rl_tui.ui.format import fmt_score, fmt_time, status_text
+from agent2rl_tui.ui.format import fmt_score, fmt_time, literal_line, status_text
 from agent2rl_tui.ui.messages import OpenRun, RunsLoaded, RunStopped
 from agent2rl_tui.ui.screens.stop import StoppingScreen
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
@@ -167,10 +167,10 @@ class RunsScreen(StoppingScreen):
         table.set_rows(len(self.shown), self._cells, cursor=ids.index(current) if current in ids else None)
         live = sum(1 for r in self.runs.values() if r.status in ACTIVE_STATUSES)
         arrow = "↓" if self.sort_reverse else "↑"
-        self.query_one("#runs-status", Static).update(
+        self.query_one("#runs-status", Static).update(literal_line(
             f"{len(self.shown)} of {len(self.runs)} runs · {live} live · {len(self.marked)} marked · "
             f"sorted by {dict(COLUMNS)[self.sort_column].label.strip() or 'mark'} {arrow}"
-            + (f" · filter: {self.filter_text!r}" if self.filter_text else ""))
+            + (f" · filter: {self.filter_text!r}" if self.filter_text else "")))
 
     def _cells(self, i: int) -> list[str | Text]:
         r = self.shown[i]

@@ -12,6 +12,7 @@ from textual.widgets import Static
 
 from agent2rl_tui.record.runview import RunView
 from agent2rl_tui.ui.format import fmt_score, status_text
+from agent2rl_tui.util.inert import one_line
 from agent2rl_tui.util.timeutil import human_duration
 
 BAR_WIDTH = 40
@@ -35,9 +36,10 @@ class BudgetHeader(Static):
         profile = view.prompt_profile
         who = Text.assemble(
             status_text(view.status), "  ",
-            ("task ", "dim"), run["task"], *((("  prompts ", "dim"), profile) if profile not in (None, "default") else ()),
-            ("  agent ", "dim"), run["agent"],
-            ("  driver ", "dim"), run["driver"] or "-", ("  base ", "dim"), run["base_model"],
+            ("task ", "dim"), one_line(run["task"]),
+            *((("  prompts ", "dim"), one_line(profile)) if profile not in (None, "default") else ()),
+            ("  agent ", "dim"), one_line(run["agent"]),
+            ("  driver ", "dim"), one_line(run["driver"] or "-"), ("  base ", "dim"), one_line(run["base_model"]),
         )
         delta = best.score - view.baseline_score if best and view.baseline_score is not None else None
         result = Text.assemble(
@@ -48,7 +50,7 @@ class BudgetHeader(Static):
             ("  ·  ", "dim"), f"{len(view.submissions)} submissions, {len(view.revisions)} revisions",
         )
         if run["error"]:
-            result.append(f"  ·  {run['error'][:80]}", style="red")
+            result.append(f"  ·  {one_line(run['error'][:80])}", style="red")
         if b.started:
             budget = Text.assemble(
                 ("budget ", "dim"), budget_bar(b.fraction), " ",

@@ -11,6 +11,10 @@ Colours come from component classes resolved against the app theme (``$success``
 ``$error`` tints for added / removed lines), so the view reads on dark and light themes; the
 syntax colours follow the theme's darkness (monokai / default Pygments styles).
 
+Everything in a diff is the agent's (file names, code, the function names in hunk headers):
+each line is made inert when the diff is set (``util.inert.one_line``: control characters,
+bidi overrides and the newlines a quoted file name may hold are shown as escapes).
+
 Layouts: unified (old and new line-number gutters) or side by side (a run of removed lines
 paired row by row with the run of added lines that follows it). ``side_by_side = None``
 picks side by side when the view itself (not the terminal: on the Revisions pane it sits
@@ -20,7 +24,6 @@ at least 51 cells, gutter included.
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left, bisect_right
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -42,14 +45,13 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from agent2rl_tui.record.diffs import DiffFile, DiffLine, LineKind, Row, pair_rows, parse_diff
+from agent2rl_tui.util.inert import one_line
 
 FULL_WIDTH: frozenset[LineKind] = frozenset({"file", "meta", "hunk", "empty"})
 """Line kinds drawn across the whole width, side by side too."""
 SIDE_BY_SIDE_MIN_WIDTH = 104
 HUNKS = Binding.Group("Hunk")
 FILES = Binding.Group("File")
-
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 
 # Common suffixes resolved by alias: the first get_lexer_for_filename call compiles ~900
 # file-name patterns (about 60 ms), which would delay the first paint.
@@ -159,6 +161,9 @@ class DiffView(ScrollView, can_focus=True):
         self.diff_title = title
         self.border_title = title or None
         self._lines, self._files = parse_diff(text) if text.strip() else ([], [])
+        for line in self._lines:  # paths and code are the agent's: shown inert, one row each
+            if not line.text.isprintable():
+                line.text = one_line(line.text)
         if not self._lines:
             self._lines = [DiffLine("empty", "no changes")]
         numbers = [n for ln in self._lines for n in (ln.old_no, ln.new_no) if n is not None]
@@ -343,7 +348,7 @@ class DiffView(ScrollView, can_focus=True):
         tokens = self._tokens.get(index)
         if tokens is None:
             line = self._lines[index]
-            text = _CONTROL.sub("\ufffd", line.text)
+            text = line.text
             lexer = None
             if line.kind in ("context", "added", "removed") and line.file >= 0:
                 lexer = _lexer_for(self._files[line.file].path.rsplit("/", 1)[-1])

@@ -5,7 +5,9 @@ renderable of all of it would be laid out again on every move of the Items list.
 a Line-API ``ScrollView``: ``set_rows`` takes the rows the record made of the episode
 (record/episodes_view.py: what is shown, in what order, what is capped), they are word-wrapped
 to the view's width as plain offsets (no styling), and a line becomes a ``Strip`` only when
-it is drawn. ``n`` / ``p`` move between turns, highlighting the turn's action.
+it is drawn. ``n`` / ``p`` move between turns, highlighting the turn's action. The rows are
+the model's and the environment's text: their control characters are shown as escapes
+(``util.inert.visible``), never drawn raw.
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from agent2rl_tui.record.episodes_view import Row
+from agent2rl_tui.util.inert import visible
 
 TURNS = Binding.Group("Turn")
 LABEL_WIDTH = 7
 """Cells of the label column (a field's name, a turn's number); text wraps beside it."""
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 _WORD = re.compile(r"\S+\s*|\s+")
 
 
@@ -142,7 +144,7 @@ class EpisodeView(ScrollView, can_focus=True):
     def set_rows(self, rows: list[Row]) -> None:
         """Show an episode's rows, from its top."""
         self._rows = rows
-        texts = [_CONTROL.sub("\ufffd", r.text.expandtabs(4)) for r in rows]
+        texts = [visible(r.text.expandtabs(4)) for r in rows]  # the model's text: inert, lines kept
         self._note_at = [len(t) for t in texts]
         self._texts = [t + (f"  {r.note}" if r.note else "") for t, r in zip(texts, rows, strict=True)]
         self.current_turn = None

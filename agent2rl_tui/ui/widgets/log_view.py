@@ -9,7 +9,9 @@ log can reach gigabytes, so this view holds a bounded window of lines read from 
   the same line on screen; near the bottom of a window whose end was dropped, the next one;
 - a timer polls the file size every ``POLL_INTERVAL`` and reads only the new bytes (a shrink
   or a replaced file reloads from the end); while ``follow`` is on the view sticks to the end;
-- at most ``MAX_LINES`` lines are held: the chunk farthest from the view is dropped.
+- at most ``MAX_LINES`` lines are held: the chunk farthest from the view is dropped;
+- lines are drawn as ``TailFile`` read them: cut at 2,000 characters, control characters
+  and ANSI escapes shown as escapes (the agent writes this log), never interpreted.
 
 One file operation runs at a time (``_busy``), so the reader is never shared between threads;
 the worker only posts ``ChunkRead`` back, and a result for a file since replaced is ignored.
@@ -17,7 +19,6 @@ the worker only posts ``ChunkRead`` back, and a result for a file since replaced
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,6 @@ from typing import ClassVar, Literal
 
 from rich.cells import cell_len
 from rich.segment import Segment
-from rich.text import Text
 from textual import work
 from textual.binding import Binding, BindingType
 from textual.geometry import Size
@@ -37,14 +37,6 @@ from textual.strip import Strip
 from agent2rl_tui.ui.tailfile import CHUNK_BYTES, TailFile
 
 ReadKind = Literal["older", "newer", "reload", "missing"]
-
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f]")
-
-
-def _display(line: str) -> str:
-    """Tabs expanded, control characters (except ESC, handled as ANSI) made visible."""
-    return _CONTROL.sub("\ufffd", line.expandtabs(4))
-
 
 class LogView(ScrollView, can_focus=True):
     """Tail of a text file that follows it as it grows; scroll up to read older lines."""
@@ -393,10 +385,6 @@ class LogView(ScrollView, can_focus=True):
                 text = f" {self._status}"
                 return Strip([Segment(text, muted)], cell_len(text)).crop_extend(0, width, style)
             return Strip.blank(width, style)
-        line = _display(self._lines[row])
-        if "\x1b" in line:
-            rich_text = Text.from_ansi(line, style=style, no_wrap=True, end="")
-            strip = Strip(list(rich_text.render(self.app.console)), rich_text.cell_len)
-        else:
-            strip = Strip([Segment(line, style)], cell_len(line))
+        line = self._lines[row]  # made inert when read (tailfile: controls shown as escapes)
+        strip = Strip([Segment(line, style)], cell_len(line))
         return strip.crop_extend(scroll_x, scroll_x + width, style)

@@ -5,6 +5,11 @@ have thousands of revisions, a thousand submissions, a hundred thousand transcri
 Here the caller gives a row count and a function that returns row ``i``'s cells, and only
 visible rows are ever asked for. Fixed-width columns, a pinned header line, a row cursor;
 moving it posts ``CursorMoved``, enter (or a click) posts ``Selected``.
+
+Cells are shown literally, on one line: a ``str`` cell is never parsed as markup, and every
+cell's control characters and newlines are drawn as escapes (``util.inert.one_line``), so no
+cell, whatever the agent wrote into it, can move the cursor, drive the terminal or start a
+row of its own.
 """
 
 from __future__ import annotations
@@ -21,7 +26,21 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from agent2rl_tui.util.inert import one_line
+
 Cell = str | Text
+CELL_CHARS = 4096
+"""A cell's text is cut to this before it is escaped and drawn (a column is narrower)."""
+
+
+def inert_cell(cell: Cell) -> Text:
+    """A cell as drawn: a ``Text`` whose plain text is one line with nothing to escape."""
+    if isinstance(cell, Text):
+        plain = cell.plain
+        if len(plain) <= CELL_CHARS and (plain.isprintable() or one_line(plain) == plain):
+            return cell.copy()
+        return Text(one_line(plain[:CELL_CHARS]), style=cell.style)  # its spans: not worth keeping
+    return Text(one_line(str(cell)[:CELL_CHARS]))
 
 
 @dataclass(frozen=True)
@@ -95,7 +114,7 @@ class VirtualTable(ScrollView, can_focus=True):
 
     def row_cells(self, row: int) -> list[str]:
         """Row ``row``'s cells as plain text (what a reader sees, untruncated)."""
-        return [c.plain if isinstance(c, Text) else str(c) for c in self._get_row(row)]
+        return [one_line(c.plain if isinstance(c, Text) else str(c)) for c in self._get_row(row)]
 
     def move_to(self, row: int) -> None:
         if self.row_count:
@@ -111,7 +130,7 @@ class VirtualTable(ScrollView, can_focus=True):
     def _line(self, cells: Sequence[Cell], width: int) -> Text:
         line = Text(no_wrap=True, overflow="ellipsis")
         for col, w, cell in zip(self.columns, self._widths(width), cells):
-            text = cell.copy() if isinstance(cell, Text) else Text(str(cell))
+            text = inert_cell(cell)
             text.truncate(w, overflow="ellipsis")
             if col.right:
                 text.pad_left(w - text.cell_len)
