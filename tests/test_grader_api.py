@@ -113,22 +113,29 @@ def test_a_weights_file_linked_from_outside_the_workspace_is_refused(live_grader
     shutil.copy(tiny_model / "config.json", folder / "config.json")
     (folder / "model.safetensors").symlink_to(tiny_model / "model.safetensors")
     resp = live_grader.client.submit("output/linked-weights")
-    assert resp.status_code == 403
-    assert resp.json()["error"] == "outside_workspace" and "model.safetensors" in resp.json()["detail"]
+    assert resp.status_code == 422
+    assert resp.json()["error"] == "symlink" and "model.safetensors" in resp.json()["detail"]
+    assert not list((live_grader.run_dir / "intake").glob("pending-*"))  # the partial copy is gone
 
 
-def test_a_folder_swapped_for_a_link_while_queued_is_not_scored(live_grader: LiveGrader, model_copy: str,
-                                                                tiny_model: Path) -> None:
+def test_what_is_scored_is_the_folder_as_submitted_not_as_changed_while_queued(
+        live_grader: LiveGrader, model_copy: str, tiny_model: Path) -> None:
     swapped = writable_copy(live_grader.workspace / model_copy, live_grader.workspace / "output" / "swapped")
     first = live_grader.client.submit(model_copy, wait=False).json()["submission_id"]  # keeps the grader busy
     queued = live_grader.client.submit("output/swapped", wait=False).json()["submission_id"]
     shutil.rmtree(swapped)
-    swapped.symlink_to(tiny_model, target_is_directory=True)  # accepted, then pointed outside
+    swapped.symlink_to(tiny_model, target_is_directory=True)  # accepted, then pointed outside...
+    (live_grader.workspace / "output" / "swapped-later").mkdir()  # ... and garbage written in its place
     wait_for(lambda: all(live_grader.client.submission(i)["status"] in ("scored", "failed")
                          for i in (first, queued)), timeout=120, what="both submissions to finish")
     body = live_grader.client.submission(queued)
-    assert body["status"] == "failed" and "outside_workspace" in body["error"], body
-    assert live_grader.client.submission(first)["status"] == "scored"
+    assert body["status"] == "scored", body
+    with live_grader.store() as store:
+        # The grader's copy was taken at acceptance: the base model's weights, hashed as loaded.
+        assert store.submission(queued).weights_hash == store.baseline().weights_hash
+        manifest = json.loads(store.submission(queued).intake_json)["manifest"]
+    assert {f["name"] for f in manifest["files"]} >= {"config.json", "model.safetensors", "tokenizer.json"}
+    assert not (live_grader.run_dir / "intake" / str(queued)).exists()  # removed once scored
 
 
 def test_dotdot_out_of_the_workspace_is_refused(live_grader: LiveGrader, tiny_model: Path) -> None:
@@ -244,11 +251,19 @@ def test_a_model_that_fails_to_load_is_recorded_as_failed(live_grader: LiveGrade
     shutil.copy(base / "config.json", folder / "config.json")
     (folder / "model.safetensors").write_bytes(b"this is not a safetensors file")
     resp = live_grader.client.submit("output/broken")
+    assert resp.status_code == 422 and resp.json()["error"] == "invalid_weights"  # refused at intake
+    # Weights of another shape than the config says: taken, then the engine refuses to load them.
+    shutil.rmtree(folder)
+    writable_copy(base, folder)
+    config = json.loads((base / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "intermediate_size": config["intermediate_size"] * 2}))
+    resp = live_grader.client.submit("output/broken")
     assert resp.status_code == 200
     body = resp.json()
-    assert body["status"] == "failed"
-    assert body["error"]
-    assert body["score"] is None
+    assert body["status"] == "failed" and body["score"] is None
+    assert body["error"] == "model_load_failed" and "save_pretrained" in body["detail"]
+    with live_grader.store() as store:  # the engine's own words are in the record, not the answer
+        assert "size mismatch" in store.submission(body["submission_id"]).error.lower()
     # The grader is unharmed: the next submission is scored.
     assert live_grader.client.submit(model_copy).json()["status"] == "scored"
 
@@ -291,7 +306,7 @@ def test_an_evaluation_past_its_timeout_is_killed_and_recorded(tmp_path: Path, t
     grader = LiveGrader(run_dir)  # the baseline itself times out; the grader still comes up
     try:
         assert grader.health["baseline"]["status"] == "failed"
-        assert "timed out" in grader.health["baseline"]["error"]
+        assert grader.health["baseline"]["error"] == "eval_timeout"
         assert grader.client.health()["status"] == "ok"
     finally:
         grader.close()
@@ -316,10 +331,8 @@ def test_a_killed_grader_takes_its_workers_and_a_successor_scores_what_was_queue
     try:
         client.wait_ready(120, alive=lambda: first.popen.poll() is None)
         workers = wait_for(lambda: procs.descendants(first.popen.pid), timeout=30, what="a warm eval worker")
-        with RunStore.of_run(run_dir) as store:  # as if /submit had queued it just before the crash
-            sub_id = store.add_submission(kind="agent", status="queued", model_path="output/v1",
-                                          resolved_path=str(run_dir / "workspace" / "output" / "v1"))
-        os.kill(first.popen.pid, signal.SIGKILL)
+        sub_id = client.submit("output/v1", wait=False).json()["submission_id"]  # taken and queued, then...
+        os.kill(first.popen.pid, signal.SIGKILL)  # ... the grader dies before or while it is evaluated
         first.popen.wait()
         wait_for(lambda: not any(procs.pid_alive(p) for p in workers), timeout=10,
                  what="the dead grader's workers to exit")

@@ -37,8 +37,31 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+PHASE_FAILURES = {"load": "model_load_failed", "render": "chat_template_error", "generate": "generation_failed",
+                  "score": "scoring_failed", "play": "episode_failed"}
+"""What a failure in each phase of an evaluation is called when nothing more precise is known."""
+
+
 def evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float) -> dict[str, Any]:
-    """Run one evaluation job and return its summary (also written to summary.json)."""
+    """Run one evaluation job and return its summary (also written to summary.json); an
+    ``EvalFailure`` (its code for the agent, its full text for the record) when it fails."""
+    from agent2rl_tui.grader.engines import EngineError
+    from agent2rl_tui.grader.failures import EvalFailure
+
+    phase = ["load"]
+    try:
+        return _evaluate(job, keeper, worker_start, phase)
+    except EvalFailure:
+        raise
+    except EngineError as exc:
+        raise EvalFailure(exc.code, str(exc)) from exc
+    except MemoryError as exc:
+        raise EvalFailure("out_of_memory", f"MemoryError while {phase[0]}ing") from exc
+    except Exception as exc:  # noqa: BLE001 - named by the phase it failed in
+        raise EvalFailure(PHASE_FAILURES[phase[0]], f"{type(exc).__name__}: {exc}") from exc
+
+
+def _evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float, phase: list[str]) -> dict[str, Any]:
     from agent2rl_tui.grader.evaluators import evaluator_for
     from agent2rl_tui.tasks.modelfiles import weights_hash
     from agent2rl_tui.tasks.registry import engine_settings, load_task
@@ -60,7 +83,8 @@ def evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float) -> 
     timings = {"worker_start": worker_start}
 
     with ThreadPoolExecutor(max_workers=1) as pool:
-        hashing = pool.submit(weights_hash, model_path)
+        # Exactly the weights the engine loads (the grader's copy holds nothing else).
+        hashing = pool.submit(weights_hash, model_path, job.get("weight_files"))
         t0 = time.perf_counter()
         engine, loaded = keeper.load(engine_cfg, model_path)
         print(f"engine {engine.name} ({loaded.why}): {loaded.how} in {loaded.seconds:.2f} s", file=sys.stderr,
@@ -69,20 +93,25 @@ def evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float) -> 
         if evaluator is None:  # Level 3: generation and judging are one loop over the games
             from agent2rl_tui.grader.evaluators.episodes import play_task
 
+            phase[0] = "play"
             results, played = play_task(task, engine, items, settings, judge=job.get("judge"),
                                         search=job.get("search"), store=job.get("store"))
             score = float(played["score"])
             t2 = t3 = time.perf_counter()
         else:
+            phase[0] = "render"
             asked = [evaluator.prompt(item) for item in items]
             prompts = [p if isinstance(p, str) else engine.render(p, require_template=settings.require_chat_template)
                        for p in asked]
+            phase[0] = "generate"
             outputs = engine.generate(prompts, settings)
             t2 = time.perf_counter()
+            phase[0] = "score"
             results = evaluator.judge_all(items, prompts, outputs)
             score = evaluator.score(results)
             details = evaluator.details(results)
             t3 = time.perf_counter()
+        phase[0] = "load"
         digest = hashing.result()
     timings.update(load=t1 - t0, generate=t2 - t1, score=t3 - t2, **loaded.timings)
 
@@ -149,7 +178,8 @@ def serve(jobs: TextIO, answers: TextIO, started: float, ready: float) -> None:
                 traceback.print_exc()
                 keeper.close()  # an engine in an unknown state is not reused
                 summary = {"ok": False, "submission_id": job.get("submission_id"),
-                           "error": f"{type(exc).__name__}: {exc}"}
+                           "error_code": getattr(exc, "code", "evaluation_failed"),
+                           "error": getattr(exc, "message", f"{type(exc).__name__}: {exc}")}
             write_json_atomic(out_dir / "summary.json", summary)
             answers.write(json.dumps({"done": job.get("submission_id"), "ok": summary["ok"]}) + "\n")
             worker_start = 0.0

@@ -21,7 +21,12 @@ import sqlite_utils
 
 from agent2rl_tui.util.timeutil import now
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+MIGRATIONS: dict[int, str] = {
+    # 1 -> 2: a failure's code (what the agent was told) beside its full text, and the grader's
+    # manifest of what it took of a submitted folder.
+    1: "ALTER TABLE submissions ADD COLUMN error_code TEXT; ALTER TABLE submissions ADD COLUMN intake_json TEXT;",
+}
 
 class RunStatus(StrEnum):
     """A run's state. ``lost`` is written by whoever finds an active run whose supervisor is gone."""
@@ -92,14 +97,16 @@ CREATE TABLE IF NOT EXISTS submissions (
     score REAL,
     n_items INTEGER,
     n_correct INTEGER,
-    error TEXT,
+    error TEXT,                        -- the full text, for the person (never sent to the agent)
     weights_hash TEXT,
     engine TEXT,
     settings_json TEXT,
     timings_json TEXT,
     gpu TEXT,
     revision_seq INTEGER,              -- the code revision the submission was made from
-    revision_sha TEXT
+    revision_sha TEXT,
+    error_code TEXT,                   -- what the agent was told: a code of grader.failures / a rejection
+    intake_json TEXT                   -- the grader's manifest of the files it took and evaluated
 );
 CREATE TABLE IF NOT EXISTS revisions (
     seq INTEGER PRIMARY KEY,           -- 1, 2, ... in snapshots.git history order
@@ -180,6 +187,8 @@ class Submission:
     gpu: str | None
     revision_seq: int | None = None
     revision_sha: str | None = None
+    error_code: str | None = None
+    intake_json: str | None = None
 
     @property
     def eval_seconds(self) -> float | None:
@@ -285,11 +294,25 @@ class RunStore:
             self.conn.executescript(
                 f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
             )
+        elif version in MIGRATIONS:
+            self._migrate(version)
         elif version != SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path} has schema version {version}; this agent2rl-tui reads "
                 f"version {SCHEMA_VERSION}. Upgrade agent2rl-tui to read it."
             )
+
+    def _migrate(self, version: int) -> None:
+        """Bring an older run.db to this schema; a copy that cannot be written is read as it is
+        (the columns it lacks read as None)."""
+        script = "".join(MIGRATIONS[v] for v in range(version, SCHEMA_VERSION))
+        try:
+            self.conn.executescript(f"BEGIN IMMEDIATE; {script} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+        except sqlite3.OperationalError as exc:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            if "readonly" not in str(exc) and "duplicate column" not in str(exc):
+                raise
 
     @classmethod
     def of_run(cls, run_dir: Path) -> RunStore:

@@ -99,15 +99,17 @@ def _hash_safetensors(path: Path, names: dict[str, bytes]) -> None:
             names[name] = f"{info['dtype']}{info['shape']}".encode() + digest.digest()
 
 
-def weights_hash(folder: Path) -> str:
+def weights_hash(folder: Path, names: list[str] | None = None) -> str:
     """A hash of the model's tensors: equal for two saves of the same weights.
 
     For safetensors the hash covers tensor names, dtypes, shapes and data, independent of
     sharding, tensor order in the file and metadata. Other formats hash the file bytes.
+    ``names``: exactly these files of the folder (the ones the engine loads); else every
+    weights-like file in it.
     """
     per_tensor: dict[str, bytes] = {}
     h = hashlib.blake2b(digest_size=16)
-    files = weight_files(folder)
+    files = [folder / n for n in names] if names is not None else weight_files(folder)
     for path in files:
         if path.suffix == ".safetensors":
             _hash_safetensors(path, per_tensor)

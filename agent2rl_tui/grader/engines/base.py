@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -9,10 +13,42 @@ from agent2rl_tui.tasks.grading_rules import render_messages
 from agent2rl_tui.tasks.registry import InferenceSettings
 
 Messages = list[dict[str, str]]
+TEMPLATE_TIME_LIMIT_S = 10.0
+"""One chat's rendering; real templates take milliseconds. Memory is the worker's limit's job."""
 
 
 class EngineError(RuntimeError):
-    """The model could not be loaded or run; the message is shown to the agent."""
+    """The model could not be loaded or run. The message goes to the record; the agent is told
+    only ``code`` (a key of ``grader.failures.ADVICE``)."""
+
+    def __init__(self, message: str, code: str = "model_load_failed") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class TemplateTimeout(Exception):
+    """A chat template rendered past ``TEMPLATE_TIME_LIMIT_S``."""
+
+
+@contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise ``TemplateTimeout`` in this thread after ``seconds`` (SIGALRM: the main thread only;
+    elsewhere the evaluation's own timeout is the limit). Jinja templates compile to Python, so
+    the alarm interrupts a template's loops."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum: int, frame: object) -> None:
+        raise TemplateTimeout()
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 class Engine(Protocol):
@@ -52,11 +88,21 @@ def cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
 
 def render_chat(tokenizer: Any, messages: Messages, require_template: bool) -> str:
     """``messages`` through the tokenizer's chat template (``tasks.grading_rules``, the workspace's
-    rules too); a missing template the profile requires is an EngineError."""
+    rules too), within ``TEMPLATE_TIME_LIMIT_S``. A template is the submission's own code: whatever
+    it raises, or a missing template the profile requires, is an EngineError."""
     try:
-        return render_messages(tokenizer, messages, require_template)
-    except ValueError as exc:
-        raise EngineError(f"{exc}; or start the run with another --prompt-profile") from None
+        with time_limit(TEMPLATE_TIME_LIMIT_S):
+            text = render_messages(tokenizer, messages, require_template)
+    except TemplateTimeout:
+        raise EngineError(f"the chat template took over {TEMPLATE_TIME_LIMIT_S:g} s to render a prompt",
+                          "chat_template_timeout") from None
+    except RecursionError:
+        raise EngineError("the chat template recursed too deep", "chat_template_error") from None
+    except Exception as exc:  # noqa: BLE001 - jinja errors, or whatever the template raises on purpose
+        raise EngineError(f"the chat template failed: {type(exc).__name__}: {exc}", "chat_template_error") from None
+    if not isinstance(text, str):
+        raise EngineError("the chat template did not render a string", "chat_template_error")
+    return text
 
 
 def check_fit(lengths: list[int], limit: int | None, settings: InferenceSettings) -> None:
@@ -70,4 +116,4 @@ def check_fit(lengths: list[int], limit: int | None, settings: InferenceSettings
             f"{len(too_long)} of {len(lengths)} prompts do not fit the model's context of {limit} tokens (the "
             f"longest is {max(too_long)} tokens; prompt profile {settings.prompt_profile!r}); nothing was "
             "truncated. Use a model with a longer context (its max_position_embeddings, and the engine's "
-            "max_model_len), or start the run with a --prompt-profile of shorter prompts")
+            "max_model_len), or start the run with a --prompt-profile of shorter prompts", "prompt_too_long")

@@ -30,9 +30,15 @@ class TransformersEngine:
         dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
         try:
             self.tokenizer = load_tokenizer(model_path)
-            self.model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=dtype)
-        except (OSError, ValueError, KeyError) as exc:
-            raise EngineError(f"could not load the model from {model_path}: {exc}") from exc
+            self.model, info = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=dtype,
+                                                                   output_loading_info=True)
+        except Exception as exc:  # noqa: BLE001 - a submitted folder can make the loader raise anything
+            raise EngineError(f"could not load the model from {model_path}: {type(exc).__name__}: {exc}") from exc
+        missing = sorted(info.get("missing_keys") or ())
+        if missing:  # transformers would initialise them at random and generate all the same
+            self.close()
+            raise EngineError(f"the checkpoint lacks {len(missing)} weight(s) its config declares: "
+                              f"{', '.join(missing[:5])}", "missing_weights")
         self.model.to(self.device).eval()
 
     def render(self, messages: Messages, *, require_template: bool = False) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 from agent2rl_tui.grader.engines import Engine, EngineError, engine_for, visible_gpus
 from agent2rl_tui.grader.engines.vllm_engine import VLLMEngine
+from agent2rl_tui.grader.server.intake import model_tensors
 from agent2rl_tui.tasks.modelfiles import architecture_key
 from agent2rl_tui.tasks.registry import EngineSettings
 
@@ -48,6 +49,8 @@ class EngineKeeper:
     def __init__(self) -> None:
         self.engine: Engine | None = None
         self.key: str | None = None
+        self.tensors: frozenset[str] = frozenset()
+        """The tensors of the checkpoint the warm engine was started with (its load was strict)."""
 
     def load(self, settings: EngineSettings, model_path: Path) -> tuple[Engine, Loaded]:
         """The engine for this checkpoint: the warm one with new weights where it can be."""
@@ -67,8 +70,13 @@ class EngineKeeper:
     def _vllm(self, settings: EngineSettings, gpus: int, model_path: Path, why: str,
               t0: float) -> tuple[Engine, Loaded]:
         key = json.dumps([architecture_key(model_path), settings.to_dict(), os.environ.get("CUDA_VISIBLE_DEVICES")])
+        tensors, _ = model_tensors(model_path)
         engine = self.engine
-        if isinstance(engine, VLLMEngine) and self.key == key:
+        # An in-place reload loads what the checkpoint holds and leaves the rest as it was: only a
+        # checkpoint holding every tensor of the strictly loaded one may be swapped in.
+        same = isinstance(engine, VLLMEngine) and self.key == key
+        if same and self.tensors and tensors >= self.tensors:
+            assert isinstance(engine, VLLMEngine)
             try:
                 timings = engine.reload(model_path)
                 return engine, Loaded("reload", why, time.perf_counter() - t0, timings, engine.effective())
@@ -76,12 +84,15 @@ class EngineKeeper:
                 print(f"reloading weights in place failed ({exc}); starting a fresh engine", file=sys.stderr,
                       flush=True)
                 why += "; fresh engine: the in-place reload failed"
+        elif same:
+            why += ("; fresh engine: the checkpoint lacks tensors the warm engine's has" if self.tensors else
+                    "; fresh engine: the checkpoint's tensors cannot be checked (not safetensors)")
         elif isinstance(engine, VLLMEngine):
             why += "; fresh engine: the architecture, tokenizer or engine settings differ from the warm one's"
         self.close()
         fresh = VLLMEngine(settings, gpus)
         fresh.load(model_path)
-        self.engine, self.key = fresh, key
+        self.engine, self.key, self.tensors = fresh, key, tensors
         seconds = time.perf_counter() - t0
         return fresh, Loaded("fresh", why, seconds, {"engine_start": seconds}, fresh.effective())
 
@@ -97,4 +108,4 @@ class EngineKeeper:
     def close(self) -> None:
         if self.engine is not None:
             self.engine.close()
-        self.engine, self.key = None, None
+        self.engine, self.key, self.tensors = None, None, frozenset()

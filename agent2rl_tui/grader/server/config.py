@@ -15,6 +15,29 @@ from agent2rl_tui.record.store import RunStore
 
 DESCRIPTION = "The grader service: DESIGN.md's HTTP API on 127.0.0.1, one evaluation at a time."
 DEFAULT_EVAL_TIMEOUT_S = 1800.0
+DEFAULT_MAX_QUEUED = 4
+GIB = 1 << 30
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the regular files directly in a folder (a model folder of ours)."""
+    try:
+        return sum(e.stat(follow_symlinks=False).st_size for e in os.scandir(folder) if e.is_file(follow_symlinks=False))
+    except OSError:
+        return 0
+
+
+def default_limits(base_bytes: int) -> tuple[int, int]:
+    """(the largest submission taken, the eval worker's memory limit) for a base model of this size.
+
+    A submission may be up to four times the base model and a GiB (a float32 save of a bf16
+    model, added tokens); the worker may hold six times it and at least 4 GiB (weights in
+    float32, activations, the KV cache), never more than half the machine's memory.
+    """
+    import psutil
+
+    memory = min(max(4 * GIB, 6 * base_bytes), psutil.virtual_memory().total // 2)
+    return 4 * base_bytes + GIB, memory
 
 
 @dataclass(frozen=True)
@@ -36,6 +59,14 @@ class GraderConfig:
     """A searching task's backend (``run start --search-url`` / ``--search-corpus``)."""
     store: dict[str, Any] | None = None
     """A shopping task's store (``run start --webshop-url``)."""
+    keep_submissions: bool = False
+    """Keep the grader's copy of each submission after scoring (``run start --keep-submissions``)."""
+    max_submission_bytes: int = 4 * GIB
+    """The largest submission the intake takes (all the files an engine loads)."""
+    eval_memory_bytes: int | None = None
+    """The eval worker's memory limit (all its processes, resident; ``run start --eval-memory``)."""
+    max_queued: int = DEFAULT_MAX_QUEUED
+    """Submissions that may wait to be evaluated at once; more are refused (429) until they are scored."""
 
     @classmethod
     def from_run(cls, run_dir: Path) -> GraderConfig:
@@ -43,11 +74,13 @@ class GraderConfig:
             run = store.run()
         cfg = json.loads(run["config_json"])
         workspace = (run_dir / "workspace").resolve()
+        base_dir = workspace / "models" / run["base_model"]
+        max_bytes, memory = default_limits(folder_bytes(base_dir))
         return cls(
             run_dir=run_dir.resolve(),
             workspace=workspace,
             task_folder=Path(cfg["task_folder"]),
-            base_model_dir=workspace / "models" / run["base_model"],
+            base_model_dir=base_dir,
             eval_timeout_s=float(cfg.get("eval_timeout_s", DEFAULT_EVAL_TIMEOUT_S)),
             eval_limit=cfg.get("eval_limit"),
             engine=dict(cfg.get("engine") or {}),
@@ -56,6 +89,10 @@ class GraderConfig:
             search=cfg.get("search"),
             store=cfg.get("store"),
             seed=int(run["seed"] or 0),
+            keep_submissions=bool(cfg.get("keep_submissions", False)),
+            max_submission_bytes=int(cfg.get("max_submission_gib", 0) * GIB) or max_bytes,
+            eval_memory_bytes=int(cfg.get("eval_memory_gib", 0) * GIB) or memory,
+            max_queued=int(cfg.get("max_queued", DEFAULT_MAX_QUEUED)),
         )
 
 

@@ -2,9 +2,13 @@
 
 Submissions are evaluated one at a time, in order, by the run's eval worker (see
 ``workers``), which gets each job as one JSON line on stdin, writes ``summary.json`` to the
-submission's eval folder and answers with a line. A worker that runs past the run's eval
-timeout is killed, group and all, and replaced. What a previous grader of the same run left queued or half-evaluated is queued
-again at start, and the baseline (submission 0) is queued first if it has no result yet.
+submission's eval folder and answers with a line. What is evaluated is the grader's own copy
+of the submitted folder, taken at acceptance (``intake``), and removed once scored unless
+the run keeps submissions. A worker that runs past the run's eval timeout or over its memory
+limit is killed, group and all, and replaced. What a previous grader of the same run left
+queued or half-evaluated is queued again at start, and the baseline (submission 0) is queued
+first if it has no result yet. At most ``max_queued`` submissions wait at once, so the
+evaluations a run owes after its deadline are bounded.
 """
 
 from __future__ import annotations
@@ -12,12 +16,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
+import shutil
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from agent2rl_tui.grader.failures import EvalFailure, advice
+from agent2rl_tui.grader.server import intake as intake_mod
 from agent2rl_tui.grader.server.config import GraderConfig
-from agent2rl_tui.grader.server.validation import Accepted, Rejection, check_model_path
-from agent2rl_tui.grader.server.workers import JobTimeout, Worker, WorkerPool
+from agent2rl_tui.grader.server.intake import Intake, Manifest
+from agent2rl_tui.grader.server.validation import Accepted, Rejection
+from agent2rl_tui.grader.server.workers import JobOutOfMemory, JobTimeout, Worker, WorkerPool
 from agent2rl_tui.record.revisions import Revision, SnapshotError, Snapshotter
 from agent2rl_tui.record.store import RunStore, Submission, SubStatus
 from agent2rl_tui.util.timeutil import now
@@ -38,11 +48,20 @@ class Grader:
         self.consumer: asyncio.Task[None] | None = None
         self.snapshotter = Snapshotter(config.run_dir)
         self.engine_name = "-"
+        self.intake_dir = config.run_dir / "intake"
+        self.taking = 0  # intakes in progress (they count against max_queued too)
+
+    @cached_property
+    def base(self) -> tuple[frozenset[str], Any]:
+        """The base model's tensor names and architecture: a submission of that architecture must hold them all."""
+        return intake_mod.model_tensors(self.cfg.base_model_dir)
 
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
+        for stale in self.intake_dir.glob("pending-*"):  # copies a killed grader was taking
+            shutil.rmtree(stale, ignore_errors=True)
         await self.workers.start_spare()
-        self._add_baseline()
+        await self._add_baseline()
         self._requeue_unfinished()
         self.consumer = asyncio.create_task(self._consume())
 
@@ -52,15 +71,29 @@ class Grader:
         await self.workers.stop()
         self.store.close()
 
-    def _add_baseline(self) -> None:
+    async def _add_baseline(self) -> None:
+        """Queue the base model (the grader's copy of it, taken as any submission is)."""
         baseline = self.store.baseline()
-        if baseline is None or baseline.status not in (SubStatus.SCORED, SubStatus.FAILED):
-            self.store.add_submission(
-                kind="baseline",
-                status=SubStatus.QUEUED,
-                model_path=str(self.cfg.base_model_dir),
-                resolved_path=str(self.cfg.base_model_dir),
-            )
+        if baseline is not None and baseline.status in (SubStatus.SCORED, SubStatus.FAILED):
+            return
+        if baseline is not None and baseline.intake_json and Intake.from_json(baseline.intake_json).folder.is_dir():
+            return  # queued by an earlier grader of this run, copy and all: requeued below
+        base = self.cfg.base_model_dir
+        fields: dict[str, Any] = {"model_path": str(base), "resolved_path": str(base)}
+        try:
+            taken = await asyncio.to_thread(self._take_into, base, None, self.intake_dir / "0")
+            fields["intake_json"] = taken.to_json()
+            status = SubStatus.QUEUED
+        except Rejection as rej:
+            status, fields = SubStatus.FAILED, {**fields, "error": f"{rej.code}: the base model: {rej.detail}",
+                                                "error_code": "model_load_failed", "finished_at": now()}
+        self.store.add_submission(kind="baseline", status=status, **fields)
+
+    def _take_into(self, folder: Path, workspace: Path | None, dest: Path) -> Intake:
+        shutil.rmtree(dest, ignore_errors=True)  # a copy a killed grader left half made
+        tensors, architecture = self.base
+        return intake_mod.take(folder, workspace, dest, max_bytes=self.cfg.max_submission_bytes,
+                               base_tensors=tensors, base_architecture=architecture)
 
     def _requeue_unfinished(self) -> None:
         """Anything left queued or half-evaluated by an earlier grader of this run goes again."""
@@ -70,25 +103,53 @@ class Grader:
                 self.queue.put_nowait(sub.id)
 
     # -- intake -----------------------------------------------------------------------
-    def reject(self, rej: Rejection, raw_path: str | None) -> int:
+    async def take(self, sub: Accepted) -> Intake:
+        """The grader's copy of an accepted folder (in a thread: copying takes a while), or a Rejection."""
+        waiting = self.store.pending_count() + self.taking
+        if waiting >= self.cfg.max_queued:
+            raise Rejection(429, "queue_full", f"{waiting} submissions are waiting to be evaluated (at most "
+                            f"{self.cfg.max_queued}); wait until GET /submissions shows them scored, then submit.")
+        self.taking += 1
+        try:
+            dest = self.intake_dir / f"pending-{secrets.token_hex(8)}"
+            return await asyncio.to_thread(self._take_into, sub.resolved, self.cfg.workspace, dest)
+        finally:
+            self.taking -= 1
+
+    def intake_failed(self, exc: Exception) -> Rejection:
+        """A submission the grader could not take for a reason of its own (disk full): logged in full."""
+        log.error("could not take a submission: %s: %s", type(exc).__name__, exc, exc_info=exc)
+        return Rejection(503, "intake_failed", "The grader could not take a copy of the model (it is recorded); "
+                         "submit again in a minute.")
+
+    def reject(self, rej: Rejection, raw_path: str | None, received: float) -> int:
         """Record a refused submission; its id."""
         sub_id = self.store.add_submission(
             kind="agent",
             status=SubStatus.REJECTED,
             model_path=raw_path,
+            received_at=received,
             finished_at=now(),
             error=f"{rej.code}: {rej.detail}",
+            error_code=rej.code,
         )
         log.info("submission %s rejected: %s", sub_id, rej.code)
         return sub_id
 
-    def enqueue(self, sub: Accepted, revision: Revision | None) -> tuple[int, asyncio.Future[Result]]:
+    def enqueue(self, sub: Accepted, taken: Intake, revision: Revision | None,
+                received: float) -> tuple[int, asyncio.Future[Result]]:
         """Record an accepted submission and queue it; its id and a future for its result."""
         sub_id = self.store.add_submission(
             kind="agent", status=SubStatus.QUEUED, model_path=sub.raw, resolved_path=str(sub.resolved), gpu=sub.gpu,
             revision_seq=revision.seq if revision else None, revision_sha=revision.sha if revision else None,
+            received_at=received,
         )
-        log.info("submission %s queued: %s", sub_id, sub.resolved)
+        folder = self.intake_dir / str(sub_id)
+        shutil.rmtree(folder, ignore_errors=True)
+        taken.folder.rename(folder)
+        self.store.update_submission(sub_id, intake_json=Intake(folder, taken.manifest).to_json())
+        log.info("submission %s queued: %s (%d file(s), %d bytes taken in %.2f s)", sub_id, sub.resolved,
+                 len(taken.manifest.files), taken.manifest.bytes, taken.manifest.copy_seconds)
         fut: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         self.waiters.setdefault(sub_id, []).append(fut)
         self.queue.put_nowait(sub_id)
@@ -120,17 +181,26 @@ class Grader:
         except Exception as exc:  # noqa: BLE001 - the grader must outlive any one eval
             log.exception("evaluation of submission %s crashed the grader's consumer", sub_id)
             try:
-                self._fail(sub_id, f"grader error: {exc}", quiet=True)
+                self._fail(sub_id, "grader_error", f"grader error: {type(exc).__name__}: {exc}")
             except Exception:  # noqa: BLE001 - a restarted grader re-queues it
                 log.exception("could not record the failure of submission %s", sub_id)
+        finally:
+            self._discard_copy(sub_id)
+
+    def _discard_copy(self, sub_id: int) -> None:
+        """Remove the grader's copy of a submission once it is settled (``keep_submissions`` keeps it)."""
+        sub = self.store.submission(sub_id)
+        if self.cfg.keep_submissions or sub is None or sub.status in (SubStatus.QUEUED, SubStatus.EVALUATING):
+            return
+        shutil.rmtree(self.intake_dir / str(sub_id), ignore_errors=True)
 
     def _answer_waiters(self, sub_id: int) -> None:
         try:
             result = self.result_of(sub_id)
         except Exception as exc:  # noqa: BLE001 - the waiter must get an answer all the same
             log.exception("could not read the result of submission %s", sub_id)
-            result = {"submission_id": sub_id, "status": "unknown",
-                      "error": f"the grader could not read the result ({exc}); ask GET /submissions/{sub_id}"}
+            result = {"submission_id": sub_id, "status": "unknown", "error": "grader_error",
+                      "detail": f"The grader could not read the result; ask GET /submissions/{sub_id}."}
         for fut in self.waiters.pop(sub_id, []):
             if not fut.done():
                 fut.set_result(result)
@@ -138,42 +208,36 @@ class Grader:
     # -- one evaluation ---------------------------------------------------------------
     async def _evaluate(self, sub_id: int) -> None:
         sub = self.store.submission(sub_id)
-        assert sub is not None and sub.resolved_path
+        assert sub is not None
         out_dir = self.cfg.run_dir / "evals" / str(sub_id)
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "summary.json").unlink(missing_ok=True)
-        if not self._still_valid(sub):
+        taken = Intake.from_json(sub.intake_json) if sub.intake_json else None
+        if taken is None or not taken.folder.is_dir():
+            self._fail(sub_id, "intake_lost", f"the grader's copy of submission {sub_id} is gone "
+                       f"({taken.folder if taken else 'never taken'})")
             return
+        folder, manifest = str(taken.folder), taken.manifest
+        (out_dir / "manifest.json").write_text(json.dumps(manifest.to_dict(), indent=2), encoding="utf-8")
         self.store.update_submission(sub_id, status=SubStatus.EVALUATING, started_at=now())
         log.info("evaluating submission %s: %s", sub_id, sub.resolved_path)
         worker = await self.workers.take(sub.gpu)
         log_start = worker.log_size()
-        error = await self._run_job(worker, self._job(sub, out_dir))
+        failure = await self._run_job(worker, self._job(sub, folder, manifest, out_dir))
         worker_tail = self.workers.keep_log(worker, log_start, sub_id, out_dir)
         summary = _read_summary(out_dir / "summary.json")
-        error = error or _summary_error(summary, worker, worker_tail)
-        if error:
-            self._fail(sub_id, error)
+        failure = failure or _summary_failure(summary, worker, worker_tail)
+        if failure:
+            self._fail(sub_id, failure.code, failure.message)
             return
         assert summary is not None
         self._record_score(sub_id, summary)
 
-    def _still_valid(self, sub: Submission) -> bool:
-        """An agent's folder may have changed while it waited in the queue: check it again."""
-        if sub.kind != "agent":
-            return True
-        try:
-            check_model_path(sub.model_path or "", self.cfg.workspace, expected=Path(sub.resolved_path or ""))
-        except Rejection as rej:
-            log.warning("submission %s failed its re-check: %s", sub.id, rej.code)
-            self._fail(sub.id, f"{rej.code}: {rej.detail}", quiet=True)
-            return False
-        return True
-
-    def _job(self, sub: Submission, out_dir: Path) -> dict[str, Any]:
+    def _job(self, sub: Submission, folder: str, manifest: Manifest, out_dir: Path) -> dict[str, Any]:
         return {
             "submission_id": sub.id,
-            "model_path": sub.resolved_path,
+            "model_path": folder,
+            "weight_files": manifest.weight_names,
             "task_folder": str(self.cfg.task_folder),
             "out_dir": str(out_dir),
             "limit": self.cfg.eval_limit,
@@ -185,21 +249,22 @@ class Grader:
             "store": self.cfg.store,
         }
 
-    async def _run_job(self, worker: Worker, job: dict[str, Any]) -> str | None:
-        """Hand the job to the worker and wait for its answer; an error if it timed out."""
+    async def _run_job(self, worker: Worker, job: dict[str, Any]) -> EvalFailure | None:
+        """Hand the job to the worker and wait for its answer; a failure if it was killed."""
         try:
-            await self.workers.run(worker, job, self.cfg.eval_timeout_s)
+            await self.workers.run(worker, job, self.cfg.eval_timeout_s, self.cfg.eval_memory_bytes)
         except JobTimeout:
-            return (
-                f"evaluation timed out after {self.cfg.eval_timeout_s:g} s and was killed; "
-                "check that the model generates an end-of-turn token"
-            )
+            return EvalFailure("eval_timeout", f"evaluation timed out after {self.cfg.eval_timeout_s:g} s and "
+                               "was killed")
+        except JobOutOfMemory as oom:
+            return EvalFailure("out_of_memory", f"the eval worker used {oom.used / (1 << 30):.2f} GiB, over the "
+                               f"limit of {self.cfg.eval_memory_bytes / (1 << 30):.2f} GiB, and was killed")
         return None
 
-    def _fail(self, sub_id: int, error: str, *, quiet: bool = False) -> None:
-        if not quiet:
-            log.warning("submission %s failed: %s", sub_id, error)
-        self.store.update_submission(sub_id, status=SubStatus.FAILED, finished_at=now(), error=error)
+    def _fail(self, sub_id: int, code: str, message: str) -> None:
+        log.warning("submission %s failed (%s): %s", sub_id, code, message)
+        self.store.update_submission(sub_id, status=SubStatus.FAILED, finished_at=now(), error=f"{code}: {message}",
+                                     error_code=code)
 
     def _record_score(self, sub_id: int, summary: dict[str, Any]) -> None:
         self.engine_name = summary["engine"]
@@ -240,9 +305,16 @@ class Grader:
             "best": {"submission_id": best.id, "score": best.score} if best else None,
             "total_submissions": total,
             "eval_seconds": sub.eval_seconds,
+            "n_items": sub.n_items,
+            "n_correct": sub.n_correct,
         }
-        if sub.error:
-            out["error"] = sub.error
+        if sub.status == SubStatus.FAILED:
+            out.update(error=sub.error_code or "evaluation_failed", detail=advice(sub.error_code))
+        ignored = Intake.from_json(sub.intake_json).manifest.ignored_settings if sub.intake_json else []
+        if ignored:
+            out["ignored_settings"] = ignored
+            out["note"] = ("Decoding is the task's: these settings of the model folder were not applied. "
+                           "The grader generates as the task's description says.")
         return out
 
 
@@ -253,15 +325,14 @@ def _read_summary(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def _summary_error(summary: dict[str, Any] | None, worker: Worker, worker_tail: str) -> str | None:
+def _summary_failure(summary: dict[str, Any] | None, worker: Worker, worker_tail: str) -> EvalFailure | None:
     """Why a worker's evaluation failed, or None if it scored."""
     if summary is None:
-        return (
-            f"the eval worker exited with code {worker.proc.returncode} without a result "
-            "(killed, or out of memory?)" + (f"; its last output:\n{worker_tail}" if worker_tail else "")
-        )
-    if summary and not summary.get("ok"):
-        return str(summary.get("error"))
+        return EvalFailure("worker_died", f"the eval worker exited with code {worker.proc.returncode} without a "
+                           "result (killed, or out of memory?)" + (f"; its last output:\n{worker_tail}"
+                                                                    if worker_tail else ""))
+    if not summary.get("ok"):
+        return EvalFailure(str(summary.get("error_code") or "evaluation_failed"), str(summary.get("error")))
     return None
 
 

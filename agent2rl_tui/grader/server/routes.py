@@ -1,5 +1,10 @@
 """The HTTP API (DESIGN.md) of one run's grader: a Starlette app, every route under the
-run's secret path prefix, every error a JSON object with a code and advice for the agent."""
+run's secret path prefix, every error a JSON object with a code and advice for the agent.
+
+What the agent is sent holds status, scores, counts and codes with advice in our words, never
+an error's own text (it can carry an eval prompt: ``grader.failures``). Only the user the grader
+runs as is served (``peer``); a request from anyone else gets a 403 and a line in the record.
+"""
 
 from __future__ import annotations
 
@@ -14,19 +19,37 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agent2rl_tui.grader.failures import advice
 from agent2rl_tui.grader.server import validation
 from agent2rl_tui.grader.server.config import GraderConfig
+from agent2rl_tui.grader.server.peer import is_owner
 from agent2rl_tui.grader.server.queue import Grader
-from agent2rl_tui.grader.server.validation import Rejection
-from agent2rl_tui.record.store import BASELINE_ID, Submission, SubStatus
+from agent2rl_tui.grader.server.validation import MAX_BODY_BYTES, Rejection
+from agent2rl_tui.record.store import BASELINE_ID, RunStore, Submission, SubStatus
 from agent2rl_tui.util.timeutil import iso, now
 
 log = logging.getLogger("agent2rl.grader")
+MAX_SUBMISSION_ID = 1 << 62
+FOREIGN_EVENTS_KEPT = 20
+"""Requests from other users recorded one by one; after that every 100th (a flood must not fill run.db)."""
 
 
 def error(status: int, code: str, detail: str) -> JSONResponse:
     return JSONResponse({"error": code, "detail": detail}, status_code=status)
+
+
+def failure_fields(sub: Submission) -> dict[str, Any]:
+    """``error`` (a code) and ``detail`` (advice in our words) of a refused or failed submission."""
+    if sub.status == SubStatus.REJECTED:  # the rejection's detail is ours, written for the agent
+        code = sub.error_code or "rejected"
+        prefix = f"{code}: "
+        text = sub.error or ""
+        return {"error": code, "detail": text[len(prefix):] if text.startswith(prefix) else "The submission was refused."}
+    if sub.status == SubStatus.FAILED:
+        return {"error": sub.error_code or "evaluation_failed", "detail": advice(sub.error_code)}
+    return {}
 
 
 def submission_json(sub: Submission) -> dict[str, Any]:
@@ -36,7 +59,6 @@ def submission_json(sub: Submission) -> dict[str, Any]:
         "status": sub.status,
         "model_path": sub.model_path,
         "score": sub.score,
-        "error": sub.error,
         "received_at": iso(sub.received_at),
         "started_at": iso(sub.started_at),
         "finished_at": iso(sub.finished_at),
@@ -44,11 +66,26 @@ def submission_json(sub: Submission) -> dict[str, Any]:
         "n_items": sub.n_items,
         "n_correct": sub.n_correct,
         "revision": sub.revision_seq,
+        **failure_fields(sub),
     }
 
 
 def wants_no_wait(request: Request) -> bool:
     return request.query_params.get("wait", "1") in ("0", "false", "no")
+
+
+async def read_body(request: Request) -> bytes:
+    """The request body, read no further than ``MAX_BODY_BYTES`` (a declared length over it is
+    refused before anything is read)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise validation.too_large()
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise validation.too_large()
+    return bytes(body)
 
 
 class Endpoints:
@@ -59,18 +96,21 @@ class Endpoints:
 
     async def submit(self, request: Request) -> JSONResponse:
         grader = self.grader
+        received = now()
         body: Any = None
         try:
-            body = validation.parse_body(await request.body())
+            body = validation.parse_body(await read_body(request))
             accepted = validation.validate(body, grader.store.run(), grader.cfg.workspace)
-        except Rejection as rej:
-            sub_id = grader.reject(rej, validation.model_path_given(body))
+            intake = await grader.take(accepted)
+        except Exception as exc:  # noqa: BLE001 - a refusal, or our failure (disk full): recorded either way
+            rej = exc if isinstance(exc, Rejection) else grader.intake_failed(exc)
+            sub_id = grader.reject(rej, validation.model_path_given(body), received)
             return JSONResponse(
                 {"error": rej.code, "detail": rej.detail, "submission_id": sub_id},
                 status_code=rej.status,
             )
         revision = await asyncio.to_thread(grader.snapshot_for_submission)
-        sub_id, fut = grader.enqueue(accepted, revision)
+        sub_id, fut = grader.enqueue(accepted, intake, revision, received)
         if wants_no_wait(request):
             return JSONResponse(
                 {"submission_id": sub_id, "status": SubStatus.QUEUED, "queue_position": grader.queue.qsize()},
@@ -85,8 +125,10 @@ class Endpoints:
     async def submission(self, request: Request) -> JSONResponse:
         try:
             sub_id = int(request.path_params["sub_id"])
+            if not 0 <= sub_id < MAX_SUBMISSION_ID:
+                raise ValueError(sub_id)
         except ValueError:
-            return error(400, "invalid_id", "Submission ids are integers.")
+            return error(400, "invalid_id", "Submission ids are integers from 0, as /submissions lists them.")
         sub = self.grader.store.submission(sub_id)
         if sub is None:
             return error(404, "not_found", f"There is no submission {sub_id}.")
@@ -147,8 +189,40 @@ async def method_not_allowed(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def server_error(request: Request, exc: Exception) -> JSONResponse:
+    """Our own bug: the full error goes to grader.log and the record, the agent gets a code."""
     log.exception("unhandled error on %s", request.url.path)
-    return error(500, "internal_error", f"The grader failed on this request: {exc}")
+    try:
+        with RunStore.of_run(request.app.state.grader.cfg.run_dir) as store:
+            store.event("grader", "request_failed", f"{request.method} {request.url.path[-200:]}: "
+                        f"{type(exc).__name__}: {exc}"[:2000])
+    except Exception:  # noqa: BLE001 - the answer goes out whatever the record does
+        log.exception("could not record the failed request")
+    return error(500, "internal_error", "The grader failed on this request; it is recorded. Try again, and "
+                 "check GET /submissions for what was taken.")
+
+
+class OwnerOnly:
+    """ASGI middleware: only the user this grader runs as may reach it (``peer``); anyone else gets a
+    403, and the record says so (the first ``FOREIGN_EVENTS_KEPT`` times, then every 100th)."""
+
+    def __init__(self, app: ASGIApp, grader: Grader) -> None:
+        self.app = app
+        self.grader = grader
+        self.refused = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or is_owner(scope.get("client"), scope.get("server")):
+            await self.app(scope, receive, send)
+            return
+        self.refused += 1
+        if self.refused <= FOREIGN_EVENTS_KEPT or self.refused % 100 == 0:
+            client = scope.get("client")
+            log.warning("refused a request from another user (%s, %d so far)", client, self.refused)
+            self.grader.store.event("grader", "foreign_request", f"refused a {scope.get('method')} from another "
+                                    f"user of this machine ({self.refused} so far)",
+                                    {"client": list(client) if client else None, "refused": self.refused})
+        response = error(403, "not_your_run", "This grader serves only the user who started the run.")
+        await response(scope, receive, send)
 
 
 def build_app(config: GraderConfig, secret: str) -> Starlette:
@@ -167,4 +241,5 @@ def build_app(config: GraderConfig, secret: str) -> Starlette:
         exception_handlers={404: not_found, 405: method_not_allowed, 500: server_error},
     )
     app.state.grader = grader
+    app.add_middleware(OwnerOnly, grader=grader)
     return app

@@ -1,22 +1,27 @@
 """Is a submission acceptable? The request body, the run's budget and the model folder.
 
 Every check raises a ``Rejection`` carrying the HTTP status, a short code and advice the
-agent can act on; the routes record it as a ``rejected`` submission. The model-folder
-check runs again when an evaluation starts, so a folder swapped in between is caught.
+agent can act on; the routes record it as a ``rejected`` submission. Whatever the body is
+(too big, nested ten thousand deep, not UTF-8, a path of a megabyte), the answer is a 4xx and
+a row in the record, never a 500. What passes here is then copied by the intake (``intake``),
+which checks each file as it takes it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.tasks.modelfiles import check_model_folder, files_leaving
+from agent2rl_tui.tasks.modelfiles import check_model_folder
 from agent2rl_tui.util.timeutil import iso, now
 
 MAX_BODY_BYTES = 1 << 20
+MAX_PATH_CHARS = 1024
+GPU_SPEC = re.compile(r"^\d{1,3}(,\d{1,3}){0,15}$")
 
 
 @dataclass
@@ -37,25 +42,32 @@ class Accepted:
     gpu: str | None
 
 
+def too_large() -> Rejection:
+    return Rejection(413, "too_large", f"The request body is over {MAX_BODY_BYTES:,} bytes; send only "
+                     '{"model_path": "output/v1"}.')
+
+
 def parse_body(body: bytes) -> Any:
     """The decoded JSON of a /submit body (``None`` for an empty one)."""
     if len(body) > MAX_BODY_BYTES:
-        raise Rejection(413, "too_large", "The request body is over 1 MB; send only model_path.")
+        raise too_large()
     try:
         return json.loads(body or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise Rejection(
             400,
             "invalid_json",
-            f'The body is not valid JSON ({exc}). Send {{"model_path": "output/v1"}} '
+            'The body is not valid JSON (or nests too deep). Send {"model_path": "output/v1"} '
             "with Content-Type: application/json.",
         ) from None
 
 
 def model_path_given(body: Any) -> str | None:
-    """The model_path of a body, as far as there is one (recorded with a rejection too)."""
+    """The model_path of a body, as far as there is one (recorded with a rejection too, cut to
+    ``MAX_PATH_CHARS``)."""
     if isinstance(body, dict) and isinstance(body.get("model_path"), str):
-        return body["model_path"]
+        raw: str = body["model_path"]
+        return raw if len(raw) <= MAX_PATH_CHARS else raw[:MAX_PATH_CHARS] + f"... ({len(raw):,} characters)"
     return None
 
 
@@ -83,9 +95,17 @@ def check_fields(body: Any) -> tuple[str, str | None]:
             'The JSON body needs "model_path": the folder of the saved model, '
             'e.g. {"model_path": "output/v1"} (relative to the workspace) or an absolute path.',
         )
+    if len(raw) > MAX_PATH_CHARS or "\x00" in raw:
+        raise Rejection(400, "invalid_path", f"model_path must be at most {MAX_PATH_CHARS} characters, without "
+                        'NUL bytes: e.g. {"model_path": "output/v1"}.')
+    try:
+        os.fsencode(raw)
+    except UnicodeError:
+        raise Rejection(400, "invalid_path", "model_path is not a valid file name (lone surrogates); use plain "
+                        "names such as output/v1.") from None
     gpu = body.get("gpu")
-    if gpu is not None and not isinstance(gpu, (str, int)):
-        raise Rejection(400, "invalid_gpu", '"gpu" must be a string such as "0" or "0,1".')
+    if gpu is not None and (isinstance(gpu, bool) or not isinstance(gpu, (str, int)) or not GPU_SPEC.match(str(gpu))):
+        raise Rejection(400, "invalid_gpu", '"gpu" must name GPUs by index, such as "0" or "0,1".')
     return raw, None if gpu is None else str(gpu)
 
 
@@ -96,24 +116,13 @@ def validate(body: Any, run: dict[str, Any], workspace: Path) -> Accepted:
     return Accepted(raw, check_model_path(raw, workspace), gpu)
 
 
-def check_model_path(raw: str, workspace: Path, expected: Path | None = None) -> Path:
-    """The real folder of ``raw``: inside the workspace, every file in it too, a full model.
-
-    Run when a submission arrives and again when its evaluation starts (``expected``:
-    the folder it resolved to then), so a folder swapped for a symlink in between is
-    caught.
-    """
-    if "\x00" in raw:
-        raise Rejection(400, "invalid_path", "model_path contains a NUL byte.")
+def check_model_path(raw: str, workspace: Path) -> Path:
+    """The real folder of ``raw``: inside the workspace, and what a full model's folder holds by
+    name. The files themselves are checked as the intake copies them."""
     resolved = _resolve(raw, workspace)
-    if expected is not None and resolved != expected:
-        raise Rejection(409, "path_changed",
-                        f"{raw} resolved to {expected} when submitted and to {resolved} now; "
-                        "keep a submitted folder in place until it is scored.")
     problem = check_model_folder(resolved)
     if problem:
         raise Rejection(404 if problem.code == "not_found" else 422, problem.code, problem.detail)
-    _check_no_links_out(raw, resolved, workspace)
     return resolved
 
 
@@ -122,25 +131,16 @@ def _resolve(raw: str, workspace: Path) -> Path:
     path = Path(raw)
     if not path.is_absolute():
         path = workspace / path
-    resolved = Path(os.path.realpath(path))
+    try:
+        resolved = Path(os.path.realpath(path))
+    except (OSError, ValueError):
+        raise Rejection(400, "invalid_path", f"{raw} cannot be resolved (a link loop, or a name too long); "
+                        "submit the folder you saved the model in, e.g. output/v1.") from None
     if not resolved.is_relative_to(workspace):
         raise Rejection(
             403,
             "outside_workspace",
-            f"{raw} resolves to {resolved}, which is outside the workspace "
-            f"{workspace}. Save models under $OUTPUT_DIR and submit that path; "
-            "symlinks and '..' that leave the workspace are refused.",
+            f"{raw} resolves to a folder outside the workspace {workspace}. Save models under "
+            "$OUTPUT_DIR and submit that path; symlinks and '..' that leave the workspace are refused.",
         )
     return resolved
-
-
-def _check_no_links_out(raw: str, resolved: Path, workspace: Path) -> None:
-    leaving = files_leaving(resolved, workspace)
-    if leaving:
-        raise Rejection(
-            403,
-            "outside_workspace",
-            f"{leaving[0]} in {raw} is a link to a file outside the workspace"
-            f"{f' (and {len(leaving) - 1} more)' if len(leaving) > 1 else ''}. "
-            "Copy the files into the model folder instead of linking them.",
-        )

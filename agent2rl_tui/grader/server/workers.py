@@ -21,12 +21,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from agent2rl_tui.grader.launch import SECRET_ENV
 from agent2rl_tui.grader.worker import PREIMPORT_VLLM
 from agent2rl_tui.util.procs import pid_alive, signal_group
 
 log = logging.getLogger("agent2rl.grader")
-WORKER_LOG_TAIL = 1500  # characters of a failed worker's output quoted to the agent
+WORKER_LOG_TAIL = 1500  # characters of a failed worker's output kept with its error in the record
 
 
 def tail(path: Path, limit: int = WORKER_LOG_TAIL) -> str:
@@ -88,6 +90,33 @@ class JobTimeout(Exception):
     """The worker did not answer within the eval timeout (it has been killed)."""
 
 
+class JobOutOfMemory(Exception):
+    """The worker's processes used more memory than the run allows (they have been killed)."""
+
+    def __init__(self, used: int) -> None:
+        super().__init__(used)
+        self.used = used
+
+
+MEMORY_POLL_S = 0.2
+
+
+def tree_rss(pid: int) -> int:
+    """Resident memory of a process and all its descendants (vLLM's engine processes too), in bytes."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for proc in procs:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
 class WorkerPool:
     """The kept worker, the one evaluating now, and their logs."""
 
@@ -115,22 +144,21 @@ class WorkerPool:
         self.current = worker
         return worker
 
-    async def run(self, worker: Worker, job: dict[str, object], timeout_s: float) -> None:
+    async def run(self, worker: Worker, job: dict[str, object], timeout_s: float,
+                  memory_limit: int | None = None) -> None:
         """Hand the job over and wait for the worker's answer (or its death).
 
-        Raises ``JobTimeout`` after killing it. A worker that answered is kept for the next job;
-        a dead or killed one is replaced at once, so the next submission finds one warm.
+        Raises ``JobTimeout`` or ``JobOutOfMemory`` after killing it: its memory (all its
+        processes, resident) is read every ``MEMORY_POLL_S`` seconds against ``memory_limit``.
+        A worker that answered is kept for the next job; a dead or killed one is replaced at
+        once, so the next submission finds one warm.
         """
         try:
             assert worker.proc.stdin is not None and worker.proc.stdout is not None
             try:
                 worker.proc.stdin.write((json.dumps(job) + "\n").encode())
                 await worker.proc.stdin.drain()
-                answer = await asyncio.wait_for(worker.proc.stdout.readline(), timeout=timeout_s)
-            except TimeoutError:
-                worker.kill()
-                await worker.proc.wait()
-                raise JobTimeout() from None
+                answer = await self._answer(worker, timeout_s, memory_limit)
             except (BrokenPipeError, ConnectionResetError):
                 answer = b""
             if not answer:  # it died: wait for its exit code
@@ -141,6 +169,28 @@ class WorkerPool:
             self.kept = worker
         else:
             await self.start_spare()
+
+    async def _answer(self, worker: Worker, timeout_s: float, memory_limit: int | None) -> bytes:
+        assert worker.proc.stdout is not None
+        reading = asyncio.ensure_future(worker.proc.stdout.readline())
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        try:
+            while True:
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    raise JobTimeout()
+                done, _ = await asyncio.wait({reading}, timeout=min(MEMORY_POLL_S, left))
+                if done:
+                    return reading.result()
+                if memory_limit:
+                    used = tree_rss(worker.proc.pid)
+                    if used > memory_limit:
+                        raise JobOutOfMemory(used)
+        except (JobTimeout, JobOutOfMemory):
+            reading.cancel()
+            worker.kill()
+            await worker.proc.wait()
+            raise
 
     async def stop(self) -> None:
         """Kill the evaluating worker and the kept one, and wait for them."""

@@ -1,0 +1,437 @@
+"""Submission intake: at acceptance, the grader's own copy of exactly the files the engine will load.
+
+A submitted folder stays in the agent's hands after ``/submit`` answers: it can swap a file
+for a symlink to something outside the workspace, keep writing weights after the deadline
+while the submission waits in the queue, hide the base model's weights behind a decoy file
+that only the hash reads, or make a weights file a FIFO that blocks whoever opens it. So
+before answering, the grader takes what it will evaluate into a folder of its own
+(``<run>/intake/<n>/``, outside the workspace and out of the sandbox's sight):
+
+- only the files an engine loads: ``config.json``, the tokenizer's files, a sanitised
+  ``generation_config.json`` and the weights one rule picks (``weights_to_load``); nothing
+  else of the folder is copied, so no engine can read a file that was not hashed;
+- each opened without following a symlink and without blocking, taken only if it is a
+  regular file, copied up to the size it had when opened and refused if it changed while it
+  was copied, under a size limit for the whole submission;
+- safetensors headers checked (structure, offsets inside the file) and, for a checkpoint of
+  the base model's architecture, every tensor of the base model present: a checkpoint that
+  lacks weights its config declares would otherwise be scored with random ones;
+- decoding is the task's, never the folder's: ``generation_config.json`` keeps only its token
+  ids (bos/eos/pad), and decoding keys in ``config.json`` (beams, sampling, penalties, forced
+  or suppressed tokens, minimum lengths) are dropped, so both engines generate as the task
+  says; what was dropped is recorded and told to the agent.
+
+The copy is evaluated and removed after scoring (``keep_submissions`` keeps it); its
+``Manifest`` (files, roles, sizes, hashes of the small files, what was left out or ignored)
+stays in the record with the submission.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import stat
+import struct
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent2rl_tui.grader.server.validation import Rejection
+from agent2rl_tui.tasks.modelfiles import TOKENIZER_FILES
+
+CONFIG = "config.json"
+GENERATION_CONFIG = "generation_config.json"
+TOKENIZER_NAMES = (*TOKENIZER_FILES, "chat_template.json")
+SAFE, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
+BIN, BIN_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
+SMALL_FILE_LIMIT = 64 << 20
+"""A config, tokenizer or index file larger than this is refused (real tokenizers are ~10-30 MB)."""
+SAFETENSORS_HEADER_LIMIT = 100 << 20  # the format's own limit
+TOKEN_ID_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+DECODING_KEYS = frozenset((
+    "num_beams", "num_beam_groups", "num_return_sequences", "do_sample", "temperature", "top_k", "top_p", "min_p",
+    "typical_p", "epsilon_cutoff", "eta_cutoff", "top_h", "repetition_penalty", "encoder_repetition_penalty",
+    "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids", "force_words_ids",
+    "renormalize_logits", "constraints", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
+    "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", "forced_decoder_ids",
+    "sequence_bias", "guidance_scale", "max_length", "max_new_tokens", "min_length", "min_new_tokens",
+    "early_stopping", "max_time", "stop_strings", "penalty_alpha", "diversity_penalty", "dola_layers",
+    "watermarking_config", "prompt_lookup_num_tokens", "assistant_early_exit", "num_assistant_tokens",
+    "output_scores", "output_logits", "return_dict_in_generate", "chunk_size_feed_forward",
+))
+"""Generation settings that change what is generated; a model folder's are never applied."""
+LEFT_OUT_SHOWN = 50
+COPY_CHUNK = 1 << 30
+DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+               "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
+
+
+@dataclass(frozen=True)
+class IntakeFile:
+    """One file of the grader's copy."""
+
+    name: str
+    role: str
+    """``config``, ``generation_config``, ``tokenizer``, ``index`` or ``weights``."""
+    size: int
+    blake2b: str | None = None
+    """Of the bytes the engine reads; weights are hashed per tensor by the eval worker instead."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What the grader took of a submitted folder; kept in the record with the submission."""
+
+    files: list[IntakeFile]
+    bytes: int
+    copy_seconds: float
+    weights_format: str
+    """``safetensors`` or ``pytorch`` (pickled tensors, loaded with weights_only)."""
+    left_out: list[str] = field(default_factory=list)
+    """Names in the folder that no engine reads (the first ``LEFT_OUT_SHOWN``), not copied."""
+    n_left_out: int = 0
+    ignored_settings: list[str] = field(default_factory=list)
+    """Decoding settings the folder carried, never applied (``file: key``)."""
+
+    @property
+    def weight_names(self) -> list[str]:
+        return [f.name for f in self.files if f.role == "weights"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Manifest:
+        return cls(**{**data, "files": [IntakeFile(**f) for f in data.get("files", [])]})
+
+
+@dataclass(frozen=True)
+class Intake:
+    """A submission as the grader holds it: its copy and the manifest of that copy."""
+
+    folder: Path
+    manifest: Manifest
+    tensor_names: frozenset[str] = frozenset()
+
+    def to_json(self) -> str:
+        """As run.db's ``submissions.intake_json`` keeps it."""
+        return json.dumps({"folder": str(self.folder), "manifest": self.manifest.to_dict()})
+
+    @classmethod
+    def from_json(cls, text: str) -> Intake:
+        data = json.loads(text)
+        return cls(Path(data["folder"]), Manifest.from_dict(data["manifest"]))
+
+
+# -- which files an engine loads ---------------------------------------------------------------
+
+def weights_to_load(names: set[str], index_of: Any) -> tuple[list[str], str, str | None]:
+    """(weight files, format, index file) an engine loads from a folder holding ``names``.
+
+    One rule for both engines, the order transformers looks in: ``model.safetensors``, else
+    the shards its index names, else ``pytorch_model.bin``, else the shards of its index.
+    ``index_of(name)`` reads an index file's ``weight_map``.
+    """
+    if SAFE in names:
+        return [SAFE], "safetensors", None
+    for index, fmt, suffix in ((SAFE_INDEX, "safetensors", ".safetensors"), (BIN, "pytorch", ""),
+                               (BIN_INDEX, "pytorch", ".bin")):
+        if index not in names:
+            continue
+        if index == BIN:
+            return [BIN], fmt, None
+        shards = sorted(set(index_of(index)))
+        bad = [s for s in shards if not isinstance(s, str) or "/" in s or s.startswith(".") or not s.endswith(suffix)]
+        if bad or not shards:
+            raise Rejection(422, "invalid_index", f"{index} must name its shards as plain {suffix} file names in the "
+                          "same folder; save the model again with save_pretrained(DIR).")
+        missing = [s for s in shards if s not in names]
+        if missing:
+            raise Rejection(422, "missing_weights", f"{index} names {len(missing)} shard(s) that are not in the "
+                          f"folder (e.g. {missing[0]}); save the whole model with save_pretrained(DIR).")
+        return shards, fmt, index
+    raise Rejection(422, "no_weights", "The folder has no model.safetensors, model.safetensors.index.json, "
+                  "pytorch_model.bin or pytorch_model.bin.index.json. Save the full model with save_pretrained(DIR).")
+
+
+# -- reading untrusted files ------------------------------------------------------------------
+
+def _open_member(dir_fd: int, name: str) -> tuple[int, os.stat_result]:
+    """A file of the submitted folder, opened without following links or blocking; a regular file."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Rejection(422, "symlink", f"{name} is a symbolic link; the grader reads only regular files. "
+                          "Copy the file into the model folder (cp -L) and submit again.") from None
+        if exc.errno == errno.ENOENT:
+            raise Rejection(409, "changed_while_copied", f"{name} disappeared while the grader read the folder; "
+                          "submit once the model is saved.") from None
+        raise Rejection(422, "unreadable", f"{name} cannot be read ({os.strerror(exc.errno or 0)}).") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise Rejection(422, "not_a_regular_file", f"{name} is not a regular file (a FIFO, socket or device); "
+                      "save the model with save_pretrained(DIR).")
+    return fd, st
+
+
+def _read_small(dir_fd: int, name: str) -> bytes:
+    fd, st = _open_member(dir_fd, name)
+    try:
+        if st.st_size > SMALL_FILE_LIMIT:
+            raise Rejection(413, "too_large", f"{name} is {st.st_size:,} bytes; files other than the weights may "
+                          f"be at most {SMALL_FILE_LIMIT:,}.")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read(SMALL_FILE_LIMIT + 1)[:SMALL_FILE_LIMIT]
+    finally:
+        os.close(fd)
+
+
+def _json_object(data: bytes, name: str) -> dict[str, Any]:
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        raise Rejection(422, "invalid_json_file", f"{name} is not valid JSON; save the model with "
+                      "save_pretrained(DIR).") from None
+    if not isinstance(value, dict):
+        raise Rejection(422, "invalid_json_file", f"{name} must hold a JSON object.")
+    return value
+
+
+def safetensors_tensors(fd: int, size: int, name: str) -> set[str]:
+    """The tensor names of a safetensors file, its header checked against the file's size."""
+    try:
+        head = os.pread(fd, 8, 0)
+        (header_len,) = struct.unpack("<Q", head) if len(head) == 8 else (None,)
+        if header_len is None or header_len > min(SAFETENSORS_HEADER_LIMIT, size - 8):
+            raise ValueError("header length")
+        header = json.loads(os.pread(fd, header_len, 8))
+        if not isinstance(header, dict):
+            raise ValueError("header")
+        data_len = size - 8 - header_len
+        names: set[str] = set()
+        for key, info in header.items():
+            if key == "__metadata__":
+                continue
+            start, end = info["data_offsets"]
+            shape = info["shape"]
+            if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end <= data_len
+                    and isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
+                raise ValueError(key)
+            width = DTYPE_BYTES.get(info["dtype"])
+            numel = 1
+            for d in shape:
+                numel *= d
+            if width is not None and numel * width != end - start:
+                raise ValueError(key)
+            names.add(key)
+        return names
+    except (ValueError, KeyError, TypeError, RecursionError, OSError):
+        raise Rejection(422, "invalid_weights", f"{name} is not a valid safetensors file (its header or offsets are "
+                      "wrong); save the model with save_pretrained(DIR).") from None
+
+
+# -- copying --------------------------------------------------------------------------------------
+
+def _copy_bytes(src: int, dst: int, size: int) -> int:
+    """Copy ``size`` bytes from the start of ``src`` (kernel-side where it can); bytes copied."""
+    done = 0
+    try:
+        while done < size:
+            n = os.copy_file_range(src, dst, min(COPY_CHUNK, size - done), done, done)
+            if n == 0:
+                return done
+            done += n
+        return done
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+            raise
+    while done < size:  # copy_file_range refused: through user space
+        chunk = os.pread(src, min(1 << 24, size - done), done)
+        if not chunk:
+            break
+        os.pwrite(dst, chunk, done)
+        done += len(chunk)
+    return done
+
+
+class _Budget:
+    def __init__(self, limit: int) -> None:
+        self.limit, self.used = limit, 0
+
+    def take(self, name: str, size: int) -> None:
+        self.used += size
+        if self.used > self.limit:
+            raise Rejection(413, "too_large", f"the model's files are over the grader's limit of {self.limit:,} "
+                          f"bytes (at {name}); submit a model of the base model's size.")
+
+
+def _copy_member(dir_fd: int, name: str, dest: Path, budget: _Budget) -> int:
+    """Copy one weights file into ``dest``; its size. Refused if it changes while it is copied (its
+    size, mtime or ctime: a write, or a write with the mtime set back)."""
+    fd, st = _open_member(dir_fd, name)
+    try:
+        budget.take(name, st.st_size)
+        out = os.open(dest / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            copied = _copy_bytes(fd, out, st.st_size)
+        finally:
+            os.close(out)
+        after = os.fstat(fd)
+        if copied != st.st_size or (after.st_size, after.st_mtime_ns, after.st_ctime_ns) != (
+                st.st_size, st.st_mtime_ns, st.st_ctime_ns):
+            raise Rejection(409, "changed_while_copied", f"{name} was being written while the grader copied it; "
+                          "submit once save_pretrained has returned.")
+        return st.st_size
+    finally:
+        os.close(fd)
+
+
+def _write(dest: Path, name: str, data: bytes) -> str:
+    (dest / name).write_bytes(data)
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _sanitised_configs(config: dict[str, Any], generation: dict[str, Any] | None) -> tuple[
+        dict[str, Any] | None, dict[str, Any], list[str]]:
+    """(config.json without decoding keys, or None if it had none; generation_config.json with only its
+    token ids; what was dropped)."""
+    ignored = [f"{CONFIG}: {k}" for k in sorted(config) if k in DECODING_KEYS]
+    clean_config = {k: v for k, v in config.items() if k not in DECODING_KEYS} if ignored else None
+    source = generation if generation is not None else config
+    kept: dict[str, Any] = {}
+    for key in TOKEN_ID_KEYS:
+        value = source.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            kept[key] = value
+        elif isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            kept[key] = value
+    if generation is not None:
+        ignored += [f"{GENERATION_CONFIG}: {k}" for k in sorted(generation)
+                    if k not in TOKEN_ID_KEYS and k not in ("transformers_version", "_from_model_config")]
+    return clean_config, kept, ignored
+
+
+def take(model_dir: Path, workspace: Path | None, dest: Path, *, max_bytes: int,
+         base_tensors: frozenset[str] = frozenset(), base_architecture: tuple[Any, Any] | None = None) -> Intake:
+    """Copy what an engine loads of ``model_dir`` into ``dest`` (created here; removed on refusal).
+
+    ``workspace``: where the folder must really be (checked on the opened folder, so a path
+    swapped for a link after it was resolved is caught); None for the grader's own base model.
+    ``base_tensors`` and ``base_architecture`` (``architectures``, ``model_type``): a checkpoint of the
+    base model's architecture must hold every tensor the base model has.
+    """
+    started = time.perf_counter()
+    try:
+        dir_fd = os.open(model_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        raise Rejection(409, "changed_while_copied", f"{model_dir} changed while the grader opened it; keep a "
+                      "submitted folder in place.") from None
+    dest.mkdir(parents=True, exist_ok=False)
+    try:
+        if workspace is not None:
+            where = Path(os.readlink(f"/proc/self/fd/{dir_fd}"))
+            if not where.is_relative_to(workspace):
+                raise Rejection(403, "outside_workspace", f"the folder turned out to be {where}, outside the workspace; "
+                              "keep a submitted folder in place and inside the workspace.")
+        intake = _take(dir_fd, dest, max_bytes, base_tensors, base_architecture, started)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    finally:
+        os.close(dir_fd)
+    return intake
+
+
+def _take(dir_fd: int, dest: Path, max_bytes: int, base_tensors: frozenset[str],
+          base_architecture: tuple[Any, Any] | None, started: float) -> Intake:
+    names = set(os.listdir(dir_fd))
+    budget = _Budget(max_bytes)
+    files: list[IntakeFile] = []
+    config_bytes = _read_small(dir_fd, CONFIG) if CONFIG in names else None
+    if config_bytes is None:
+        raise Rejection(422, "no_config", "The folder has no config.json. Save the model with save_pretrained(DIR).")
+    config = _json_object(config_bytes, CONFIG)
+    generation = _json_object(_read_small(dir_fd, GENERATION_CONFIG), GENERATION_CONFIG) \
+        if GENERATION_CONFIG in names else None
+    clean_config, token_ids, ignored = _sanitised_configs(config, generation)
+    budget.take(CONFIG, len(config_bytes))
+    data = config_bytes if clean_config is None else json.dumps(clean_config, indent=2).encode()
+    files.append(IntakeFile(CONFIG, "config", len(data), _write(dest, CONFIG, data)))
+    data = json.dumps(token_ids, indent=2).encode()
+    files.append(IntakeFile(GENERATION_CONFIG, "generation_config", len(data), _write(dest, GENERATION_CONFIG, data)))
+    for name in TOKENIZER_NAMES:
+        if name in names:
+            data = _read_small(dir_fd, name)
+            budget.take(name, len(data))
+            files.append(IntakeFile(name, "tokenizer", len(data), _write(dest, name, data)))
+
+    indexes: dict[str, bytes] = {}
+
+    def index_of(index: str) -> list[Any]:
+        indexes[index] = _read_small(dir_fd, index)
+        weight_map = _json_object(indexes[index], index).get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise Rejection(422, "invalid_index", f"{index} has no weight_map; save the model with save_pretrained(DIR).")
+        return list(weight_map.values())
+
+    weights, fmt, index = weights_to_load(names, index_of)
+    if index is not None:
+        budget.take(index, len(indexes[index]))
+        files.append(IntakeFile(index, "index", len(indexes[index]), _write(dest, index, indexes[index])))
+    tensors: set[str] = set()
+    for name in weights:
+        size = _copy_member(dir_fd, name, dest, budget)
+        if fmt == "safetensors":  # read from the copy: what the engine will load
+            fd = os.open(dest / name, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                tensors |= safetensors_tensors(fd, size, name)
+            finally:
+                os.close(fd)
+        files.append(IntakeFile(name, "weights", size))
+    architecture = (config.get("architectures"), config.get("model_type"))
+    if fmt == "safetensors" and base_tensors and architecture == base_architecture:
+        missing = sorted(base_tensors - tensors)
+        if missing:
+            raise Rejection(422, "missing_weights", f"the weights lack {len(missing)} tensor(s) the model's config "
+                          f"declares (e.g. {missing[0]}); they would be initialised at random. Save the full model "
+                          "with save_pretrained(DIR) (merge LoRA adapters first).")
+    taken = {f.name for f in files} | {GENERATION_CONFIG}
+    left_out = sorted(names - taken)
+    manifest = Manifest(files=files, bytes=sum(f.size for f in files), copy_seconds=time.perf_counter() - started,
+                        weights_format=fmt, left_out=left_out[:LEFT_OUT_SHOWN], n_left_out=len(left_out),
+                        ignored_settings=ignored)
+    return Intake(dest, manifest, frozenset(tensors))
+
+
+def model_tensors(folder: Path) -> tuple[frozenset[str], tuple[Any, Any] | None]:
+    """The tensor names and (architectures, model_type) of a model folder the grader trusts (the base
+    model, read-only to the agent); empty when they cannot be read."""
+    try:
+        config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return frozenset(), None
+    try:
+        names = set(os.listdir(dir_fd))
+        weights, fmt, _ = weights_to_load(names, lambda index: list(
+            _json_object(_read_small(dir_fd, index), index).get("weight_map", {}).values()))
+        if fmt != "safetensors":
+            return frozenset(), None
+        tensors: set[str] = set()
+        for name in weights:
+            fd, st = _open_member(dir_fd, name)
+            try:
+                tensors |= safetensors_tensors(fd, st.st_size, name)
+            finally:
+                os.close(fd)
+        return frozenset(tensors), (config.get("architectures"), config.get("model_type"))
+    except (Rejection, AttributeError, OSError):
+        return frozenset(), None
+    finally:
+        os.close(dir_fd)
