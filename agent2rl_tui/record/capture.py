@@ -3,15 +3,36 @@
 The rules live here and only here; the watcher, the snapshotter, the report and the TUI all
 read them. A path is left out for a named reason, and the left-out paths are counted per
 reason, so nothing disappears from the record silently.
+
+The workspace is the agent's, so reading it is reading hostile data. The walk here is the
+only reader of the workspace a snapshot has (git never reads it: the snapshotter writes the
+blobs from what this walk read), and it never stalls or blows up:
+
+- only regular files and symbolic links are captured; a link is captured as a link (its
+  target), never followed. FIFOs, sockets and devices are left out by their kind.
+- a file is opened with ``O_NONBLOCK | O_NOFOLLOW`` and checked with ``fstat`` on the open
+  descriptor, so a file swapped for a FIFO or a link after it was listed is never waited on
+  or followed; at most ``size_cap_bytes + 1`` bytes are read, however fast it grows.
+- a file or folder that cannot be read is left out as ``unreadable``; nothing is fatal.
+- a walk looks at no more than ``max_entries`` entries (millions of tiny files cost a bounded
+  walk and bounded memory), and stops when its caller's time is up; a walk cut short says so
+  (``complete`` is False, and a reason counts it).
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
+import itertools
 import os
+import stat
+import time
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 # Top-level workspace folders that hold artifacts, not work.
 TOP_LEVEL_IGNORED = ("output", "data", "models")
@@ -31,6 +52,65 @@ IGNORED_FILE_GLOBS = (
 )
 SIZE_CAP_BYTES = 1_000_000
 BINARY_SNIFF_BYTES = 8192
+MAX_ENTRIES = 50_000
+"""Entries (files, folders, links) one walk looks at; a bigger workspace is captured in part."""
+
+UNREADABLE = "unreadable"
+CUT_SHORT_TIME = "not looked at: the snapshot's time ran out"
+GIT_REFUSES = "a name git refuses"
+LINK_MODE, FILE_MODE, EXEC_MODE = 0o120000, 0o100644, 0o100755
+RACY_NS = 1_000_000_000
+"""A file changed this recently when it was read may change again within the same timestamp
+tick: its read is not remembered (git's "racily clean" rule)."""
+
+
+def special_reason(mode: int) -> str:
+    """The reason a path that is neither a regular file, a folder nor a link is left out."""
+    kind = ("fifo" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode)
+            else "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "other")
+    return f"not a regular file ({kind})"
+
+
+class NotRegular(OSError):
+    """The path is not a regular file (any more): a FIFO, a socket, a device, a folder."""
+
+    def __init__(self, path: str, mode: int) -> None:
+        super().__init__(errno.EINVAL, special_reason(mode), path)
+        self.reason = special_reason(mode)
+
+
+@contextmanager
+def open_regular(path: str | os.PathLike[str]) -> Iterator[tuple[BinaryIO, os.stat_result]]:
+    """A regular file opened for reading, and its stat; never blocks, never follows a link.
+
+    ``O_NONBLOCK`` makes opening a FIFO return at once (a regular file ignores it), and
+    ``O_NOFOLLOW`` refuses a link (ELOOP); what was opened is then checked on the descriptor
+    itself, so a path swapped between a listing and this open is caught here. Raises
+    ``NotRegular`` for anything but a regular file, OSError when it cannot be opened.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(os.fsdecode(path), st.st_mode)
+        fh = os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+    with fh:
+        yield fh, st  # type: ignore[misc]
+
+
+def read_capped(fh: BinaryIO, cap: int) -> bytes:
+    """At most ``cap + 1`` bytes of an open file: enough to tell it is over ``cap``."""
+    parts, size = [], 0
+    while size <= cap:
+        data = fh.read(cap + 1 - size)
+        if not data:
+            break
+        parts.append(data)
+        size += len(data)
+    return b"".join(parts)
 
 
 @dataclass(frozen=True)
@@ -40,18 +120,26 @@ class CaptureRules:
     ignored_dir_globs: tuple[str, ...] = IGNORED_DIR_GLOBS
     ignored_file_globs: tuple[str, ...] = IGNORED_FILE_GLOBS
     size_cap_bytes: int = SIZE_CAP_BYTES
+    max_entries: int = MAX_ENTRIES
 
     def describe(self) -> list[str]:
         """The rules in words, for the TUI and the report."""
         return [
-            "captured: every other file under workspace/ (code, scripts, configs, notes)",
+            "captured: every other file under workspace/ (code, scripts, configs, notes); links as links",
             f"not captured: the top-level folders {', '.join(f'{d}/' for d in self.top_level_ignored)}",
             f"not captured: folders named {', '.join(self.ignored_dir_names)} or matching "
             f"{', '.join(self.ignored_dir_globs)}, and any virtualenv or conda env (pyvenv.cfg, conda-meta/)",
             f"not captured: files matching {', '.join(self.ignored_file_globs)}",
             f"not captured: files over {self.size_cap_bytes:,} bytes, and binary files (a NUL byte in the first "
             f"{BINARY_SNIFF_BYTES} bytes)",
+            "not captured: FIFOs, sockets and devices, and files or folders that cannot be read (counted)",
+            f"a snapshot looks at {self.max_entries:,} entries at most and has a time limit; one cut short "
+            "adds and changes what it reached and drops nothing",
         ]
+
+    @property
+    def cut_short_entries(self) -> str:
+        return f"not looked at: over {self.max_entries:,} entries"
 
     def dir_reason(self, rel: str, abs_path: str | None = None) -> str | None:
         """Why a folder (workspace-relative, '/'-separated) is left out, or None."""
@@ -78,29 +166,31 @@ class CaptureRules:
             reason = self.dir_reason("/".join(parts[:i]))
             if reason:
                 return reason
-        name = parts[-1]
+        return self.name_reason(parts[-1])
+
+    def name_reason(self, name: str) -> str | None:
+        """Why a file is left out by its name, or None."""
         for pattern in self.ignored_file_globs:
             if fnmatch.fnmatch(name, pattern):
                 return pattern
         return None
 
-    def file_reason(self, rel: str, abs_path: str, size: int) -> str | None:
-        name = rel.rsplit("/", 1)[-1]
-        for pattern in self.ignored_file_globs:
-            if fnmatch.fnmatch(name, pattern):
-                return pattern
-        if size > self.size_cap_bytes:
+    def content_reason(self, data: bytes) -> str | None:
+        """Why a file with these bytes (at most size_cap + 1 of them) is left out, or None."""
+        if len(data) > self.size_cap_bytes:
             return f"over {self.size_cap_bytes:,} bytes"
-        try:
-            with open(abs_path, "rb") as fh:
-                if b"\0" in fh.read(BINARY_SNIFF_BYTES):
-                    return "binary"
-        except OSError:
-            return "unreadable"
+        if b"\0" in data[:BINARY_SNIFF_BYTES]:
+            return "binary"
         return None
 
 
 DEFAULT_RULES = CaptureRules()
+
+Captured = tuple[int, str]
+"""A captured path's git mode and blob sha."""
+StatKey = tuple[int, int, int, int, int, int]
+StatCache = dict[str, tuple[StatKey, "Captured | str"]]
+"""What a walk remembers between snapshots: path -> (its lstat then, captured or a reason)."""
 
 
 @dataclass
@@ -108,6 +198,10 @@ class WalkResult:
     files: list[str] = field(default_factory=list)  # workspace-relative, '/'-separated, sorted
     ignored: Counter[str] = field(default_factory=Counter)  # reason -> count of paths left out
     examples: dict[str, list[str]] = field(default_factory=dict)  # reason -> a few paths
+    captured: dict[str, Captured] = field(default_factory=dict)  # path -> (mode, sha) when blobs are stored
+    complete: bool = True  # False: cut short (entries or time)
+    looked_at: set[str] = field(default_factory=set)  # files, and left-out folders as "x/"
+    unseen_dirs: set[str] = field(default_factory=set)  # folders ("" the root, "a/b/") not (wholly) listed
 
     def leave_out(self, reason: str, rel: str) -> None:
         self.ignored[reason] += 1
@@ -115,45 +209,141 @@ class WalkResult:
         if len(ex) < 3:
             ex.append(rel)
 
+    def unseen(self, path: str) -> bool:
+        """Whether this walk cannot tell what became of ``path`` (a file of an earlier walk):
+        it lies in a folder that could not be listed, or that a walk cut short did not reach."""
+        if not self.unseen_dirs or path in self.looked_at:
+            return False
+        parts = path.split("/")
+        ancestors = ["/".join(parts[:i]) + "/" if i else "" for i in range(len(parts))]
+        return (any(a in self.unseen_dirs for a in ancestors)
+                and not any(a in self.looked_at for a in ancestors[1:]))
 
-def walk(root: Path, rules: CaptureRules = DEFAULT_RULES) -> WalkResult:
+
+def _stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+
+
+def walk(root: Path, rules: CaptureRules = DEFAULT_RULES, *, store: Callable[[bytes], str] | None = None,
+         cache: StatCache | None = None, expired: Callable[[], bool] | None = None) -> WalkResult:
     """The files a snapshot of ``root`` captures, and what it leaves out (counted by reason).
 
     Ignored folders are not descended into, so a virtualenv or a checkpoint folder costs
-    one entry, not a walk.
+    one entry, not a walk. With ``store``, each captured file's bytes (a link's target) are
+    given to it and ``captured`` maps the path to (git mode, what ``store`` returned); with
+    ``cache`` too, a file whose lstat has not changed since a walk read it is not read again.
+    ``expired`` is asked between entries: when it says yes the walk stops, cut short.
     """
     out = WalkResult()
-    root_s = str(root)
-    for dirpath, dirnames, filenames in os.walk(root_s):
-        rel_dir = os.path.relpath(dirpath, root_s)
-        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
-        kept = []
-        for d in dirnames:
-            rel = f"{rel_dir}/{d}" if rel_dir else d
-            full = os.path.join(dirpath, d)
-            if os.path.islink(full):
-                out.files.append(rel)  # a link is captured as a link, never followed
-                continue
-            reason = rules.dir_reason(rel, full)
-            if reason:
-                out.leave_out(reason, rel + "/")
-            else:
-                kept.append(d)
-        dirnames[:] = kept
-        for f in filenames:
-            rel = f"{rel_dir}/{f}" if rel_dir else f
-            full = os.path.join(dirpath, f)
+    seen: StatCache = {}
+    started_ns = time.time_ns()
+    left = rules.max_entries
+    stack = [("", str(root))]
+    while stack:
+        rel_dir, abs_dir = stack.pop()
+        prefix = f"{rel_dir}/" if rel_dir else ""
+        try:
+            with os.scandir(abs_dir) as it:
+                entries = sorted(itertools.islice(it, left + 1), key=lambda e: e.name)
+        except OSError:
+            out.leave_out(UNREADABLE, prefix or "./")
+            out.unseen_dirs.add(prefix)
+            continue
+        subdirs = []
+        for entry in entries:
+            cut = (rules.cut_short_entries if left <= 0
+                   else CUT_SHORT_TIME if expired is not None and expired() else None)
+            if cut:
+                out.complete = False
+                out.leave_out(cut, prefix or "./")
+                out.unseen_dirs.update([prefix, *(f"{r}/" for r, _ in stack)])
+                stack.clear()
+                subdirs.clear()
+                break
+            left -= 1
+            rel = prefix + entry.name
             try:
-                st = os.lstat(full)
+                st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue  # vanished while we looked
-            if os.path.islink(full):
-                out.files.append(rel)
+            if stat.S_ISDIR(st.st_mode):
+                reason = rules.dir_reason(rel, entry.path)
+                if reason:
+                    out.leave_out(reason, rel + "/")
+                    out.looked_at.add(rel + "/")
+                else:
+                    subdirs.append((rel, entry.path))
                 continue
-            reason = rules.file_reason(rel, full, st.st_size)
-            if reason:
-                out.leave_out(reason, rel)
-            else:
-                out.files.append(rel)
+            out.looked_at.add(rel)
+            _visit_file(out, rules, rel, entry.path, st, store, cache, seen, started_ns)
+        stack.extend(reversed(subdirs))
     out.files.sort()
+    if cache is not None:  # forget paths gone since (a walk that did not see all keeps the rest a while)
+        if not out.unseen_dirs or len(cache) >= 2 * rules.max_entries:
+            cache.clear()
+        cache.update(seen)
     return out
+
+
+def _visit_file(out: WalkResult, rules: CaptureRules, rel: str, path: str, st: os.stat_result,
+                store: Callable[[bytes], str] | None, cache: StatCache | None, seen: StatCache,
+                started_ns: int) -> None:
+    """Capture one entry that is not a folder, or count why not."""
+    if stat.S_ISLNK(st.st_mode):
+        if store is None:
+            out.files.append(rel)
+            return
+        try:
+            target = os.readlink(os.fsencode(path))
+        except OSError:
+            return  # replaced since it was listed: the next snapshot sees what it became
+        out.files.append(rel)
+        out.captured[rel] = (LINK_MODE, store(target))
+        return
+    if not stat.S_ISREG(st.st_mode):
+        out.leave_out(special_reason(st.st_mode), rel)
+        return
+    reason = rules.name_reason(rel.rsplit("/", 1)[-1])
+    if reason is None and st.st_size > rules.size_cap_bytes:
+        reason = f"over {rules.size_cap_bytes:,} bytes"
+    if reason:
+        out.leave_out(reason, rel)
+        return
+    key = _stat_key(st)
+    known = cache.get(rel) if cache is not None and store is not None else None
+    if known is not None and known[0] == key:
+        verdict = known[1]
+        seen[rel] = known
+    else:
+        read = _read_file(rules, path, store)
+        if read is None:
+            return
+        verdict = read
+        if cache is not None and store is not None and st.st_ctime_ns < started_ns - RACY_NS:
+            seen[rel] = (key, verdict)
+    if isinstance(verdict, str):
+        out.leave_out(verdict, rel)
+    else:
+        out.files.append(rel)
+        if store is not None:
+            out.captured[rel] = verdict
+
+
+def _read_file(rules: CaptureRules, path: str, store: Callable[[bytes], str] | None) -> Captured | str | None:
+    """(mode, blob) of a regular file, or why it is left out; None if it vanished meanwhile."""
+    try:
+        with open_regular(path) as (fh, st):
+            data = read_capped(fh, rules.size_cap_bytes)
+    except NotRegular as exc:
+        return exc.reason
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # swapped for a link since it was listed
+            return None
+        return UNREADABLE
+    reason = rules.content_reason(data)
+    if reason:
+        return reason
+    mode = EXEC_MODE if st.st_mode & stat.S_IXUSR else FILE_MODE
+    return mode, store(data) if store is not None else ""

@@ -34,11 +34,19 @@ the train split are ours), installed-package folders (virtualenvs, ``site-packag
 8 KiB) and files over ``size_cap`` bytes; each is counted under ``skipped``. Files are
 read in chunks and tokenised with numpy, so a multi-gigabyte output folder is scanned
 without holding a file in memory.
+
+The final workspace is the agent's, read as hostile data: only regular files are read,
+opened without blocking or following links (capture.open_regular; FIFOs, sockets and
+devices count as ``special``), never past the size they had when opened; files and folders
+that cannot be read count as ``unreadable``; and the walk stops after ``MAX_ENTRIES``
+entries (``not_walked`` counts that it did), so millions of tiny files cost a bounded scan.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -47,11 +55,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 import numpy as np
 
-from agent2rl_tui.record.capture import BINARY_SNIFF_BYTES
+from agent2rl_tui.record.capture import BINARY_SNIFF_BYTES, NotRegular, open_regular
 from agent2rl_tui.record.revisions import BRANCH, GitRepo, list_revisions
 from agent2rl_tui.tasks.registry import Task
 
@@ -70,6 +78,8 @@ WEIGHT_SUFFIXES = (
     ".onnx", ".h5", ".msgpack", ".pyc", ".so",
 )
 MAX_ERRORS_LISTED = 20
+MAX_ENTRIES = 200_000
+"""Entries of the final workspace and the agent's home looked at, together, before the walk stops."""
 
 # -- normalisation and hashing ---------------------------------------------------------------
 
@@ -348,8 +358,10 @@ class ScanStats:
     files_scanned: int = 0
     bytes_scanned: int = 0
     skipped: dict[str, int] = field(default_factory=lambda: {
-        "binary": 0, "too_large": 0, "weights": 0, "package_dirs": 0, "links": 0, "errors": 0})
+        "binary": 0, "too_large": 0, "weights": 0, "package_dirs": 0, "links": 0, "errors": 0,
+        "special": 0, "unreadable": 0, "not_walked": 0})
     errors: list[dict[str, str]] = field(default_factory=list)
+    entries_left: int = MAX_ENTRIES  # of the final workspace's walk
 
     def error(self, where: str, exc: BaseException) -> None:
         self.skipped["errors"] += 1
@@ -500,24 +512,37 @@ def _read_blob(out: IO[bytes], sha: str, index: EvalIndex, stats: ScanStats, siz
 
 def workspace_files(workspace: Path, stats: ScanStats, *, skip_top: tuple[str, ...] = NOT_SCANNED_TOP,
                     prefix: str = "") -> Iterator[tuple[str, Path]]:
-    """(path as reported, path) of the files to look at under one folder, in a fixed order."""
-    for root, dirs, files in os.walk(workspace, followlinks=False):
-        rel_root = os.path.relpath(root, workspace)
-        rel_root = "" if rel_root == "." else rel_root.replace(os.sep, "/") + "/"
-        keep = []
-        for name in sorted(dirs):
-            full = os.path.join(root, name)
-            if not rel_root and name in skip_top:
-                continue
-            if os.path.islink(full):
+    """(path as reported, path) of the files to look at under one folder, in a fixed order.
+
+    Links are counted and not followed, a folder that cannot be listed is counted as
+    unreadable, and no more than ``stats.entries_left`` entries are looked at (a folder is
+    listed no further than that either).
+    """
+    stack = [("", str(workspace))]
+    while stack:
+        rel_root, root = stack.pop()
+        try:
+            with os.scandir(root) as it:
+                entries = sorted(itertools.islice(it, stats.entries_left + 1), key=lambda e: e.name)
+        except OSError:
+            stats.skipped["unreadable"] += 1
+            continue
+        subdirs = []
+        for entry in entries:
+            if stats.entries_left <= 0:
+                stats.skipped["not_walked"] += 1
+                return
+            stats.entries_left -= 1
+            if entry.is_symlink():
                 stats.skipped["links"] += 1
-            elif _is_package_dir(name, full):
-                stats.skipped["package_dirs"] += 1
-            else:
-                keep.append(name)
-        dirs[:] = keep
-        for name in sorted(files):
-            yield prefix + rel_root + name, Path(root, name)
+            elif not entry.is_dir(follow_symlinks=False):
+                yield prefix + rel_root + entry.name, Path(entry.path)
+            elif rel_root or entry.name not in skip_top:
+                if _is_package_dir(entry.name, entry.path):
+                    stats.skipped["package_dirs"] += 1
+                else:
+                    subdirs.append((rel_root + entry.name + "/", entry.path))
+        stack.extend(reversed(subdirs))
 
 
 def _is_package_dir(name: str, full: str) -> bool:
@@ -529,12 +554,13 @@ def _git_sha(size: int) -> Any:
     return hashlib.sha1(b"blob %d\0" % size)  # noqa: S324 - git's object name, not security
 
 
-def git_blob_sha(path: Path, size: int) -> str:
-    """The sha git gives a file's content."""
+def git_blob_sha(fh: BinaryIO, size: int) -> str:
+    """The sha git gives the first ``size`` bytes of an open file (its size when opened)."""
     digest = _git_sha(size)
-    with path.open("rb") as fh:
-        while data := fh.read(CHUNK_BYTES):
-            digest.update(data)
+    left = size
+    while left > 0 and (data := fh.read(min(left, CHUNK_BYTES))):
+        digest.update(data)
+        left -= len(data)
     return digest.hexdigest()
 
 
@@ -546,13 +572,13 @@ def scan_workspace(run_dir: Path, index: EvalIndex, stats: ScanStats, size_cap: 
     A file whose bytes were already scanned (a revision's blob, an identical file, such as
     the tokenizer files of every checkpoint) takes that result without being scanned again.
     """
-    files: list[tuple[str, Path]] = []
+    walks: list[Iterator[tuple[str, Path]]] = []  # walked as they are scanned: a path list is never held
     if (run_dir / "workspace").is_dir():
-        files += workspace_files(run_dir / "workspace", stats)
+        walks.append(workspace_files(run_dir / "workspace", stats))
     if (run_dir / AGENT_HOME).is_dir():
-        files += workspace_files(run_dir / AGENT_HOME, stats, skip_top=(), prefix="~/")
+        walks.append(workspace_files(run_dir / AGENT_HOME, stats, skip_top=(), prefix="~/"))
     found: dict[str, list[int]] = {}
-    for rel, path in files:
+    for rel, path in itertools.chain(*walks):
         try:
             items = _scan_file(path, index, stats, size_cap, seen)
         except OSError as exc:
@@ -564,22 +590,30 @@ def scan_workspace(run_dir: Path, index: EvalIndex, stats: ScanStats, size_cap: 
 
 
 def _scan_file(path: Path, index: EvalIndex, stats: ScanStats, size_cap: int, seen: Seen) -> list[int] | None:
-    if path.is_symlink():
-        stats.skipped["links"] += 1
-        return None
-    if not path.is_file():  # a fifo or a device: reading it could block
-        return None
     if path.suffix.lower() in WEIGHT_SUFFIXES:
         stats.skipped["weights"] += 1
         return None
-    size = path.stat().st_size
-    if size in seen.sizes:  # only then can the bytes have been seen: hash before scanning
-        known = seen.items.get(git_blob_sha(path, size))
-        if known is not None:
-            return known
-    digest = _git_sha(size)
-    with path.open("rb") as fh:
-        items = _scan_stream(index, fh.read, size, stats, size_cap, on_data=digest.update)
+    try:
+        with open_regular(path) as (fh, st):  # never waits on a FIFO, never follows a link
+            size = st.st_size
+            if size in seen.sizes:  # only then can the bytes have been seen: hash before scanning
+                known = seen.items.get(git_blob_sha(fh, size))
+                if known is not None:
+                    return known
+                fh.seek(0)
+            digest = _git_sha(size)
+            items = _scan_stream(index, fh.read, size, stats, size_cap, on_data=digest.update)
+    except NotRegular:
+        stats.skipped["special"] += 1
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # swapped for a link since it was listed
+            stats.skipped["links"] += 1
+        elif exc.errno in (errno.EACCES, errno.EPERM):
+            stats.skipped["unreadable"] += 1
+        elif exc.errno != errno.ENOENT:  # gone since: nothing to scan
+            raise
+        return None
     if items is not None:
         seen.add(digest.hexdigest(), size, items)
     return items

@@ -1,22 +1,39 @@
 """Code revisions: snapshots of workspace/ in a bare git repo beside it, and queries on them.
 
 ``snapshots.git`` lives in the run folder, outside the agent's reach; its work tree is the
-workspace. A snapshot stages exactly the files the capture rules keep (core/capture.py),
+workspace. A snapshot stages exactly the files the capture rules keep (record/capture.py),
 writes a tree, and commits it only if the tree changed, with git plumbing (no hooks, no
 user config, no signing). Every commit becomes a row in run.db's ``revisions`` table.
 
+Git never reads the workspace: the capture walk reads each file once, without blocking
+(capture.open_regular), and this module writes what it read as a loose blob object and
+stages it by its sha (``update-index --index-info`` into an index of our own). So a file
+that turns into a FIFO between the walk and the commit cannot hang git or fail the
+snapshot. A walk remembers the lstat of what it read, so an unchanged file is not read
+again by the next snapshot of the same process.
+
+A snapshot has a time limit (``TIME_LIMIT_S``), and never runs past the run's deadline plus
+its grace by more than ``END_FLOOR_S``: the record cannot hold a run past its end. A walk cut
+short (time, or ``max_entries``) commits what it reached and carries the rest over from the
+previous revision unchanged; so does a folder that cannot be listed.
+
 Several processes take snapshots (the supervisor's watcher, the grader at each submission,
-the supervisor at the end), so each snapshot holds an exclusive file lock on the repo.
-A failed snapshot raises SnapshotError; callers log it and retry, and the run goes on.
+the supervisor at the end), so each snapshot holds an exclusive file lock on the repo,
+waited for within the time limit. A failed snapshot raises SnapshotError; callers log it
+and retry, and the run goes on.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import itertools
 import json
 import os
 import tempfile
 import threading
+import time
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,12 +42,17 @@ from typing import Any
 
 import git
 
-from agent2rl_tui.record.capture import DEFAULT_RULES, CaptureRules, walk
+from agent2rl_tui.record.capture import DEFAULT_RULES, GIT_REFUSES, CaptureRules, StatCache, walk
 from agent2rl_tui.record.store import RunStore, previous_revision_seq
 from agent2rl_tui.util.timeutil import now
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 BRANCH = "refs/heads/main"
+INDEX_FILE = "agent2rl-index"
+"""The index a snapshot builds from scratch (git's own ``index`` is not used)."""
+TIME_LIMIT_S = 30.0
+END_FLOOR_S = 5.0
+"""Past the run's deadline plus grace, a snapshot (the final one) gets this long."""
 
 
 class SnapshotError(RuntimeError):
@@ -66,7 +88,7 @@ class GitRepo:
     """Plumbing on snapshots.git through GitPython, isolated from user and system config."""
 
     def __init__(self, git_dir: Path, work_tree: Path | None = None) -> None:
-        self.git_dir = git_dir
+        self.git_dir = Path(git_dir).absolute()  # git runs in it: a relative path would not resolve
         self.work_tree = work_tree
         self.cmd = git.Git(str(git_dir))
         self.env = {
@@ -80,21 +102,24 @@ class GitRepo:
         }
 
     def run(self, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None,
-            binary: bool = False) -> Any:
+            binary: bool = False, stderr: bool = False) -> Any:
+        """git's output (str, or bytes if ``binary``); with ``stderr``, what it said there instead."""
         argv = ["git", f"--git-dir={self.git_dir}"]
         if self.work_tree is not None:
             argv.append(f"--work-tree={self.work_tree}")
         argv += list(args)
         full_env = {**self.env, **(env or {})}
+        kw: dict[str, Any] = {"env": full_env, "stdout_as_string": not binary, "strip_newline_in_stdout": not binary,
+                              "with_extended_output": stderr}
         try:
             if stdin is None:
-                return self.cmd.execute(argv, env=full_env, stdout_as_string=not binary,
-                                        strip_newline_in_stdout=not binary)
-            with tempfile.TemporaryFile() as fh:
-                fh.write(stdin)
-                fh.seek(0)
-                return self.cmd.execute(argv, istream=fh, env=full_env, stdout_as_string=not binary,
-                                        strip_newline_in_stdout=not binary)
+                out = self.cmd.execute(argv, **kw)
+            else:
+                with tempfile.TemporaryFile() as fh:
+                    fh.write(stdin)
+                    fh.seek(0)
+                    out = self.cmd.execute(argv, istream=fh, **kw)
+            return out[2] if stderr else out
         except git.GitCommandError as exc:
             raise SnapshotError(f"git {args[0]} failed: {exc.stderr.strip() or exc}") from exc
 
@@ -112,7 +137,8 @@ def _nul_list(paths: list[str]) -> bytes:
 def init_repo(git_dir: Path) -> None:
     if (git_dir / "HEAD").exists():
         return
-    git.Repo.init(str(git_dir), bare=True, initial_branch="main").close()
+    # sha1 whatever the user's init.defaultObjectFormat: blobs are named here (Snapshotter._write_blob)
+    git.Repo.init(str(git_dir), bare=True, initial_branch="main", object_format="sha1").close()
 
 
 def _parse_changes(repo: GitRepo, parent: str, sha: str) -> list[dict[str, Any]]:
@@ -150,54 +176,115 @@ def _parse_changes(repo: GitRepo, parent: str, sha: str) -> list[dict[str, Any]]
     return changes
 
 
+def _tree_entries(repo: GitRepo, commit: str) -> Iterator[tuple[int, str, str]]:
+    """(mode, sha, path) of every file and link in a commit's tree."""
+    out: bytes = repo.run("ls-tree", "-r", "-z", "--full-tree", commit, binary=True)
+    for record in out.split(b"\0"):
+        if record:
+            meta, path = record.split(b"\t", 1)
+            mode, _kind, sha = meta.split(b" ")
+            yield int(mode, 8), sha.decode(), os.fsdecode(path)
+
+
+class SnapshotCancelled(SnapshotError):
+    """The snapshot was asked to stop (its watcher is stopping); nothing was committed."""
+
+
 class Snapshotter:
     """Takes snapshots of one run's workspace into its snapshots.git."""
 
-    def __init__(self, run_dir: Path, rules: CaptureRules = DEFAULT_RULES) -> None:
+    def __init__(self, run_dir: Path, rules: CaptureRules = DEFAULT_RULES, *,
+                 time_limit_s: float = TIME_LIMIT_S) -> None:
         self.run_dir = Path(run_dir)
         self.git_dir = self.run_dir / "snapshots.git"
         self.workspace = self.run_dir / "workspace"
         self.rules = rules
+        self.time_limit_s = time_limit_s
         self._thread_lock = threading.Lock()
+        self._cache: StatCache = {}
+        self._tmp_names = itertools.count()
 
     @contextmanager
-    def _locked(self) -> Iterator[None]:
-        with self._thread_lock:
+    def _locked(self, ends: float) -> Iterator[None]:
+        """Both locks (this process's threads, other processes), waited for until ``ends``."""
+        if not self._thread_lock.acquire(timeout=max(0.0, ends - time.monotonic())):
+            raise SnapshotError("another snapshot of this run is still running")
+        try:
             self.git_dir.mkdir(parents=True, exist_ok=True)
             with open(self.git_dir / "agent2rl-snapshot.lock", "w") as fh:
-                fcntl.flock(fh, fcntl.LOCK_EX)
+                while True:
+                    try:
+                        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() >= ends:
+                            raise SnapshotError("another process's snapshot of this run is still running") from None
+                        time.sleep(0.02)
                 try:
                     yield
                 finally:
                     fcntl.flock(fh, fcntl.LOCK_UN)
+        finally:
+            self._thread_lock.release()
 
-    def snapshot(self, trigger: str) -> tuple[Revision, bool]:
-        """Commit the workspace if it changed; the head revision and whether it is new."""
+    def _ends(self, store: RunStore, time_limit_s: float | None) -> float:
+        """When (monotonic) this snapshot must be done: its limit, and never long past the run's end."""
+        limit = self.time_limit_s if time_limit_s is None else time_limit_s
+        run = store.conn.execute("SELECT deadline, grace_s FROM run").fetchone()
+        if run is not None and run["deadline"] is not None:
+            limit = min(limit, max(END_FLOOR_S, run["deadline"] + (run["grace_s"] or 0.0) - now()))
+        return time.monotonic() + limit
+
+    def snapshot(self, trigger: str, *, cancel: threading.Event | None = None,
+                 time_limit_s: float | None = None) -> tuple[Revision, bool]:
+        """Commit the workspace if it changed; the head revision and whether it is new.
+
+        ``cancel`` set while it runs stops it without a commit (SnapshotCancelled).
+        """
         try:
-            with self._locked(), RunStore.of_run(self.run_dir) as store:
-                return self._snapshot(store, trigger)
+            with RunStore.of_run(self.run_dir) as store:
+                ends = self._ends(store, time_limit_s)
+                with self._locked(ends):
+                    return self._snapshot(store, trigger, ends, cancel)
         except SnapshotError:
+            self._cache.clear()
             raise
         except Exception as exc:  # noqa: BLE001 - sqlite (locked, disk full), git, OS: retried later
+            self._cache.clear()  # what it remembers may name blobs that were never written
             raise SnapshotError(f"{type(exc).__name__}: {exc}") from exc
 
-    def _snapshot(self, store: RunStore, trigger: str) -> tuple[Revision, bool]:
+    def _snapshot(self, store: RunStore, trigger: str, ends: float,
+                  cancel: threading.Event | None) -> tuple[Revision, bool]:
         init_repo(self.git_dir)
-        for stale in (self.git_dir / "index.lock", self.git_dir / "HEAD.lock", self.git_dir / f"{BRANCH}.lock"):
+        for stale in (self.git_dir / "index.lock", self.git_dir / f"{INDEX_FILE}.lock",
+                      self.git_dir / "HEAD.lock", self.git_dir / f"{BRANCH}.lock"):
             if stale.exists():  # we hold the only lock that runs git here: it is a leftover
                 stale.unlink()
                 store.event("snapshots", "stale_lock", f"removed a stale snapshots.git/{stale.name}")
-        repo = GitRepo(self.git_dir, self.workspace)
+        repo = GitRepo(self.git_dir)  # no work tree: git never reads the workspace
         self._record_unrecorded(repo, store)
-        result = walk(self.workspace, self.rules)
-        indexed = set(filter(None, repo.run("ls-files", "-z").split("\0")))
-        dropped = sorted(indexed - set(result.files))  # deleted, or now left out by a rule
-        if dropped:
-            repo.run("update-index", "--force-remove", "-z", "--stdin", stdin=_nul_list(dropped))
-        if result.files:  # --remove: a file that vanished since the walk is dropped, not an error
-            repo.run("update-index", "--add", "--remove", "-z", "--stdin", stdin=_nul_list(result.files))
-        tree = repo.run("write-tree")
+
+        def expired() -> bool:
+            return (cancel is not None and cancel.is_set()) or time.monotonic() >= ends
+
+        result = walk(self.workspace, self.rules, store=self._write_blob, cache=self._cache, expired=expired)
+        if cancel is not None and cancel.is_set():
+            raise SnapshotCancelled("the snapshot was stopped")
         head = repo.head()
+        entries = dict(result.captured)
+        if result.unseen_dirs and head is not None:  # what it could not see stays as it was
+            for mode, sha, path in _tree_entries(repo, head):
+                if path not in entries and result.unseen(path):
+                    entries[path] = (mode, sha)
+        index = {"GIT_INDEX_FILE": str(repo.git_dir / INDEX_FILE)}
+        (self.git_dir / INDEX_FILE).unlink(missing_ok=True)
+        lines = b"".join(b"%o %s\t%s\0" % (mode, sha.encode(), os.fsencode(path))
+                         for path, (mode, sha) in sorted(entries.items()))
+        refused = repo.run("update-index", "-z", "--index-info", stdin=lines, env=index, stderr=True)
+        for line in refused.splitlines():
+            if line.startswith("Ignoring path "):  # .git, and names git keeps out on other systems
+                result.leave_out(GIT_REFUSES, line.removeprefix("Ignoring path "))
+        tree = repo.run("write-tree", env=index)
         if head is not None:
             head_tree = repo.run("rev-parse", f"{head}^{{tree}}")
             if head_tree == tree:
@@ -214,6 +301,29 @@ class Snapshotter:
         changes = _parse_changes(repo, head or EMPTY_TREE, sha)
         return _insert_revision(store, sha, at, trigger, changes, dict(result.ignored)), True
 
+    def _write_blob(self, data: bytes) -> str:
+        """Store bytes as a loose blob object (git's own format) and give back its sha."""
+        header = b"blob %d\0" % len(data)
+        digest = hashlib.sha1(header)  # noqa: S324 - git's object name, not security
+        digest.update(data)
+        sha = digest.hexdigest()
+        folder = self.git_dir / "objects" / sha[:2]
+        path = folder / sha[2:]
+        if path.exists():
+            return sha
+        folder.mkdir(exist_ok=True)
+        tmp = folder / f"tmp_obj_{os.getpid()}_{threading.get_ident()}_{next(self._tmp_names)}"
+        packer = zlib.compressobj(1)
+        try:
+            with open(tmp, "xb") as fh:
+                fh.write(packer.compress(header))
+                fh.write(packer.compress(data))
+                fh.write(packer.flush())
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return sha
 
     def _record_unrecorded(self, repo: GitRepo, store: RunStore) -> None:
         """Rows for commits that reached git but not run.db (the database refused the write).

@@ -5,7 +5,9 @@ revision: the watcher commits after a quiet period, and at least every ``max_del
 continuous writes, so the final content of a long burst is never lost. Events under paths
 the capture rules leave out (output/, a virtualenv, caches) do not wake it. If inotify fails
 (a watch limit, say) it falls back to polling; a failed snapshot is logged as an event and
-retried with back-off. Nothing here can stop the run.
+retried with back-off. Nothing here can stop the run: each snapshot has a time limit
+(record/revisions.py), and stopping the watcher stops a snapshot in progress without a
+commit, so the supervisor's final snapshot never waits behind it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 
-from agent2rl_tui.record.revisions import Snapshotter
+from agent2rl_tui.record.revisions import SnapshotCancelled, Snapshotter
 from agent2rl_tui.record.store import RunStore
 
 log = logging.getLogger("agent2rl.watcher")
@@ -38,6 +40,8 @@ log = logging.getLogger("agent2rl.watcher")
 # A finished write shows up as the file being closed.
 EVENT_TYPES = [FileClosedEvent, FileCreatedEvent, FileDeletedEvent, FileMovedEvent,
                DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
+STOP_WAIT_S = 10.0
+"""How long ``stop`` waits for the watcher's thread (a snapshot in progress is told to stop)."""
 
 
 class _Handler(FileSystemEventHandler):
@@ -62,6 +66,7 @@ class RevisionWatcher:
         self.first_dirty: float | None = None
         self.last_event = 0.0
         self.stopping = False
+        self.cancel = threading.Event()  # set by stop(): a snapshot in progress stops, uncommitted
         self.polling = False
         self.observer: Observer | None = None
         self.thread: threading.Thread | None = None
@@ -111,12 +116,15 @@ class RevisionWatcher:
         self.thread.start()
 
     def stop(self) -> None:
-        """Stop watching (waits for a snapshot in progress); calling it again does nothing."""
+        """Stop watching (a snapshot in progress stops uncommitted); calling it again does nothing."""
         with self.cond:
             self.stopping = True
+            self.cancel.set()
             self.cond.notify()
         if self.thread:
-            self.thread.join(timeout=30)
+            self.thread.join(timeout=STOP_WAIT_S)
+            if self.thread.is_alive():
+                log.warning("the revision watcher did not stop within %.0f s; going on without it", STOP_WAIT_S)
         if self.observer:
             try:
                 self.observer.stop()
@@ -173,9 +181,11 @@ class RevisionWatcher:
                     return
                 self.first_dirty = None
             try:
-                self.snap.snapshot("watch")
+                self.snap.snapshot("watch", cancel=self.cancel)
                 self.snapshots_taken += 1
                 backoff = 0.0
+            except SnapshotCancelled:
+                return
             except Exception as exc:  # noqa: BLE001 - SnapshotError, or a bug: the watcher must live on
                 self.failures += 1
                 backoff = min(30.0, max(1.0, backoff * 2))
