@@ -96,6 +96,8 @@ def render_chat(tokenizer: Any, messages: Messages, require_template: bool) -> s
     except TemplateTimeout:
         raise EngineError(f"the chat template took over {TEMPLATE_TIME_LIMIT_S:g} s to render a prompt",
                           "chat_template_timeout") from None
+    except MemoryError:
+        raise EngineError("the chat template asked for more memory than there is", "out_of_memory") from None
     except RecursionError:
         raise EngineError("the chat template recursed too deep", "chat_template_error") from None
     except Exception as exc:  # noqa: BLE001 - jinja errors, or whatever the template raises on purpose

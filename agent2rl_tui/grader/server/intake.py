@@ -64,6 +64,11 @@ DECODING_KEYS = frozenset((
     "output_scores", "output_logits", "return_dict_in_generate", "chunk_size_feed_forward",
 ))
 """Generation settings that change what is generated; a model folder's are never applied."""
+DECODING_DEFAULTS = {"do_sample": False, "num_beams": 1, "num_beam_groups": 1, "num_return_sequences": 1,
+                     "temperature": 1.0, "top_k": 50, "top_p": 1.0, "typical_p": 1.0, "repetition_penalty": 1.0,
+                     "length_penalty": 1.0, "no_repeat_ngram_size": 0, "min_length": 0, "max_length": 20,
+                     "early_stopping": False, "diversity_penalty": 0.0, "encoder_repetition_penalty": 1.0}
+"""transformers' own defaults: a folder that states one of these changes nothing, and is not told it was ignored."""
 LEFT_OUT_SHOWN = 50
 COPY_CHUNK = 1 << 30
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
@@ -301,8 +306,13 @@ def _sanitised_configs(config: dict[str, Any], generation: dict[str, Any] | None
         dict[str, Any] | None, dict[str, Any], list[str]]:
     """(config.json without decoding keys, or None if it had none; generation_config.json with only its
     token ids; what was dropped)."""
-    ignored = [f"{CONFIG}: {k}" for k in sorted(config) if k in DECODING_KEYS]
-    clean_config = {k: v for k, v in config.items() if k not in DECODING_KEYS} if ignored else None
+    def changes(key: str, value: Any) -> bool:
+        return value is not None and not (key in DECODING_DEFAULTS and value == DECODING_DEFAULTS[key])
+
+    clean_config = {k: v for k, v in config.items() if k not in DECODING_KEYS}
+    ignored = [f"{CONFIG}: {k}" for k in sorted(config) if k in DECODING_KEYS and changes(k, config[k])]
+    if len(clean_config) == len(config):
+        clean_config = None
     source = generation if generation is not None else config
     kept: dict[str, Any] = {}
     for key in TOKEN_ID_KEYS:
@@ -312,8 +322,8 @@ def _sanitised_configs(config: dict[str, Any], generation: dict[str, Any] | None
         elif isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             kept[key] = value
     if generation is not None:
-        ignored += [f"{GENERATION_CONFIG}: {k}" for k in sorted(generation)
-                    if k not in TOKEN_ID_KEYS and k not in ("transformers_version", "_from_model_config")]
+        ignored += [f"{GENERATION_CONFIG}: {k}" for k in sorted(generation) if changes(k, generation[k])
+                    and k not in TOKEN_ID_KEYS and k not in ("transformers_version", "_from_model_config")]
     return clean_config, kept, ignored
 
 

@@ -26,7 +26,7 @@ from agent2rl_tui.grader.failures import EvalFailure, advice
 from agent2rl_tui.grader.server import intake as intake_mod
 from agent2rl_tui.grader.server.config import GraderConfig
 from agent2rl_tui.grader.server.intake import Intake, Manifest
-from agent2rl_tui.grader.server.validation import Accepted, Rejection
+from agent2rl_tui.grader.server.validation import Accepted, Rejection, recordable
 from agent2rl_tui.grader.server.workers import JobOutOfMemory, JobTimeout, Worker, WorkerPool
 from agent2rl_tui.record.revisions import Revision, SnapshotError, Snapshotter
 from agent2rl_tui.record.store import RunStore, Submission, SubStatus
@@ -130,7 +130,7 @@ class Grader:
             model_path=raw_path,
             received_at=received,
             finished_at=now(),
-            error=f"{rej.code}: {rej.detail}",
+            error=recordable(f"{rej.code}: {rej.detail}"),
             error_code=rej.code,
         )
         log.info("submission %s rejected: %s", sub_id, rej.code)

@@ -67,8 +67,14 @@ def model_path_given(body: Any) -> str | None:
     ``MAX_PATH_CHARS``)."""
     if isinstance(body, dict) and isinstance(body.get("model_path"), str):
         raw: str = body["model_path"]
-        return raw if len(raw) <= MAX_PATH_CHARS else raw[:MAX_PATH_CHARS] + f"... ({len(raw):,} characters)"
+        raw = raw if len(raw) <= MAX_PATH_CHARS else raw[:MAX_PATH_CHARS] + f"... ({len(raw):,} characters)"
+        return recordable(raw)
     return None
+
+
+def recordable(text: str) -> str:
+    """Text as run.db can store it: lone surrogates (not UTF-8) written as escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def check_budget(run: dict[str, Any]) -> None:
@@ -99,7 +105,7 @@ def check_fields(body: Any) -> tuple[str, str | None]:
         raise Rejection(400, "invalid_path", f"model_path must be at most {MAX_PATH_CHARS} characters, without "
                         'NUL bytes: e.g. {"model_path": "output/v1"}.')
     try:
-        os.fsencode(raw)
+        raw.encode("utf-8")
     except UnicodeError:
         raise Rejection(400, "invalid_path", "model_path is not a valid file name (lone surrogates); use plain "
                         "names such as output/v1.") from None
