@@ -98,14 +98,19 @@ def is_inert(text: str, *, multi_line: bool = False) -> bool:
 
 _MD_INLINE = re.compile(r"([\\`*_\[\]<>!&|~#])")
 """Characters that start markdown syntax anywhere in a line (GFM: tables, strikethrough)."""
-_MD_LINE_START = re.compile(r"^(\s*)([-+=>]|\d+[.)])")
-"""What starts a block (a list, a quote, a setext underline) at the start of a line."""
+_MD_LINE_START = re.compile(r"^(\d*)([-+=.)])")
+"""What starts a block (a list, a thematic break, a setext underline) at the start of a line."""
 
 
 def md_escape(text: str) -> str:
-    """``text`` as literal markdown prose on one line: a table cell or a list item's words."""
+    """``text`` as literal markdown prose on one line: a table cell or a list item's words.
+
+    Safe at the start of a line too: a leading space becomes ``&#32;`` (four would make an
+    indented code block) and a leading list or break marker is escaped."""
     escaped = _MD_INLINE.sub(r"\\\1", one_line(text))
-    return _MD_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), escaped)
+    if escaped.startswith(" "):
+        return "&#32;" + escaped[1:]
+    return _MD_LINE_START.sub(r"\1\\\2", escaped)
 
 
 def md_code(text: str, *, in_table: bool = True) -> str:

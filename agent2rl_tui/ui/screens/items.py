@@ -235,7 +235,7 @@ class ItemsScreen(Screen[None]):
         prev, base = self._row_change(item, self.prev), self._row_change(item, self.base)
         return [str(item["index"]), Text("✓" if ep.won else "✗", style="green" if ep.won else "red"),
                 Text(prev, style=CHANGE_STYLES[prev]), Text(base, style=CHANGE_STYLES[base]),
-                Text(ep.end or "-", style="" if ep.won else "dim"), str(ep.steps), ep.game,
+                literal_line(ep.end or "-", style="" if ep.won else "dim"), str(ep.steps), ep.game,
                 _short(" · ".join(ep.actions), 400)]
 
     def current_item(self) -> dict[str, Any] | None:

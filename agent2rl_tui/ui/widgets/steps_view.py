@@ -22,8 +22,10 @@ from textual.geometry import Size
 
 from agent2rl_tui.record.steplist import Kinds, StepListing, list_steps, read_page
 from agent2rl_tui.record.transcripts import StepRow
+from agent2rl_tui.ui.format import literal_line
 from agent2rl_tui.ui.messages import StepsCounted, StepsPage
-from agent2rl_tui.ui.widgets.virtual_table import Cell, Column, VirtualTable
+from agent2rl_tui.ui.widgets.virtual_table import CELL_CHARS, Cell, Column, VirtualTable
+from agent2rl_tui.util.inert import one_line
 from agent2rl_tui.util.timeutil import human_duration
 
 PAGE = 200
@@ -181,6 +183,6 @@ class StepsView(VirtualTable):
         tokens = f"  [{step.tokens_in or 0}→{step.tokens_out or 0}]" if step.tokens_in or step.tokens_out else ""
         return [
             Text(str(step.seq), style="dim"), Text(human_duration(step.at - self.start), style="dim"),
-            Text(step.kind, style=KIND_STYLE.get(step.kind, "")), Text(step.tool or step.role or "", style="bold"),
-            Text.assemble(body.replace("\n", " ⏎ "), (tokens, "dim")),
+            Text(step.kind, style=KIND_STYLE.get(step.kind, "")), literal_line(step.tool or step.role, style="bold"),
+            Text.assemble(one_line(body[:CELL_CHARS].replace("\n", " ⏎ ")), (tokens, "dim")),
         ]
