@@ -62,6 +62,34 @@ def long_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def test_a_model_folders_decoding_settings_change_nothing_on_vllm(long_model: Path, tmp_path: Path) -> None:
+    """Beams, sampling, penalties and forced lengths in the folder: the grader's copy generates as the
+    task says, on vLLM as on transformers (first in the module: one in-process engine at a time)."""
+    from agent2rl_tui.grader.engines.vllm_engine import VLLMEngine
+    from agent2rl_tui.grader.server.intake import take
+
+    hostile = tmp_path / "ws" / "hostile"
+    shutil.copytree(long_model, hostile)
+    gen = json.loads((hostile / "generation_config.json").read_text())
+    gen.update(num_beams=4, do_sample=True, temperature=3.0, top_k=5, min_new_tokens=10, repetition_penalty=2.0,
+               suppress_tokens=list(range(5, 200)))
+    (hostile / "generation_config.json").write_text(json.dumps(gen))
+    config = json.loads((hostile / "config.json").read_text())
+    (hostile / "config.json").write_text(json.dumps({**config, "no_repeat_ngram_size": 1, "min_length": 30}))
+    taken = take(hostile, hostile.parent, tmp_path / "copy", max_bytes=1 << 30)
+    hf = TransformersEngine()
+    hf.load(long_model)
+    prompts = [hf.render([{"role": "user", "content": f"{a}+{3 * a}="}]) for a in range(12)]
+    settings = InferenceSettings(max_new_tokens=12, batch_size=16)
+    vl = VLLMEngine(EngineSettings(engine="vllm", cpu_kv_cache_gib=0.25, gpu_memory_utilization=0.2,
+                                   dtype="float32", enforce_eager=True), visible_gpus())
+    vl.load(taken.folder)
+    try:
+        assert vl.generate(prompts, settings) == hf.generate(prompts, settings)
+    finally:
+        vl.close()
+
+
 @pytest.fixture(scope="module")
 def engine(long_model: Path) -> Iterator:
     from agent2rl_tui.grader.engines.vllm_engine import VLLMEngine
