@@ -10,6 +10,7 @@ line (``one_line``): an agent's text never drives the terminal nor forges a row
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 import time
@@ -310,7 +311,7 @@ def follow(run_dir: Path) -> None:
             raise KeyboardInterrupt
 
     old = signal.signal(signal.SIGINT, on_int)
-    offset = 0
+    offset, pending = 0, b""
     try:
         while True:
             if log_path.exists():
@@ -318,9 +319,12 @@ def follow(run_dir: Path) -> None:
                     fh.seek(offset)
                     chunk = fh.read()
                     offset += len(chunk)
-                if chunk:
-                    sys.stdout.write(visible(chunk.decode(errors="replace")))
+                pending += chunk
+                cut = pending.rfind(b"\n") + 1  # whole lines only: a line's head tells ours from a spill
+                if cut:
+                    sys.stdout.write(_log_lines(pending[:cut]))
                     sys.stdout.flush()
+                    pending = pending[cut:]
             summary = summarize(run_dir)
             if summary.status not in ACTIVE_STATUSES:
                 break
@@ -330,8 +334,22 @@ def follow(run_dir: Path) -> None:
         return
     finally:
         signal.signal(signal.SIGINT, old)
+    if pending:
+        sys.stdout.write(_log_lines(pending + b"\n"))
     click.echo("")
     _print_result(run_dir)
+
+
+_LOG_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
+
+
+def _log_lines(data: bytes) -> str:
+    """Whole lines of a log of ours, inert; a line that does not start with our timestamp
+    continues a message that held a newline (an agent's path, a traceback): it is quoted, so
+    it cannot pass for a line of ours."""
+    lines = data.decode(errors="replace").split("\n")[:-1]
+    return "".join((visible(line) if not line or _LOG_STAMP.match(line) else "  │ " + visible(line)) + "\n"
+                   for line in lines)
 
 
 def _print_result(run_dir: Path) -> None:
@@ -784,13 +802,14 @@ def compare_cmd(ctx: click.Context, runs: tuple[str, ...], campaign_ref: str | N
             return "-" if mean is None else f"{mean:.2f} ± {sd:.2f}"
 
         best_of = "  ".join(f"E[best of {k}] {v:.2f}" for k, v in (g.best_of or {}).items() if v is not None)
-        click.echo(f"{g.task} · prompts {g.prompt_profile} · {g.agent} · {g.driver}: {g.runs} runs ({g.finished} finished)")
+        _echo(f"{one_line(g.task)} · prompts {one_line(g.prompt_profile)} · {one_line(g.agent)} · "
+              f"{one_line(g.driver)}: {g.runs} runs ({g.finished} finished)")
         click.echo(f"  best {pm(g.best_mean, g.best_sd)} 95% CI {ci_text(g.best_ci)}; improvement "
                    f"{pm(g.improvement_mean, g.improvement_sd)} 95% CI {ci_text(g.improvement_ci)}")
         if best_of:
             click.echo(f"  {best_of}")
     for note in profile_notes(compare(found)):
-        click.echo(f"note: {note}")
+        _echo(f"note: {one_line(note)}")
 
 
 if __name__ == "__main__":

@@ -196,8 +196,9 @@ def test_report_md_quotes_the_agents_fields_without_forging_anything(tmp_path: P
 
 
 @pytest.fixture(scope="module")
-def hostile_run(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
-    """The hostile agent (tests/fixtures/hostile_text.py) in a real run, contained where it can be."""
+def hostile_run(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> tuple[Path, str]:
+    """The hostile agent (tests/fixtures/hostile_text.py) in a real run, contained where it can be;
+    and what `run start` printed while it followed the run."""
     root = tmp_path_factory.mktemp("hostile-runs")
     contain = [] if containment.probe() is None else ["--no-contain"]
     proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", '"$HOSTILE_PY" "$HOSTILE"',
@@ -207,7 +208,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> P
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = next(p for p in root.iterdir() if (p / "run.db").is_file())
     assert "hostile agent done" in (run / "logs" / "agent.log").read_text()
-    return run
+    return run, proc.stdout + proc.stderr
 
 
 def _escaped(text: str) -> str:
@@ -215,15 +216,19 @@ def _escaped(text: str) -> str:
 
 
 @pytest.mark.slow
-def test_a_hostile_agents_text_is_inert_in_every_cli_printer_and_the_report(hostile_run: Path) -> None:
+def test_a_hostile_agents_text_is_inert_in_every_cli_printer_and_the_report(hostile_run: tuple[Path, str]) -> None:
     from fixtures.hostile_text import FILES, MARKUP, MODEL_PATHS  # the agent's own strings
 
-    run, root = hostile_run, hostile_run.parent
+    run, followed = hostile_run
+    root = run.parent
     with RunStore.of_run(run) as store:
         subs = store.submissions(kind="agent")
     # The record keeps what the agent sent, exactly; both were refused.
     assert [(s.status, s.model_path) for s in subs] == [("rejected", p) for p in MODEL_PATHS]
 
+    # `run start` follows the supervisor's log: a message quoting the path keeps its lines quoted.
+    assert not raw_controls(followed, allowed="\n\t")
+    assert not any(line.startswith(("|", "#")) for line in followed.splitlines()), followed
     outputs = {}
     for name, args in {"show": ("run", "show", run.name), "steps": ("run", "steps", run.name),
                        "revisions": ("run", "revisions", run.name), "diff": ("run", "diff", run.name, "2"),
@@ -297,10 +302,11 @@ def plain(static: Static) -> str:
 
 @pytest.mark.slow
 @pytest.mark.asyncio
-async def test_a_hostile_agents_text_is_inert_in_the_tuis_panes(hostile_run: Path) -> None:
+async def test_a_hostile_agents_text_is_inert_in_the_tuis_panes(hostile_run: tuple[Path, str]) -> None:
     from fixtures.hostile_text import FILES, MARKUP, MODEL_PATHS
 
-    app = Agent2RLApp(root=hostile_run.parent, open_run=hostile_run)
+    run = hostile_run[0]
+    app = Agent2RLApp(root=run.parent, open_run=run)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.ready, what="the Run screen")
         screen = app.screen
@@ -316,8 +322,10 @@ async def test_a_hostile_agents_text_is_inert_in_the_tuis_panes(hostile_run: Pat
         assert not any(line.lstrip("│ ").startswith(("| 9 |", "# Best")) for line in lines)
         await pilot.press("down")
         await settle(pilot, lambda: "submission 1: rejected" in plain(screen.query_one("#items-text", Static)))
-        detail = plain(screen.query_one("#items-text", Static))
-        assert visible(MODEL_PATHS[0]) in detail  # the error in full, for the person: inert
+        detail = plain(screen.query_one("#items-text", Static)).splitlines()
+        # The error in full, for the person: each of its lines quoted, so none passes for one of ours.
+        quoted = [line for line in detail if "| 9 |" in line or "Best: 100" in line]
+        assert len(quoted) == 2 and all(line.startswith("  │ ") for line in quoted), detail
         assert_screen_inert(app)
 
         # Logs: the agent's lines with their escapes visible and their markup literal.

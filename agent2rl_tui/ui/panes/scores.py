@@ -21,12 +21,14 @@ from agent2rl_tui.record.episodes_view import facts, is_episode
 from agent2rl_tui.record.items import SubmissionItems, read_submission_items
 from agent2rl_tui.record.runview import RunView, compare_items
 from agent2rl_tui.record.store import Submission, SubStatus
-from agent2rl_tui.ui.format import fmt_score, literal, literal_line
+from agent2rl_tui.ui.format import fmt_score, literal_line
 from agent2rl_tui.ui.messages import ItemsLoaded, ShowRevision, ShowSubmissionDiff, ShowTranscriptAt
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
 from agent2rl_tui.util.timeutil import human_duration
 
 ITEMS_SHOWN = 20
+ERROR_LINES = 200
+"""Lines of a submission's error shown (a traceback); grader.log and evals/<n>/ hold it all."""
 COLUMNS = [Column("#", 8), Column("at", 8, right=True), Column("score", 7, right=True),
            Column("Δ prev", 7, right=True), Column("Δ base", 7, right=True), Column("status", 9),
            Column("eval", 7, right=True), Column("rev", 4, right=True), Column("model", 0)]
@@ -167,8 +169,8 @@ class ScoresPane(Vertical):
     def _items_text(self, sub: Submission, read: SubmissionItems) -> Text:
         lines = [Text(f"submission {sub.id if sub.kind == 'agent' else 'baseline'}: {sub.status}",
                       style="bold")]
-        if sub.error:
-            lines.append(literal(sub.error, style="red"))  # whole, for the person; inert
+        if sub.error:  # whole, for the person, each of its lines quoted: it cannot pass for a line of ours
+            lines += [literal_line(f"  │ {part}", style="red") for part in sub.error.split("\n")[:ERROR_LINES]]
         items = read.items
         if items:
             correct = sum(1 for i in items if i.get("correct"))
