@@ -88,7 +88,14 @@ def open_regular(path: str | os.PathLike[str]) -> Iterator[tuple[BinaryIO, os.st
     itself, so a path swapped between a listing and this open is caught here. Raises
     ``NotRegular`` for anything but a regular file, OSError when it cannot be opened.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):  # a socket, a device without a driver
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode):
+                raise NotRegular(os.fsdecode(path), st.st_mode) from exc
+        raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -39,7 +39,7 @@ The final workspace is the agent's, read as hostile data: only regular files are
 opened without blocking or following links (capture.open_regular; FIFOs, sockets and
 devices count as ``special``), never past the size they had when opened; files and folders
 that cannot be read count as ``unreadable``; and the walk stops after ``MAX_ENTRIES``
-entries (``not_walked`` counts that it did), so millions of tiny files cost a bounded scan.
+entries (``not_walked`` is 1 when it did), so millions of tiny files cost a bounded scan.
 """
 
 from __future__ import annotations
@@ -530,7 +530,7 @@ def workspace_files(workspace: Path, stats: ScanStats, *, skip_top: tuple[str, .
         subdirs = []
         for entry in entries:
             if stats.entries_left <= 0:
-                stats.skipped["not_walked"] += 1
+                stats.skipped["not_walked"] = 1  # the walk stopped here: what is past it is unknown
                 return
             stats.entries_left -= 1
             if entry.is_symlink():

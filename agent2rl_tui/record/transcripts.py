@@ -59,6 +59,11 @@ _COLUMNS = ("at", "kind", "role", "tool", "call_id", "text", "args_json", "size"
 MAX_PENDING = 20_000
 """Steps kept in memory while the database refuses writes; beyond it the oldest are dropped
 from the transcript (they stay in logs/agent.log, which is written first)."""
+FLUSH_BYTES = 8 * 2**20
+"""Steps are written once the lines they came from reach this size: tool arguments are kept
+whole, so 200 steps from 1 MiB lines would otherwise sit in memory together."""
+MAX_PENDING_BYTES = 64 * 2**20
+"""While the database refuses writes, steps from more lines than this are dropped (as above)."""
 
 log = logging.getLogger(__name__)
 
@@ -87,11 +92,13 @@ class TranscriptRecorder:
         self.normalizer = normalizer
         self.lock = threading.Lock()
         self.pending: list[Step] = []
+        self.pending_bytes = 0  # length of the lines the pending steps came from
         self.last_flush = time.monotonic()
         self.stderr_lines = 0
 
     def stdout_line(self, line: str, at: float) -> None:
         with self.lock:
+            self.pending_bytes += len(line)
             try:
                 self.pending.extend(self.normalizer.feed(line, at))
             except Exception as exc:  # noqa: BLE001 - a normalizer bug must not lose the line
@@ -103,6 +110,7 @@ class TranscriptRecorder:
         if not line.strip():
             return
         with self.lock:
+            self.pending_bytes += len(line)
             self.stderr_lines += 1
             text = line if len(line) <= TEXT_LIMIT else line[:TEXT_LIMIT]
             self.pending.append(Step(at=at, kind="raw", text=text, role="stderr",
@@ -111,7 +119,8 @@ class TranscriptRecorder:
             self._maybe_flush()
 
     def _maybe_flush(self) -> None:
-        if len(self.pending) >= BATCH or time.monotonic() - self.last_flush >= FLUSH_S:
+        if (len(self.pending) >= BATCH or self.pending_bytes >= FLUSH_BYTES
+                or time.monotonic() - self.last_flush >= FLUSH_S):
             self._flush()
 
     def _flush(self) -> None:
@@ -129,12 +138,19 @@ class TranscriptRecorder:
             with self.store.transaction() as conn:
                 conn.executemany(sql, rows)
             self.pending.clear()
+            self.pending_bytes = 0
             return
         except (sqlite3.OperationalError, sqlite3.DatabaseError) as exc:
             if isinstance(exc, sqlite3.OperationalError):  # locked, busy, disk full: try again later
                 log.warning("transcript write failed, will retry: %s", exc)
                 if len(self.pending) > MAX_PENDING:
                     del self.pending[: len(self.pending) - MAX_PENDING]
+                if self.pending_bytes > MAX_PENDING_BYTES:
+                    last = self.pending[-1]
+                    self.pending = [Step(at=last.at, kind="raw", line=last.line, text=(
+                        f"[{len(self.pending)} steps dropped while the database refused writes; "
+                        "their lines are in logs/agent.log]"))]
+                    self.pending_bytes = 0
                 return
         except Exception:  # noqa: BLE001 - a bad row: store the good ones one by one below
             pass
@@ -153,6 +169,7 @@ class TranscriptRecorder:
                 except Exception:  # noqa: BLE001 - the line is still in logs/agent.log
                     pass
         self.pending = kept
+        self.pending_bytes = sum(len(s.text) for s in kept)
 
     def flush(self) -> None:
         with self.lock:

@@ -132,6 +132,7 @@ class Supervisor:
             self.vitals.stop()
             self.fail_unfinished()
             self.check_contamination()
+            AgentOutput.record_peak_memory(self.store)  # bounded whatever the agent printed
             self.store.update_run(status=final_status, ended_at=now(), error=error, heartbeat_at=now())
             self.store.event("supervisor", "end", f"run {final_status}", {"error": error})
             self.done.set()

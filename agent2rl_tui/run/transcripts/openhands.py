@@ -24,6 +24,9 @@ from agent2rl_tui.run.transcripts.base import (
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _JSON_LINE_STARTS = tuple('"{}[]-0123456789tfn')  # how a line inside pretty-printed JSON starts
 _SOURCE_ROLES = {"agent": "assistant", "user": "user"}
+MAX_EVENT_CHARS = 8 * 2**20
+"""An event gathered past this size is given up as a raw step: brackets that never balance
+must not hold the stream's lines in memory."""
 
 
 class OpenHandsJson(Normalizer):
@@ -42,6 +45,7 @@ class OpenHandsJson(Normalizer):
         super().__init__()
         self._lines: list[str] | None = None  # the event being gathered; None outside one
         self._depth = 0
+        self._size = 0  # characters gathered in the event
         self._event_at = 0.0
         self._event_line = 0
 
@@ -53,8 +57,11 @@ class OpenHandsJson(Normalizer):
         if stripped == self.MARKER or not continues:
             return self._flush() + self._outside(stripped, line, at)
         self._lines.append(line)
+        self._size += len(line)
         bare = _JSON_STRING.sub("", line)
         self._depth += bare.count("{") + bare.count("[") - bare.count("}") - bare.count("]")
+        if self._size > MAX_EVENT_CHARS:
+            return self._flush()
         return self._close() if self._depth <= 0 else []
 
     def finish(self) -> list[Step]:
@@ -65,7 +72,7 @@ class OpenHandsJson(Normalizer):
 
     def _outside(self, stripped: str, line: str, at: float) -> list[Step]:
         if stripped == self.MARKER:
-            self._lines, self._depth = [], 0
+            self._lines, self._depth, self._size = [], 0, 0
             self._event_at, self._event_line = at, self.lineno
             return []
         if stripped.startswith("Conversation ID:"):
