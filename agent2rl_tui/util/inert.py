@@ -26,7 +26,8 @@ control. Rich/Textual markup is the UI's concern (``ui.format``): it builds ``Te
 objects from these strings and never parses them as markup.
 
 Cheap by design, because logs and diffs are drawn line by line: text with nothing to escape
-is found with ``str.isprintable`` (or one compiled-regex search) and returned as is.
+is found with ``str.isprintable`` and returned as is (the same object); other text takes one
+compiled-regex substitution, each escape looked up in a dict once it has been made.
 Standard library only, at the bottom layer, so the record, the CLI and the UI share it.
 """
 
@@ -60,18 +61,24 @@ def _class(ranges: tuple[tuple[int, int], ...], keep: str = "") -> re.Pattern[st
 
 _ANY = _class(_RANGES)
 _MULTI = _class(_RANGES, keep="\n\t")
-_SHORT = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+class _Escapes(dict[str, str]):
+    """Each character's escape, made the first time it is met (a dict lookup after that)."""
+
+    def __missing__(self, c: str) -> str:
+        o = ord(c)
+        escape = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(c) or (
+            f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}")
+        self[c] = escape
+        return escape
+
+
+_ESCAPES = _Escapes()
 
 
 def _escape(match: re.Match[str]) -> str:
-    c = match.group()
-    short = _SHORT.get(c)
-    if short is not None:
-        return short
-    o = ord(c)
-    if o < 0x100:
-        return f"\\x{o:02x}"
-    return f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
+    return _ESCAPES[match.group()]
 
 
 def visible(text: str) -> str:
