@@ -226,9 +226,12 @@ def test_a_hostile_agents_text_is_inert_in_every_cli_printer_and_the_report(host
     # The record keeps what the agent sent, exactly; both were refused.
     assert [(s.status, s.model_path) for s in subs] == [("rejected", p) for p in MODEL_PATHS]
 
-    # `run start` follows the supervisor's log: a message quoting the path keeps its lines quoted.
-    assert not raw_controls(followed, allowed="\n\t")
-    assert not any(line.startswith(("|", "#")) for line in followed.splitlines()), followed
+    # The supervisor's log quotes the paths on its one line per record; `run start` followed it.
+    supervisor_log = (run / "logs" / "supervisor.log").read_text()
+    assert supervisor_log.count(_escaped(MODEL_PATHS[0])) == 1
+    for text in (supervisor_log, followed):
+        assert not raw_controls(text, allowed="\n\t")
+        assert not any(line.startswith(("|", "#")) for line in text.splitlines()), text
     outputs = {}
     for name, args in {"show": ("run", "show", run.name), "steps": ("run", "steps", run.name),
                        "revisions": ("run", "revisions", run.name), "diff": ("run", "diff", run.name, "2"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -21,6 +22,7 @@ from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
 from agent2rl_tui.run.lifecycle import RunRequest, start_run
 from agent2rl_tui.run.profiles import BUILTIN_PROFILES, ProfileError, load_profiles
 from agent2rl_tui.tasks.registry import discover
+from agent2rl_tui.ui.format import literal
 from agent2rl_tui.ui.messages import OpenRun, RunStarted, RunStartFailed
 from agent2rl_tui.util.timeutil import parse_duration
 
@@ -71,16 +73,17 @@ class NewRunScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         tasks = sorted(discover())
-        profile_problem = ""
+        profile_problem: Text | None = None
         try:
             profiles = sorted(load_profiles())
         except ProfileError as exc:  # a broken agents.toml: offer the built-ins and say why
             profiles = sorted(BUILTIN_PROFILES)
-            profile_problem = f"[b red]Your agent profiles file has a problem:[/] {exc}\nOnly built-in profiles are offered."
+            profile_problem = Text.assemble(("Your agent profiles file has a problem: ", "bold red"),
+                                            literal(f"{exc}\nOnly built-in profiles are offered."))
         yield Header()
         with VerticalScroll(id="new-run"):
             yield Static("Start a run. Pre-flight checks run before anything is created.", id="new-run-intro")
-            if profile_problem:
+            if profile_problem is not None:
                 yield Static(profile_problem, id="new-run-profiles-error")
             yield row(field("task", Select([(t, t) for t in tasks], value=default_task(tasks), id="task",
                                            allow_blank=False)),
@@ -117,7 +120,7 @@ class NewRunScreen(Screen[None]):
         self.app.pop_screen()
 
     def show_error(self, text: str) -> None:
-        self.query_one("#new-run-error", Static).update(f"[b red]Cannot start:[/] {text}")
+        self.query_one("#new-run-error", Static).update(Text.assemble(("Cannot start: ", "bold red"), literal(text)))
 
     def action_start(self) -> None:
         if self.busy:
