@@ -25,7 +25,17 @@ import pytest
 from conftest import cli, processes_with
 
 from agent2rl_tui.record.capture import GIT_REFUSES, UNREADABLE
-from agent2rl_tui.record.revisions import END_FLOOR_S, Snapshotter, file_at, files_at, list_revisions
+from agent2rl_tui.record.diffs import parse_diff
+from agent2rl_tui.record.revisions import (
+    DIFF_CAP_BYTES,
+    END_FLOOR_S,
+    Snapshotter,
+    diff,
+    file_at,
+    files_at,
+    get_revision,
+    list_revisions,
+)
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.record.transcripts import TEXT_LIMIT, TranscriptRecorder
 from agent2rl_tui.run import containment
@@ -250,6 +260,22 @@ def test_stopping_the_watcher_stops_a_snapshot_in_progress(run_dir: Path) -> Non
     assert not watcher.thread.is_alive()
     rev, new = snap.snapshot("final")  # never waits behind the stopped one
     assert new and len(files_at(run_dir, rev)) == 10_000 and rev.ignored[FIFO] == 1
+
+
+def test_a_huge_diff_is_cut_with_a_note(run_dir: Path) -> None:
+    c = code(run_dir)
+    snap = Snapshotter(run_dir)
+    snap.snapshot("start")
+    for i in range(12):  # 12 files of 900 kB: a diff of over 10 MB
+        (c / f"dump{i:02d}.txt").write_text(f"line {i}\n" * 100_000)
+    rev, _ = snap.snapshot("watch")
+    text = diff(run_dir, get_revision(run_dir, 1), rev)
+    assert len(text.encode()) < DIFF_CAP_BYTES + 1000
+    lines, files = parse_diff(text)
+    assert lines[-1].kind == "nonewline" and "cut here" in lines[-1].text
+    assert 5 < len(files) < 12 and all(f.added > 0 for f in files[:-1])
+    whole = cli("run", "cat", run_dir.name, str(rev.seq), "code/dump11.txt", root=run_dir.parent)
+    assert whole.returncode == 0 and whole.stdout == "line 11\n" * 100_000
 
 
 # -- the agent's output ----------------------------------------------------------------------

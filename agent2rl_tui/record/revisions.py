@@ -30,6 +30,7 @@ import hashlib
 import itertools
 import json
 import os
+import subprocess
 import tempfile
 import threading
 import time
@@ -53,6 +54,7 @@ INDEX_FILE = "agent2rl-index"
 TIME_LIMIT_S = 30.0
 END_FLOOR_S = 5.0
 """Past the run's deadline plus grace, a snapshot (the final one) gets this long."""
+DIFF_CAP_BYTES = 8 * 2**20
 
 
 class SnapshotError(RuntimeError):
@@ -102,15 +104,18 @@ class GitRepo:
         }
 
     def run(self, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None,
-            binary: bool = False, stderr: bool = False) -> Any:
-        """git's output (str, or bytes if ``binary``); with ``stderr``, what it said there instead."""
+            binary: bool = False, stderr: bool = False, timeout: float | None = None) -> Any:
+        """git's output (str, or bytes if ``binary``); with ``stderr``, what it said there instead.
+
+        Past ``timeout`` seconds git is killed and SnapshotError says "Timeout".
+        """
         argv = ["git", f"--git-dir={self.git_dir}"]
         if self.work_tree is not None:
             argv.append(f"--work-tree={self.work_tree}")
         argv += list(args)
         full_env = {**self.env, **(env or {})}
         kw: dict[str, Any] = {"env": full_env, "stdout_as_string": not binary, "strip_newline_in_stdout": not binary,
-                              "with_extended_output": stderr}
+                              "with_extended_output": stderr, "kill_after_timeout": timeout}
         try:
             if stdin is None:
                 out = self.cmd.execute(argv, **kw)
@@ -122,6 +127,24 @@ class GitRepo:
             return out[2] if stderr else out
         except git.GitCommandError as exc:
             raise SnapshotError(f"git {args[0]} failed: {exc.stderr.strip() or exc}") from exc
+
+    def capped(self, cap: int, *args: str) -> tuple[bytes, bool]:
+        """git's output up to the last whole line within ``cap`` bytes, and whether it went on."""
+        argv = ["git", f"--git-dir={self.git_dir}", *args]
+        with tempfile.TemporaryFile() as err, subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.env}) as proc:
+            assert proc.stdout is not None
+            data = proc.stdout.read(cap + 1)
+            cut = len(data) > cap
+            if cut:
+                proc.kill()
+                data = data[:data.rfind(b"\n", 0, cap) + 1]
+            proc.stdout.close()
+            if proc.wait() != 0 and not cut:
+                err.seek(0)
+                raise SnapshotError(f"git {args[0]} failed: {err.read().decode(errors='replace').strip()}")
+        return data, cut
 
     def head(self) -> str | None:
         try:
@@ -141,8 +164,11 @@ def init_repo(git_dir: Path) -> None:
     git.Repo.init(str(git_dir), bare=True, initial_branch="main", object_format="sha1").close()
 
 
-def _parse_changes(repo: GitRepo, parent: str, sha: str) -> list[dict[str, Any]]:
-    """Per-path status and line counts between two commits (renames detected)."""
+def _parse_changes(repo: GitRepo, parent: str, sha: str, timeout: float | None = None) -> list[dict[str, Any]]:
+    """Per-path status and line counts between two commits (renames detected).
+
+    Counting lines diffs every changed file; past ``timeout`` seconds the counts are left at 0.
+    """
     status_out = repo.run("diff-tree", "-r", "-M", "-z", "--no-commit-id", "--name-status", parent, sha)
     fields = [f for f in status_out.split("\0") if f != ""] if status_out else []
     changes: list[dict[str, Any]] = []
@@ -155,7 +181,13 @@ def _parse_changes(repo: GitRepo, parent: str, sha: str) -> list[dict[str, Any]]
         else:
             changes.append({"status": code[0], "path": fields[i + 1]})
             i += 2
-    num_out = repo.run("diff-tree", "-r", "-M", "-z", "--no-commit-id", "--numstat", parent, sha)
+    try:
+        num_out = repo.run("diff-tree", "-r", "-M", "-z", "--no-commit-id", "--numstat", parent, sha,
+                           timeout=timeout)
+    except SnapshotError as exc:
+        if "Timeout" not in str(exc):
+            raise
+        num_out = ""
     counts: dict[str, tuple[int, int]] = {}
     parts = num_out.split("\0") if num_out else []
     i = 0
@@ -298,7 +330,7 @@ class Snapshotter:
             args[2:2] = ["-p", head]
         sha = repo.run(*args, env={"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp})
         repo.run("update-ref", BRANCH, sha, *([head] if head else []))
-        changes = _parse_changes(repo, head or EMPTY_TREE, sha)
+        changes = _parse_changes(repo, head or EMPTY_TREE, sha, timeout=max(END_FLOOR_S, ends - time.monotonic()))
         return _insert_revision(store, sha, at, trigger, changes, dict(result.ignored)), True
 
     def _write_blob(self, data: bytes) -> str:
@@ -390,10 +422,19 @@ def get_revision(run_dir: Path, ref: str | int) -> Revision:
 
 
 def diff(run_dir: Path, old: Revision | None, new: Revision, context: int = 3) -> str:
-    """Unified diff from ``old`` (None: the empty tree) to ``new``, renames detected."""
+    """Unified diff from ``old`` (None: the empty tree) to ``new``, renames detected.
+
+    A revision may change thousands of files of up to a megabyte each: the text is cut at a
+    line after ``DIFF_CAP_BYTES``, and a last line (``\\ [...]``, shown as a note) says so.
+    """
     repo = GitRepo(Path(run_dir) / "snapshots.git")
-    return repo.run("diff", "--no-color", "--no-ext-diff", "-M", f"-U{context}",
-                    old.sha if old else EMPTY_TREE, new.sha)
+    data, cut = repo.capped(DIFF_CAP_BYTES, "diff", "--no-color", "--no-ext-diff", "-M", f"-U{context}",
+                            old.sha if old else EMPTY_TREE, new.sha)
+    text = data.decode("utf-8", "surrogateescape")
+    if cut:
+        text += (f"\\ [the diff goes on past {DIFF_CAP_BYTES:,} bytes and is cut here; "
+                 "`agent2rl-tui run cat` shows any file of the revision whole]")
+    return text.removesuffix("\n")
 
 
 def file_at(run_dir: Path, rev: Revision, path: str) -> bytes:
