@@ -42,6 +42,7 @@ from agent2rl_tui.ui.screens.compare import CompareScreen
 from agent2rl_tui.ui.screens.items import ItemsScreen
 from agent2rl_tui.ui.screens.run import RunScreen
 from agent2rl_tui.ui.screens.runs import RunsScreen
+from agent2rl_tui.ui.tailfile import decode_lines
 from agent2rl_tui.ui.widgets.diff_view import DiffView
 from agent2rl_tui.ui.widgets.episode_view import EpisodeView
 from agent2rl_tui.ui.widgets.log_view import LogView
@@ -493,6 +494,13 @@ async def test_an_episode_of_hostile_observations_and_actions_is_inert() -> None
         assert not raw_controls(text)
         assert "go \\x1b]0;pwned\\x07" in text and "win [@click=app.quit]x[/]" in text
         assert_screen_inert(pilot.app)
+
+
+def test_a_log_line_shows_its_escapes_and_never_hides_what_a_carriage_return_overwrote() -> None:
+    lines = decode_lines(b"rm -rf data; cheat\rtraining step 5\r\nnext \x1b[31mred\x1b[0m\ttab " + OSC0.encode() + b"\n")
+    assert lines[0].startswith("training step 5") and "\\r over: rm -rf data; cheat" in lines[0]
+    assert "\\x1b[31mred\\x1b[0m" in lines[1] and lines[1].endswith("tab " + _escaped(OSC0)) and "\t" not in lines[1]
+    assert not raw_controls("\n".join(lines), allowed="\n")
 
 
 @pytest.mark.asyncio

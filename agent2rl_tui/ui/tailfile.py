@@ -13,8 +13,9 @@ A last line without its newline is held back (not returned) until the newline ar
 Every read is bounded: searching backwards for a line start gives up after
 ``max_line_bytes`` and forces a break there, so a file without newlines cannot make a read
 scan the whole file. Lines are decoded as UTF-8 with ``errors="replace"``, a trailing
-``\\r`` (CRLF) is dropped, a carriage-return progress line keeps only what follows its last
-``\\r`` (what a terminal would show), tabs are expanded, every other control character
+``\\r`` (CRLF) is dropped, a carriage-return progress line shows what follows its last
+``\\r`` first (what a terminal would show) and then, marked, the text it overwrote (which a
+terminal would hide), tabs are expanded, every other control character
 (ANSI escapes too: colours are not interpreted) is shown as an escape
 (``util.inert.one_line``: an agent's output never reaches the terminal raw), and lines are
 cut at ``max_line_chars`` for display.
@@ -55,8 +56,9 @@ def decode_lines(data: bytes, max_line_chars: int = MAX_LINE_CHARS) -> list[str]
     for line in lines:
         if "\r" in line:
             line = line.rstrip("\r")
-            if "\r" in line:
-                line = line.rsplit("\r", 1)[1]
+            if "\r" in line:  # what a terminal shows first, then what it overwrote (never hidden)
+                head, last = line.rsplit("\r", 1)
+                line = f"{last}  ⟨\\r over: {head[: max_line_chars]}⟩"
         if not line.isprintable():
             cut = len(line) > max_line_chars
             line = one_line(line[:max_line_chars].expandtabs(4)) + ("…" if cut else "")
