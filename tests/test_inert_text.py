@@ -68,6 +68,7 @@ MARKDOWN_ATTACKS = [
     "**bold** __bold__ *em* _em_ ~~gone~~", "[link](https://example.com) ![img](x.png) <https://x.y>",
     "<b>html</b><script>alert(1)</script>", "&#x1b;&#27;&amp;&lt;", "`code` ``two`` ```three```",
     "a | b | c", "back\\slash\\| and \\*", "    indented code", "\x1b]0;t\x07 \u202e", "",
+    "see https://evil.example/x, www.evil.com and a@evil.com",
 ]
 """Markdown that would make a heading, a list, a row, emphasis, a link, HTML or a control."""
 
@@ -127,7 +128,7 @@ def test_agent_text_is_never_read_as_markup() -> None:
 
 
 def _md_parse(source: str) -> list:
-    return MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(source)
+    return MarkdownIt("gfm-like").parse(source)  # what Textual's Markdown reads: tables, bare URLs as links
 
 
 def _inline_of(tokens: list, opener: str) -> list:

@@ -15,7 +15,7 @@ agent-made text through these functions, and nothing else decides what is safe t
   and carriage return are escapes too, so the text can never start a row of its own.
 - ``md_escape(text)`` / ``md_code(text)``: text inside a markdown report, as prose or as a
   code span: one line, and markdown's syntax characters escaped, so it cannot open a
-  heading, a table row, emphasis, a link, HTML or an entity.
+  heading, a table row, emphasis, a link (a bare URL included), HTML or an entity.
 
 What counts as a control: the Unicode categories Cc (C0, DEL, C1), Cf (format: bidi
 embeddings, overrides and isolates, zero-width characters, the byte-order mark, tag
@@ -103,8 +103,9 @@ def is_inert(text: str, *, multi_line: bool = False) -> bool:
 
 # -- markdown ------------------------------------------------------------------------------
 
-_MD_INLINE = re.compile(r"([\\`*_\[\]<>!&|~#])")
-"""Characters that start markdown syntax anywhere in a line (GFM: tables, strikethrough)."""
+_MD_INLINE = re.compile(r"([\\`*_\[\]<>!&|~#.:])")
+"""Characters that start markdown syntax anywhere in a line (GFM: tables, strikethrough; and
+``.`` and ``:``, without which no bare URL, domain or e-mail address is made a link)."""
 _MD_LINE_START = re.compile(r"^(\d*)([-+=.)])")
 """What starts a block (a list, a thematic break, a setext underline) at the start of a line."""
 
