@@ -187,7 +187,10 @@ def test_the_example_agent_takes_the_online_rl_route_on_twc(tmp_path: Path) -> N
     assert played["games"] == 4 and played["largest_batch"] == 4  # all four games played at once
     assert played["generate_calls"] <= max_steps  # one call per round for every live game, not one per game and step
     lines = [json.loads(x) for x in (run_dir / "evals" / "0" / "results.jsonl").read_text().splitlines()]
-    assert [x["extra"]["game"] for x in lines] == [f"test:{20000 + i}" for i in range(4)]
+    from agent2rl_tui.record.evalset import run_eval_items  # the run's own draw from the test fold
+    from agent2rl_tui.tasks.registry import load_task
+
+    assert [x["extra"]["game"] for x in lines] == [r["game"] for r in run_eval_items(run_dir, load_task("twc"))[:4]]
     for x in lines:
         assert x["extra"]["end"] in ("won", "done", "step limit", "context full")
         assert 0 < x["extra"]["steps"] <= max_steps and len(x["extra"]["turns"]) == x["extra"]["steps"]

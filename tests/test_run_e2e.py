@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import cli, read_report
 
+from agent2rl_tui.record.evalset import run_eval_items
 from agent2rl_tui.record.revisions import diff, file_at, files_at, get_revision, list_revisions, submission_revisions
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.tasks.registry import load_task
@@ -83,7 +84,9 @@ def test_the_example_agent_trains_and_improves_contained(example_run: tuple[Path
 def test_the_eval_split_never_enters_the_workspace(example_run: tuple[Path, str]) -> None:
     run_dir, _ = example_run
     task = load_task("arith")
-    eval_questions = {item["question"] for item in task.load_split("eval")}
+    # The run's own draw (its eval seed is in run.db), not the task's default one.
+    eval_questions = {item["question"] for item in run_eval_items(run_dir, task)}
+    assert eval_questions != {item["question"] for item in task.load_split("eval")}
     train_rows = [json.loads(line) for line in (run_dir / "workspace" / "data" / "train.jsonl").open()]
     assert len(train_rows) == 300
     assert not eval_questions & {r["question"] for r in train_rows}

@@ -60,6 +60,7 @@ from typing import IO, Any, BinaryIO
 import numpy as np
 
 from agent2rl_tui.record.capture import BINARY_SNIFF_BYTES, NotRegular, open_regular
+from agent2rl_tui.record.evalset import run_eval_items
 from agent2rl_tui.record.revisions import BRANCH, GitRepo, list_revisions
 from agent2rl_tui.tasks.registry import Task
 
@@ -633,7 +634,8 @@ def check_run(run_dir: Path, task: Task, *, n: int = N_TOKENS, min_shared: int =
     ``index_seconds``, ``seconds``.
     """
     started = time.monotonic()
-    index = build_index(task.load_split("eval"), task.load_split("train"), n=n, min_shared=min_shared)
+    # The run's own eval items (its eval seed's draw: record/evalset.py), the ones the grader scores.
+    index = build_index(run_eval_items(run_dir, task), task.load_split("train"), n=n, min_shared=min_shared)
     index_seconds = time.monotonic() - started
     result = scan_run(Path(run_dir), index, size_cap=size_cap)
     result["task"] = task.name

@@ -25,7 +25,7 @@ from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
 from agent2rl_tui.run.profiles import AgentProfile, get_profile, preflight
 from agent2rl_tui.run.workspace import make_run_folder
 from agent2rl_tui.tasks.modelfiles import check_model_folder, check_model_loads
-from agent2rl_tui.tasks.registry import TaskError, engine_settings, load_task
+from agent2rl_tui.tasks.registry import EVAL_SEED_KEY, TaskError, draw_eval_seed, engine_settings, load_task
 from agent2rl_tui.util import procs
 from agent2rl_tui.util.timeutil import compact_utc, now
 
@@ -281,6 +281,8 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         "profiles_path": str(req.profiles_path) if req.profiles_path else None,
         "agent_env": names_only(req.agent_env),
         "profile": {**asdict(profile), "env": redacted(profile.env)},
+        # The seed of the run's eval draw (tasks/registry.py): here only, never in the workspace.
+        EVAL_SEED_KEY: draw_eval_seed(),
     }
     with RunStore(run_dir / "run.db", create=True) as store:
         store.create_run(

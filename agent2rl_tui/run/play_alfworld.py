@@ -67,10 +67,23 @@ def header(kind: str, goal: str) -> str:
     return SPEC["header"].format(goal=goal, **fields)
 
 
+class NotATrainGame(ValueError):
+    """A game outside the train split's folder: the grader's games (valid_unseen) are not for training."""
+
+
+def train_game(game: str) -> str:
+    """``game`` if it names a train game (``train/<task>/<trial>``, a path inside ``games/``), else refused."""
+    parts = Path(str(game)).parts
+    if len(parts) != 3 or parts[0] != "train" or ".." in parts:
+        raise NotATrainGame(f"{game!r}: this kit plays the train split's games only (\"train/<task>/<trial>\", "
+                            "as in data/train.jsonl); the grader's games are valid_unseen's, not for training")
+    return str(game)
+
+
 def reset(env: Any, game: str) -> tuple[str, str]:
-    """(prompt, goal) of a fresh game ``<split>/<task>/<trial>``; ``env.admissible`` then
-    holds the commands the game accepts."""
-    env.load(str(HERE / SPEC["games"] / game / "game.tw-pddl"))
+    """(prompt, goal) of a fresh game ``train/<task>/<trial>`` (nothing else: ``train_game``);
+    ``env.admissible`` then holds the commands the game accepts."""
+    env.load(str(HERE / SPEC["games"] / train_game(game) / "game.tw-pddl"))
     obs, infos = env.reset()
     env.admissible = list(infos["admissible_commands"])
     goal = next((line for line in obs.split("\n") if line.startswith("Your task is to: ")), "")
@@ -190,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     if not SPEC:
         ap.error(f"{SPEC_FILE} is missing: run the copy in the workspace's data/ folder")
     if args.cmd == "show":
+        try:
+            train_game(args.game)
+        except NotATrainGame as exc:
+            ap.error(str(exc))
         env = make_env()
         try:
             print(reset(env, args.game)[0])

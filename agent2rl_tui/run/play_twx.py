@@ -10,6 +10,8 @@ collect trajectories for training:
     python data/play.py expert --out expert.jsonl [--limit N]   # gold paths of the train games
     python data/play.py show train:0                            # one game's first prompt
 
+It plays train-fold games only (``train:<seed>``): the grader's games come from the test fold.
+
 or import it (``sys.path.insert(0, "data")``; ``import play``) and call
 ``play.play(generate, games)`` with ``generate(prompts: list[str]) -> list[str]``: every live
 game's next action comes from one call, as in the grader. For a rollout loop of your own
@@ -55,10 +57,27 @@ def make_env() -> Any:
     return env
 
 
+PLAYABLE_FOLD = "train"
+
+
+class NotATrainGame(ValueError):
+    """A game outside the train fold: the grader draws its games from the test fold."""
+
+
+def train_game(game: str) -> tuple[str, int]:
+    """``"train:<seed>"`` → ``("train", seed)``; any other fold (``test``, ``dev``) is refused."""
+    fold, _, seed = str(game).partition(":")
+    if fold != PLAYABLE_FOLD or not seed.isdigit():
+        raise NotATrainGame(
+            f"{game!r}: this kit plays train-fold games only (\"train:<seed>\"); the "
+            "grader draws each run's games from the test fold, which is not for training")
+    return fold, int(seed)
+
+
 def reset(env: Any, game: str) -> tuple[str, str]:
-    """(prompt, goal) of a fresh game ``fold:seed``."""
-    fold, seed = game.split(":")
-    obs, infos = env.reset(seed=int(seed), gameFold=fold, generateGoldPath=True)
+    """(prompt, goal) of a fresh game ``train:<seed>`` (other folds are refused: ``train_game``)."""
+    fold, seed = train_game(game)
+    obs, infos = env.reset(seed=seed, gameFold=fold, generateGoldPath=True)
     goal = infos.get("taskDescription", "")
     return SPEC["header"].format(goal=goal) + obs.strip() + "\n>", goal
 
@@ -152,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     if not SPEC:
         ap.error(f"{SPEC_FILE} is missing: run the copy in the workspace's data/ folder")
     if args.cmd == "show":
+        try:
+            train_game(args.game)
+        except NotATrainGame as exc:
+            ap.error(str(exc))
         env = make_env()
         try:
             print(reset(env, args.game)[0])

@@ -39,7 +39,7 @@ import re
 import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 Item = dict[str, Any]
 Messages = list[dict[str, str]]
@@ -221,9 +221,32 @@ def continuation_body(prompt: str, output: str, entry_point: str) -> str:
     return prompt + code
 
 
+TESTS_MARK = "#@agent2rl-tests"
+"""Begins the line between a program's code (the prompt and the reply) and the item's tests.
+
+Run as a file, a program is one script and passes when it exits cleanly. The grader's sandbox
+splits it here (``split_program``) and runs the tests apart from the code: out of the reply's
+reach, with the prompt's own helpers and the builtins as they were, and every value the
+function returns to them must be plain data (None, bool, int, float, complex, str, bytes and
+lists, tuples, dicts, sets and frozensets of them, exactly those types). A reply that returns
+an object equal to everything, or rewrites what the tests call, fails.
+"""
+
+
+class ProgramParts(NamedTuple):
+    code: str
+    """What runs first: the prompt and the reply."""
+    prompt: str
+    """The item's prompt (the start of ``code``), run again for the tests: its helpers are theirs."""
+    tests: str
+    """The item's tests, which define ``check``."""
+    entry_point: str
+
+
 def program(item: Item, output: str, spec: dict[str, Any] | None = None, *, extraction: str | None = None) -> str:
     """The program the grader runs for a code reply: the function, the item's tests and
-    ``check(entry_point)``; it passes when it exits cleanly."""
+    ``check(entry_point)``; it passes when it exits cleanly (the grader runs the tests apart
+    from the code: ``TESTS_MARK``)."""
     spec = SPEC if spec is None else spec
     rule = extraction or spec.get("extraction") or "continuation"
     if rule == "opencompass-humaneval-v2":
@@ -232,7 +255,28 @@ def program(item: Item, output: str, spec: dict[str, Any] | None = None, *, extr
         # Only a reply with reasoning is stripped: a bare body's first line keeps its indentation.
         thought = spec.get("strip_reasoning") and "</think>" in output
         body = continuation_body(item["prompt"], strip_reasoning(output) if thought else output, item["entry_point"])
-    return f"{body}\n\n{item['test']}\n\ncheck({item['entry_point']})\n"
+    entry = item["entry_point"]
+    mark = f"{TESTS_MARK} entry_point={entry} prompt_chars={len(item['prompt'])}"
+    return f"{body}\n\n{mark}\n{item['test']}\n\ncheck({entry})\n"
+
+
+def split_program(text: str) -> ProgramParts | None:
+    """A program made by ``program``, in its parts; None for any other program.
+
+    The last ``TESTS_MARK`` line is the one ``program`` wrote: a reply comes before it, and
+    the tests after it hold none."""
+    at = text.rfind("\n" + TESTS_MARK + " ")
+    if at < 0:
+        return None
+    end = text.find("\n", at + 1)
+    found = re.fullmatch(re.escape(TESTS_MARK) + r" entry_point=([A-Za-z_]\w*) prompt_chars=(\d+)", text[at + 1:end])
+    if found is None or end < 0:
+        return None
+    entry, size = found.group(1), int(found.group(2))
+    code, rest, call = text[:at], text[end + 1:], f"\n\ncheck({entry})\n"
+    if not rest.endswith(call) or size > len(code):
+        return None
+    return ProgramParts(code=code, prompt=code[:size], tests=rest[: -len(call)], entry_point=entry)
 
 
 # -- the workspace command -------------------------------------------------------------------

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import random
+import secrets
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,19 @@ BUILTIN_TASKS_DIR = PACKAGE_ROOT / "tasks"
 
 class TaskError(ValueError):
     """A task is missing or malformed; the message says what to fix."""
+
+
+EVAL_SEED_KEY = "eval_seed"
+"""The key of a run's config (run.db's ``config_json``) that holds the seed of its eval draw.
+
+Drawn when the run is created (``draw_eval_seed``), kept in the record only: the workspace, the
+agent's environment and the task folder never hold it, so the agent cannot regenerate the items
+the grader scores, and a reviewer re-derives them from the record (``Task.eval_items``)."""
+
+
+def draw_eval_seed() -> int:
+    """A new run's eval seed: 63 bits from ``secrets``, nothing the agent can predict."""
+    return secrets.randbits(63)
 
 
 GRADING_MARK = "<!-- grading -->"
@@ -197,19 +211,48 @@ class Task:
         settings = settings or self.inference
         return {"task": self.name, "level": self.level, **settings.to_dict(), "shots": self.shots(settings)}
 
+    @property
+    def draws_eval(self) -> bool:
+        """Whether each run is graded on items drawn with its own eval seed (a generator task with a
+        draw), rather than on the task's one fixed eval split (a published benchmark's test split)."""
+        return self.data.get("source") == "generator" and self._generator_name() in EVAL_DRAWS
+
+    def eval_items(self, eval_seed: int | None) -> list[dict[str, Any]]:
+        """The items the grader scores in a run whose record holds ``eval_seed`` (``EVAL_SEED_KEY``).
+
+        A drawing task draws them from its eval space with that seed, so two runs are graded on
+        different items and no run's items follow from what its agent has; the same seed always
+        gives the same items. Without a seed (a run made before eval seeds, a benchmark script) or
+        for a task with a fixed eval split: ``load_split("eval")``.
+        """
+        if eval_seed is None or not self.draws_eval:
+            return self.load_split("eval")
+        name = self._generator_name()
+        return EVAL_DRAWS[name](int(self.data.get("seed", 0)), dict(self.data.get("params", {})), int(eval_seed))
+
+    def eval_space(self) -> list[dict[str, Any]]:
+        """Every item a run's eval draw can hold (a drawing task), else the fixed eval split."""
+        if not self.draws_eval:
+            return self.load_split("eval")
+        return EVAL_SPACES[self._generator_name()](int(self.data.get("seed", 0)), dict(self.data.get("params", {})))
+
+    def _generator_name(self) -> str:
+        name = str(self.data.get("generator", self.name))
+        if name not in GENERATORS:
+            raise TaskError(f"task {self.name}: unknown generator {name!r}; known: {sorted(GENERATORS)}")
+        return name
+
     def load_split(self, split: str) -> list[dict[str, Any]]:
-        """Items of the ``train`` or ``eval`` split, in a fixed order."""
+        """Items of the ``train`` or ``eval`` split, in a fixed order.
+
+        For a drawing task (``draws_eval``) the ``eval`` split is only the default draw, used where
+        no run is concerned; the grader scores a run on ``eval_items(its eval seed)``.
+        """
         if split not in ("train", "eval"):
             raise TaskError(f"unknown split {split!r}: use 'train' or 'eval'")
         source = self.data.get("source")
         if source == "generator":
-            name = self.data.get("generator", self.name)
-            try:
-                gen = GENERATORS[name]
-            except KeyError:
-                raise TaskError(
-                    f"task {self.name}: unknown generator {name!r}; known: {sorted(GENERATORS)}"
-                ) from None
+            gen = GENERATORS[self._generator_name()]
             train, evals = gen(int(self.data.get("seed", 0)), dict(self.data.get("params", {})))
             return train if split == "train" else evals
         if source == "prepared":
@@ -346,19 +389,20 @@ def prompt_profiles_of(raw: dict[str, Any], where: Path) -> dict[str, InferenceS
 
 
 # -- offline data generators -------------------------------------------------------------
+#
+# A generator makes a task's train split and a default eval split from the task's seed. A
+# generator with a draw (EVAL_DRAWS) also gives each run its own eval items, drawn with the run's
+# eval seed from an eval space (EVAL_SPACES) that the train split never touches and that is much
+# larger than one draw, so the exact items a run is graded on cannot be worked out from the train
+# split, the task folder or the package.
 
 Split = list[dict[str, Any]]
 
 
-def generate_arith(seed: int, params: dict[str, Any]) -> tuple[Split, Split]:
-    """Two-operand arithmetic with GSM8K-style answers (``#### N``).
-
-    Every (a, op, b) question exists once; a seeded shuffle sends ``eval_size`` of them
-    to the eval split and the rest to train, so the two never share a question.
-    """
+def _arith_items(params: dict[str, Any]) -> Split:
+    """Every (a, op, b) question with 0 <= a, b <= ``max_operand``, once, in a fixed order."""
     hi = int(params.get("max_operand", 19))
     ops = list(params.get("ops", ["+"]))
-    eval_size = int(params.get("eval_size", 100))
     fns: dict[str, Callable[[int, int], int]] = {
         "+": lambda a, b: a + b,
         "-": lambda a, b: a - b,
@@ -367,16 +411,63 @@ def generate_arith(seed: int, params: dict[str, Any]) -> tuple[Split, Split]:
     unknown = set(ops) - set(fns)
     if unknown:
         raise TaskError(f"arith: unsupported ops {sorted(unknown)}; use + - *")
-    items = [
+    return [
         {"question": f"{a}{op}{b}=", "answer": f"#### {fns[op](a, b)}"}
         for op in ops
         for a in range(hi + 1)
         for b in range(hi + 1)
     ]
+
+
+def _arith_train_and_pool(seed: int, params: dict[str, Any]) -> tuple[Split, Split, int]:
+    """(train split, eval space, eval_size): a seeded shuffle of every question; the last
+    ``train_size`` are the train split, the rest is where eval items come from."""
+    items = _arith_items(params)
+    eval_size = int(params.get("eval_size", 100))
+    train_size = int(params.get("train_size", len(items) - eval_size))
+    if not 0 < eval_size < len(items) or not 0 < train_size <= len(items) - eval_size:
+        raise TaskError(f"arith: eval_size ({eval_size}) and train_size ({train_size}) must be positive and "
+                        f"together at most the {len(items)} questions")
     random.Random(seed).shuffle(items)
-    if not 0 < eval_size < len(items):
-        raise TaskError(f"arith: eval_size must be between 1 and {len(items) - 1}")
-    return items[eval_size:], items[:eval_size]
+    cut = len(items) - train_size
+    return items[cut:], items[:cut], eval_size
+
+
+def generate_arith(seed: int, params: dict[str, Any]) -> tuple[Split, Split]:
+    """Two-operand arithmetic with GSM8K-style answers (``#### N``): (train split, default eval split).
+
+    Every (a, op, b) question exists once; a seeded shuffle sends ``train_size`` of them to the
+    train split and leaves the rest as the eval space, whose first ``eval_size`` questions are
+    the default eval split (a run is graded on its own draw: ``draw_arith_eval``). Without
+    ``train_size`` the train split is every question but the default eval split (the layout
+    before eval draws: the eval space is then exhausted by one split).
+    """
+    train, pool, eval_size = _arith_train_and_pool(seed, params)
+    return train, pool[:eval_size]
+
+
+def arith_eval_space(seed: int, params: dict[str, Any]) -> Split:
+    """Every question a run's eval draw can hold: those the train split does not."""
+    return _arith_train_and_pool(seed, params)[1]
+
+
+def draw_arith_eval(seed: int, params: dict[str, Any], eval_seed: int) -> Split:
+    """A run's ``eval_size`` questions, drawn with its eval seed from the eval space."""
+    _, pool, eval_size = _arith_train_and_pool(seed, params)
+    return random.Random(eval_seed).sample(pool, eval_size)
+
+
+TWX_FOLDS = {"train": 0, "dev": 10000, "test": 20000}
+"""First seed of each TextWorldExpress fold (the simulator's own lists: 1,000 seeds each)."""
+TWX_FOLD_SIZE = 1000
+
+
+def _twx_sizes(seed: int, params: dict[str, Any]) -> tuple[int, int]:
+    n_train, n_eval = int(params.get("train_games", 200)), int(params.get("eval_games", 50))
+    if not (0 < n_train <= TWX_FOLD_SIZE and 0 < n_eval <= TWX_FOLD_SIZE) \
+            or not 0 <= seed <= TWX_FOLD_SIZE - max(n_train, n_eval):
+        raise TaskError("twx_games: train_games and eval_games must be 1-1000, and seed + games at most 1000")
+    return n_train, n_eval
 
 
 def generate_twx_games(seed: int, params: dict[str, Any]) -> tuple[Split, Split]:
@@ -384,17 +475,38 @@ def generate_twx_games(seed: int, params: dict[str, Any]) -> tuple[Split, Split]
     ``eval_games`` from the test fold for the grader (the folds hold different objects).
 
     Seeds follow the simulator's own lists (train 0-999, test 20000-20999), offset by
-    ``seed`` so two tasks can draw different games.
+    ``seed`` so two tasks can draw different games. The eval games returned here are the
+    default draw; a run is graded on its own (``draw_twx_eval``).
     """
-    n_train, n_eval = int(params.get("train_games", 200)), int(params.get("eval_games", 50))
-    if not (0 < n_train <= 1000 and 0 < n_eval <= 1000) or not 0 <= seed <= 1000 - max(n_train, n_eval):
-        raise TaskError("twx_games: train_games and eval_games must be 1-1000, and seed + games at most 1000")
+    n_train, n_eval = _twx_sizes(seed, params)
     train = [{"game": f"train:{seed + i}"} for i in range(n_train)]
-    evals = [{"game": f"test:{20000 + seed + i}"} for i in range(n_eval)]
+    evals = [{"game": f"test:{TWX_FOLDS['test'] + seed + i}"} for i in range(n_eval)]
     return train, evals
+
+
+def twx_eval_space(seed: int, params: dict[str, Any]) -> Split:
+    """Every game a run's eval draw can hold: the whole test fold."""
+    _twx_sizes(seed, params)
+    return [{"game": f"test:{TWX_FOLDS['test'] + i}"} for i in range(TWX_FOLD_SIZE)]
+
+
+def draw_twx_eval(seed: int, params: dict[str, Any], eval_seed: int) -> Split:
+    """A run's ``eval_games`` test-fold games, drawn with its eval seed, in seed order."""
+    _, n_eval = _twx_sizes(seed, params)
+    seeds = random.Random(eval_seed).sample(range(TWX_FOLD_SIZE), n_eval)
+    return [{"game": f"test:{TWX_FOLDS['test'] + i}"} for i in sorted(seeds)]
 
 
 GENERATORS: dict[str, Callable[[int, dict[str, Any]], tuple[Split, Split]]] = {
     "arith": generate_arith,
     "twx_games": generate_twx_games,
+}
+EVAL_DRAWS: dict[str, Callable[[int, dict[str, Any], int], Split]] = {
+    "arith": draw_arith_eval,
+    "twx_games": draw_twx_eval,
+}
+"""Generators whose tasks draw each run's eval items (``Task.eval_items``)."""
+EVAL_SPACES: dict[str, Callable[[int, dict[str, Any]], Split]] = {
+    "arith": arith_eval_space,
+    "twx_games": twx_eval_space,
 }

@@ -97,6 +97,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent2rl_tui.tasks import grading_rules
 from agent2rl_tui.util.procs import signal_group
 
 log = logging.getLogger("agent2rl.sandbox")
@@ -104,6 +105,9 @@ UID_BASE = 60000
 OUTPUT_CAP = 1 << 20
 KEY_NAME = ".verdict-key"
 VERDICT_EVENT = "agent2rl.verdict"
+TESTS_NAME = ".tests"
+"""A program's tests (``grading_rules.split_program``), beside it; the runner reads them before the
+program runs and keeps them from it."""
 # World-writable places a program could write to outside its dir; in ``full`` and ``userns``
 # mode each gets a private, throw-away tmpfs in the program's mount namespace.
 MASKED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
@@ -149,7 +153,7 @@ KEY_OPEN_LINE = _line_of(RUNNER, "# <key-open>")
 
 def runner_args(fd: int, opts: str) -> list[str]:
     """The runner's command line after its path (the layout is in runner.py's docstring)."""
-    return [str(fd), opts, str(VERDICT_LINE), str(KEY_OPEN_LINE), KEY_NAME, VERDICT_EVENT, *MASKED_DIRS]
+    return [str(fd), opts, str(VERDICT_LINE), str(KEY_OPEN_LINE), KEY_NAME, VERDICT_EVENT, TESTS_NAME, *MASKED_DIRS]
 
 
 @dataclass(frozen=True)
@@ -265,14 +269,27 @@ class Sandbox:
         return [*limits, "--", *py]
 
     def run(self, program: str, slot: int = 0) -> SandboxResult:
+        """Run ``program``; it passes when it runs to its end. A program made by
+        ``grading_rules.program`` has its tests run apart from its code (runner.py: the tests are
+        out of the code's reach, and every value the function returns to them must be plain data)."""
         work = Path(tempfile.mkdtemp(dir=self.root))
-        (work / "prog.py").write_text(program, encoding="utf-8")
+        parts = grading_rules.split_program(program)
+        written = [work, work / "prog.py"]
+        if parts is None:
+            (work / "prog.py").write_text(program, encoding="utf-8")
+        else:
+            (work / "prog.py").write_text(parts.code, encoding="utf-8")
+            tests = work / TESTS_NAME
+            tests.write_text(f"{parts.entry_point}\n{len(parts.prompt)}\n{parts.prompt}{parts.tests}", encoding="utf-8")
+            tests.chmod(0o400)
+            written.append(tests)
         key = secrets.token_hex(16)
         keyfile = work / KEY_NAME
         keyfile.write_text(key)
         keyfile.chmod(0o400)
+        written.append(keyfile)
         if self.mode == "full":
-            for p in (work, work / "prog.py", keyfile):
+            for p in written:
                 os.chown(p, UID_BASE + slot, UID_BASE + slot)
         os.chmod(work, 0o700)
         rfd, wfd = os.pipe()

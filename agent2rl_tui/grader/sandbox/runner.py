@@ -5,16 +5,27 @@ sandbox's root, compiles it there, and the sandboxed interpreter runs that copy 
 (``python -I runner.pyc ARGS``; see ``agent2rl_tui.grader.sandbox`` for why a program cannot
 forge its verdict, and docs/grading.md, part A). Its parameters come on the command line::
 
-    runner FD OPTS VERDICT_LINE KEY_OPEN_LINE KEY_NAME VERDICT_EVENT [MASKED_DIR ...]
+    runner FD OPTS VERDICT_LINE KEY_OPEN_LINE KEY_NAME VERDICT_EVENT TESTS_NAME [MASKED_DIR ...]
 
 FD: the result pipe; OPTS: ``-`` or any of ``m`` (mount confinement), ``c`` (drop
 capabilities), ``r`` (reaper); VERDICT_LINE and KEY_OPEN_LINE: the line numbers of this
 file's two marked lines (the grader counts them); KEY_NAME: the verdict key's file name in
-the program's folder; VERDICT_EVENT: the audit event of the verdict; MASKED_DIR: the shared
-temp folders that get a private tmpfs in ``m`` mode.
+the program's folder; VERDICT_EVENT: the audit event of the verdict; TESTS_NAME: the file of
+the task's tests, when the program has them; MASKED_DIR: the shared temp folders that get a
+private tmpfs in ``m`` mode.
 
-Everything the hook uses is captured into its closure at install time: a program can rebind
-globals and builtins, not closure cells it cannot reach. Standard library only, Python 3.11+.
+A program with tests (HumanEval: ``TESTS_NAME`` exists) runs in two phases. Phase one is the
+program's own code (the prompt and the model's completion). Phase two runs the tests apart from
+it: the hook read and compiled them before the program started and keeps them in its closure,
+hands them to ``_run_tests`` only (once, in this process), and from then on refuses frames
+(``sys._getframe``) and forks. The tests get a namespace of their own, with a copy of the
+builtins taken before the program ran and the prompt's own definitions; the function under test
+is wrapped so that every value it returns is checked by the hook (exactly the builtin types of
+plain data, recursively, within a depth and size limit) and replaced by the hook's copy, and
+its arguments are checked after each call. The verdict needs the tests to have run to their end
+with every result plain. Everything the hook uses is captured into its closure at install
+time: a program can rebind globals and builtins, not closure cells it cannot reach. Standard
+library only, Python 3.11+.
 """
 
 from __future__ import annotations
@@ -31,11 +42,11 @@ if TYPE_CHECKING:
     Libc = Callable[..., int]
 
 
-def _setup() -> tuple[CodeType, dict[str, Any]]:
+def _setup() -> tuple[CodeType, dict[str, Any], bool]:
     if sys.version_info < (3, 11):  # noqa: UP036 - it may run on the system's Python
         raise SystemExit("the sandbox runner needs Python 3.11 or newer")
     fd, opts, vline, kline = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    key_name, event, masked = sys.argv[5], sys.argv[6], tuple(sys.argv[7:])
+    key_name, event, tests_name, masked = sys.argv[5], sys.argv[6], sys.argv[7], tuple(sys.argv[8:])
     os.set_inheritable(fd, False)
     sys.dont_write_bytecode = True
     if opts != "-":
@@ -53,8 +64,8 @@ def _setup() -> tuple[CodeType, dict[str, Any]]:
     with open("prog.py", encoding="utf-8") as fh:
         code = compile(fh.read(), "prog.py", "exec")
     ns = {"__name__": "__sandbox__", "__builtins__": __builtins__}
-    _guard(fd, sys._getframe(1), vline, kline, key_name, event)
-    return code, ns
+    tests = _guard(fd, sys._getframe(1), vline, kline, key_name, event, tests_name)
+    return code, ns, tests
 
 def _check(ret: int, what: str) -> None:
     if ret != 0:
@@ -143,7 +154,7 @@ def _children(me: int) -> list[int]:
                 pass
         return out
 
-def _guard(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verdict: str) -> None:
+def _guard(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verdict: str, tests_name: str) -> bool:
     import _imp
     import _signal
     import _thread
@@ -151,7 +162,9 @@ def _guard(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verdi
     import posix
     import types
     ftype, fstr, fbytes, fint, fmv, frange, flen = type, str, bytes, int, memoryview, range, len
-    Perm, Imp, OSErr, ValErr = PermissionError, ImportError, OSError, ValueError
+    fbool, ffloat, fcomplex, flist, ftuple, fdict, fset, ffrozen = bool, float, complex, list, tuple, dict, set, frozenset
+    NONE = ftype(None)
+    Perm, Imp, OSErr, ValErr, TypeErr = PermissionError, ImportError, OSError, ValueError, TypeError
     stat, lstat, fstat = posix.stat, posix.lstat, posix.fstat
     popen, pread, pwrite, pclose = posix.open, posix.read, posix.write, posix.close
     getframe = sys._getframe
@@ -165,6 +178,32 @@ def _guard(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verdi
     key_path = cwd + "/" + key_name
     s = stat(key_path)
     KEY = (s.st_dev, s.st_ino)
+    # The task's tests, if any: "ENTRY\nPROMPT_CHARS\n" + prompt + tests. Read and compiled now,
+    # before the program runs, and kept only here; the file is then as unreachable as the key.
+    tests_path = cwd + "/" + tests_name
+    try:
+        s = stat(tests_path)
+        TESTS_ID = (s.st_dev, s.st_ino)
+    except OSErr:
+        TESTS_ID = None
+    PROMPT = TESTS = ENTRY = None
+    if TESTS_ID is not None:
+        with open(tests_path, encoding="utf-8", newline="") as fh:
+            ENTRY, size, text = fh.read().split("\n", 2)
+        PROMPT = compile(text[:int(size)], "<prompt>", "exec")
+        TESTS = compile(text[int(size):], "<tests>", "exec")
+    PROTECTED = frozenset({KEY, TESTS_ID} - {None})
+    import builtins
+    BUILTINS = dict(builtins.__dict__)  # as they are before the program runs: the tests' own copy
+    RUN_TESTS = _run_tests.__code__
+    CANDIDATE = next(c for c in RUN_TESTS.co_consts if ftype(c) is ftype(RUN_TESTS) and c.co_name == "candidate")
+    Delivered = ftype("Delivered", (BaseException,), {})
+    PID, getpid = posix.getpid(), posix.getpid
+    audit, run = sys.audit, exec
+    box: dict[None, Any] = {}
+    take = box.pop
+    MAX_DEPTH, MAX_VALUES = 100, 1_000_000
+    phase, reader, tested, bad, own, budget = 1, None, False, False, False, 0
     DEVNULL = stat("/dev/null").st_rdev
     proc = {stat("/proc").st_dev}
     try:
@@ -207,7 +246,44 @@ def _guard(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verdi
              "os.rename": ((0, 1), (2, 3)), "os.truncate": ((0,), ()), "os.chmod": ((0,), (2,)),
              "os.chown": ((0,), (3,)), "os.utime": ((0,), (3,)), "os.chflags": ((0,), ()),
              "os.setxattr": ((0,), ()), "os.removexattr": ((0,), ()), "shutil.rmtree": ((0,), (1,))}
-    SLOW = frozenset({"open", "import", "marshal.loads", verdict}) | frozenset(PATHS)
+    RESULT, START_TESTS, REFS, TESTED = "agent2rl.result", "agent2rl.tests", "agent2rl.refs", "agent2rl.tested"
+    SLOW = frozenset({"open", "import", "marshal.loads", verdict, RESULT, START_TESTS, REFS, TESTED}) | frozenset(PATHS)
+
+    def frame(depth):
+        """The caller ``depth`` frames above the one calling this (phase two refuses frames to
+        everything but the hook)."""
+        nonlocal own
+        own = True
+        try:
+            return getframe(depth + 1)
+        finally:
+            own = False
+
+    def plain(x, depth):
+        """A fresh copy of ``x`` if it is plain data (exactly the builtin types, no subclass, no
+        program code run to find out), else TypeError."""
+        nonlocal budget
+        budget -= 1
+        if budget < 0 or depth > MAX_DEPTH:
+            raise TypeErr("sandbox: a result nested over 100 levels deep or holding over 1,000,000 values")
+        t = ftype(x)
+        if t is fint or t is fstr or t is fbool or t is ffloat or t is NONE or t is fbytes or t is fcomplex:
+            return x
+        if t is flist or t is ftuple or t is fset or t is ffrozen:
+            items = []
+            for v in x:
+                items.append(plain(v, depth + 1))
+            if t is flist:
+                return items
+            return ftuple(items) if t is ftuple else (fset(items) if t is fset else ffrozen(items))
+        if t is fdict:
+            out = {}
+            for k, v in x.items():
+                out[plain(k, depth + 1)] = plain(v, depth + 1)
+            return out
+        raise TypeErr("sandbox: the function returned (or left in its arguments) something that is not plain "
+                      "data: only None, bool, int, float, complex, str, bytes, list, tuple, dict, set and "
+                      "frozenset, exactly (no subclass), count as a result")
 
     def refused(*args, **kwargs):
         raise Perm("sandbox: threads and signal handlers are not available here")
@@ -285,10 +361,12 @@ def _guard(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verdi
             if fmt == IFDIR:
                 raise Perm("sandbox: opening a directory is refused")
             if (s.st_dev, s.st_ino) == KEY:
-                caller = getframe(2)
+                caller = frame(2)
                 if caller.f_code is not hook_code or caller.f_lineno != kline:
                     raise Perm("sandbox: the verdict key is off limits")
                 return
+            if (s.st_dev, s.st_ino) in PROTECTED:
+                raise Perm("sandbox: the task's tests are off limits")
         if flags & O_WRITE:
             if s is not None and fmt == IFCHR and s.st_rdev == DEVNULL:
                 return
@@ -311,7 +389,7 @@ def _guard(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verdi
             raise Imp("sandbox: extension modules load only from the interpreter's own folders")
 
     def check_marshal(args):
-        caller = getframe(2)
+        caller = frame(2)
         data = args[0]
         if caller.f_code is not cb_code:
             raise Perm("sandbox: marshal.loads is refused here")
@@ -350,10 +428,11 @@ def _guard(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verdi
                 s = lstat(p)
             except OSErr:
                 continue
-            if (s.st_dev, s.st_ino) == KEY:  # e.g. renamed between the check and the open
-                raise Perm("sandbox: the verdict key is off limits")
+            if (s.st_dev, s.st_ino) in PROTECTED:  # e.g. renamed between the check and the open
+                raise Perm("sandbox: the verdict key and the tests are off limits")
 
     def hook(event, args):
+        nonlocal phase, reader, tested, bad, budget
         if ftype(event) is not fstr:
             raise Perm("sandbox: odd audit event")
         if event in REFUSE or event.startswith(REFUSE_PREFIXES):
@@ -363,6 +442,14 @@ def _guard(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verdi
             wrapper = args[0] is create_builtin or args[0] is make_builtin
             if ftype(name) is fstr and (name in FRAME_ATTRS or (wrapper and name in DEFAULTS)):
                 raise Perm("sandbox: " + name + " is refused here")
+            return
+        if event == "sys._getframe":
+            if phase == 2 and not own:  # ValueError: what the standard library expects when there is none
+                raise ValErr("sandbox: frames are not available while the tests run")
+            return
+        if event == "os.fork" or event == "os.forkpty":
+            if phase == 2:  # a child would run the rest of the tests: an oracle for guesses
+                raise Perm("sandbox: no new processes while the tests run")
             return
         if event not in SLOW:
             return
@@ -375,13 +462,43 @@ def _guard(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verdi
                 check_import(args)
             elif event == "marshal.loads":
                 check_marshal(args)
+            elif event == RESULT:
+                ok = False
+                try:
+                    if phase != 2 or frame(1).f_code is not CANDIDATE or flen(args) != 3:
+                        raise Perm("sandbox: only the tests' wrapper reports a result")
+                    budget = MAX_VALUES
+                    value = plain(args[0], 0)
+                    plain(args[1], 0)
+                    plain(args[2], 0)
+                    box[None] = value
+                    ok = True
+                finally:
+                    if not ok:
+                        bad = True
+            elif event == START_TESTS:
+                if phase != 1 or TESTS is None or getpid() != PID or frame(1) is not top:
+                    raise Perm("sandbox: only the runner starts the tests")
+                phase = 2
+            elif event == REFS:
+                caller = frame(1)
+                if phase != 2 or reader is not None or getpid() != PID or caller.f_code is not RUN_TESTS:
+                    raise Perm("sandbox: only the runner runs the tests")
+                reader = caller
+                raise Delivered((audit, run, PROMPT, TESTS, ENTRY, BUILTINS, take))
+            elif event == TESTED:
+                if phase != 2 or reader is None or getpid() != PID or frame(1) is not reader:
+                    raise Perm("sandbox: only the runner reports the tests")
+                tested = True
             elif event == verdict:
                 try:
-                    caller = getframe(1)
+                    caller = frame(1)
                 except ValErr:  # raised from no Python frame at all (atexit, a C callback)
                     caller = None
                 if caller is not top or caller.f_lineno != vline:
                     raise Perm("sandbox: only the runner reports a verdict")
+                if TESTS is not None and (not tested or bad or getpid() != PID):
+                    raise Perm("sandbox: the tests did not run to their end with plain results")
                 f = popen(key_path, O_RDONLY)  # <key-open>
                 try:
                     s = fstat(f)
@@ -399,6 +516,34 @@ def _guard(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verdi
 
     hook_code = hook.__code__
     sys.addaudithook(hook)
+    return TESTS is not None
+
+
+def _run_tests(ns: dict[str, Any], audit: Callable[..., None] = sys.audit,
+               Base: type[BaseException] = BaseException) -> None:
+    """Phase two: the task's tests against the program's function, apart from the program.
+
+    Uses nothing but its arguments and what the hook hands this frame (once): the audit
+    function, ``exec``, the compiled prompt and tests, the entry point's name, the builtins as
+    they were and the hook's result box. Whatever else calls this code gets nothing from the hook.
+    """
+    try:
+        audit("agent2rl.refs")
+    except Base as delivered:
+        refs = delivered.args[0]
+    audit, run, prompt, tests, entry, builtins, take = refs
+    env = {"__name__": "__tests__", "__builtins__": builtins}
+    run(prompt, env)  # the prompt's own helpers (the tests may call them), never the program's
+    fn = ns[entry]
+
+    def candidate(*args, **kwargs):
+        audit("agent2rl.result", fn(*args, **kwargs), args, kwargs)
+        return take(None)  # the hook's copy of the result, checked plain
+
+    env[entry] = candidate
+    run(tests, env)
+    env["check"](candidate)
+    audit("agent2rl.tested")
 
 def _exit(code: int, flush: tuple[Callable[[], None], ...] = (sys.stdout.flush, sys.stderr.flush),
           _exit: Callable[[int], NoReturn] = os._exit) -> NoReturn:
@@ -423,11 +568,14 @@ def _failed(hook: Callable[..., Any] = sys.__excepthook__, exc_info: Callable[..
     _exit(1)
 
 if __name__ == "__main__":
-    _code, _ns = _setup()
+    _code, _ns, _tests = _setup()
     _verdict = sys.argv[6]
     del _setup, _guard, _confine, _drop_caps, _fork_reaper
     try:
         exec(_code, _ns)
+        if _tests:
+            sys.audit("agent2rl.tests")
+            _run_tests(_ns)
     except BaseException:
         _failed()  # exits; should it return or raise instead, the exception goes on anyway:
         raise      # only a normal return of exec reaches the next line

@@ -1,0 +1,30 @@
+"""A run's eval items, as its record fixes them.
+
+A drawing task (``Task.draws_eval``: arith, twc) grades each run on items drawn with the run's
+own eval seed, which lives in run.db's config only (``tasks.registry.EVAL_SEED_KEY``). Whatever
+looks at a run's eval items after the fact (the contamination check, a reviewer, a test) asks
+here, so it sees the items the grader scored, never the task's default split. A run made before
+eval seeds has none, and its items are the task's fixed eval split, as they were.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.tasks.registry import EVAL_SEED_KEY, Task
+
+
+def run_eval_seed(run_dir: Path) -> int | None:
+    """The eval seed in a run's record, or None (a run made before eval seeds)."""
+    with RunStore.of_run(Path(run_dir)) as store:
+        config = json.loads(store.run().get("config_json") or "{}")
+    seed = config.get(EVAL_SEED_KEY)
+    return int(seed) if seed is not None else None
+
+
+def run_eval_items(run_dir: Path, task: Task) -> list[dict[str, Any]]:
+    """The items the grader scores in this run (before any ``eval_limit``)."""
+    return task.eval_items(run_eval_seed(run_dir))
