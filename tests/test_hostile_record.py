@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cli, processes_with
+from conftest import cli, processes_with, wait_for
 
 from agent2rl_tui.record.capture import GIT_REFUSES, UNREADABLE
 from agent2rl_tui.record.diffs import parse_diff
@@ -246,20 +246,22 @@ def test_a_snapshot_out_of_time_drops_nothing_and_the_run_end_bounds_it(run_dir:
 def test_stopping_the_watcher_stops_a_snapshot_in_progress(run_dir: Path) -> None:
     c = code(run_dir)
     os.mkfifo(c / "pipe")
-    for d in range(10):
+    for d in range(30):
         (c / f"d{d:02d}").mkdir()
         for i in range(1000):
-            (c / f"d{d:02d}" / f"f{i:04d}.py").write_text(f"x = {i}\n")
+            (c / f"d{d:02d}" / f"f{i:04d}.py").write_text(f"x = {d * 1000 + i}\n")
     snap = Snapshotter(run_dir)
-    watcher = RevisionWatcher(snap, periodic_s=0.05)  # a snapshot at once: 10,000 files to read
+    watcher = RevisionWatcher(snap, periodic_s=0.05)  # a snapshot at once: 30,000 files to read
     watcher.start()
-    time.sleep(0.3)
+    objects = run_dir / "snapshots.git" / "objects"
+    wait_for(lambda: objects.is_dir() and any(p.name not in ("info", "pack") for p in objects.iterdir()),
+             timeout=30, interval=0.005, what="the watcher's snapshot to start writing")
     started = time.monotonic()
     watcher.stop()
     assert time.monotonic() - started < 2.0
-    assert not watcher.thread.is_alive()
+    assert not watcher.thread.is_alive() and watcher.snapshots_taken == 0  # stopped, nothing committed
     rev, new = snap.snapshot("final")  # never waits behind the stopped one
-    assert new and len(files_at(run_dir, rev)) == 10_000 and rev.ignored[FIFO] == 1
+    assert new and len(files_at(run_dir, rev)) == 30_000 and rev.ignored[FIFO] == 1
 
 
 def test_a_huge_diff_is_cut_with_a_note(run_dir: Path) -> None:

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import functools
 import itertools
 import os
+import re
 import stat
 import time
 from collections import Counter
@@ -120,6 +122,11 @@ def read_capped(fh: BinaryIO, cap: int) -> bytes:
     return b"".join(parts)
 
 
+@functools.cache
+def _any_glob(globs: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(fnmatch.translate(g) for g in globs) or "(?!)")
+
+
 @dataclass(frozen=True)
 class CaptureRules:
     top_level_ignored: tuple[str, ...] = TOP_LEVEL_IGNORED
@@ -177,10 +184,9 @@ class CaptureRules:
 
     def name_reason(self, name: str) -> str | None:
         """Why a file is left out by its name, or None."""
-        for pattern in self.ignored_file_globs:
-            if fnmatch.fnmatch(name, pattern):
-                return pattern
-        return None
+        if not _any_glob(self.ignored_file_globs).match(name):  # one regex for the common case
+            return None
+        return next((p for p in self.ignored_file_globs if fnmatch.fnmatchcase(name, p)), None)
 
     def content_reason(self, data: bytes) -> str | None:
         """Why a file with these bytes (at most size_cap + 1 of them) is left out, or None."""

@@ -25,6 +25,7 @@ and retry, and the run goes on.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import itertools
@@ -235,6 +236,7 @@ class Snapshotter:
         self._thread_lock = threading.Lock()
         self._cache: StatCache = {}
         self._tmp_names = itertools.count()
+        self._folders: set[str] = set()  # objects/xx folders known to exist
 
     @contextmanager
     def _locked(self, ends: float) -> Iterator[None]:
@@ -339,10 +341,27 @@ class Snapshotter:
         digest = hashlib.sha1(header)  # noqa: S324 - git's object name, not security
         digest.update(data)
         sha = digest.hexdigest()
-        folder = self.git_dir / "objects" / sha[:2]
-        path = folder / sha[2:]
-        if path.exists():
+        folder = f"{self.git_dir}/objects/{sha[:2]}"
+        path = f"{folder}/{sha[2:]}"
+        if os.path.exists(path):
             return sha
+        if folder not in self._folders:
+            os.makedirs(folder, exist_ok=True)
+            self._folders.add(folder)
+        tmp = f"{folder}/tmp_obj_{os.getpid()}_{threading.get_ident()}_{next(self._tmp_names)}"
+        packer = zlib.compressobj(1)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(packer.compress(header))
+                fh.write(packer.compress(data))
+                fh.write(packer.flush())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return sha
         folder.mkdir(exist_ok=True)
         tmp = folder / f"tmp_obj_{os.getpid()}_{threading.get_ident()}_{next(self._tmp_names)}"
         packer = zlib.compressobj(1)
