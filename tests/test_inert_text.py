@@ -472,6 +472,25 @@ async def test_model_outputs_judgements_tool_calls_and_run_lists_are_inert(tmp_p
         assert_screen_inert(app)
 
 
+@pytest.mark.asyncio
+async def test_a_run_folder_copied_from_elsewhere_is_shown_inert_from_its_name_down(tmp_path: Path) -> None:
+    """`open PATH` reviews a folder made anywhere: its name and every field of its record are anyone's."""
+    name = "20261122T233320-arith-ex" + OSC0
+    make_run(tmp_path, name, task="arith" + RIS, agent="[@click=app.quit]a", driver="d\n| 9 |")
+    app = Agent2RLApp(root=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.loaded, what="Runs")
+        cells = app.screen.query_one("#runs", VirtualTable).row_cells(0)
+        assert cells[2:5] == [_escaped("arith" + RIS), "[@click=app.quit]a", "d\\n| 9 |"] and cells[-1] == _escaped(name)
+        assert_screen_inert(app)
+        await pilot.press("enter")
+        await settle(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.ready, what="the Run screen")
+        assert app.screen.title == _escaped(name)
+        header = app.screen.query_one("#budget", Static).content
+        assert "task " + _escaped("arith" + RIS) in "\n".join(r.plain for r in header.renderables)
+        assert_screen_inert(app)
+
+
 class _One(App[None]):
     def __init__(self, widget) -> None:  # noqa: ANN001
         super().__init__()

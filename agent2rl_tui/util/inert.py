@@ -106,7 +106,7 @@ def is_inert(text: str, *, multi_line: bool = False) -> bool:
 _MD_INLINE = re.compile(r"([\\`*_\[\]<>!&|~#.:])")
 """Characters that start markdown syntax anywhere in a line (GFM: tables, strikethrough; and
 ``.`` and ``:``, without which no bare URL, domain or e-mail address is made a link)."""
-_MD_LINE_START = re.compile(r"^(\d*)([-+=.)])")
+_MD_LINE_START = re.compile(r"^(\d*)([-+=)])")
 """What starts a block (a list, a thematic break, a setext underline) at the start of a line."""
 
 

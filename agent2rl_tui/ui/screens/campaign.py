@@ -23,6 +23,7 @@ from agent2rl_tui.record.compare import ci_text
 from agent2rl_tui.ui.format import literal_line
 from agent2rl_tui.ui.messages import OpenRun
 from agent2rl_tui.ui.widgets.tables import RowTable
+from agent2rl_tui.util.inert import one_line
 
 STATES = ("queued", "submitted", "created", "preparing", "running", "ending", "finished", "failed", "lost", "stopped")
 
@@ -104,7 +105,7 @@ class CampaignScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.title = self.folder.name
+        self.title = one_line(self.folder.name)
         self.sub_title = "campaign"
         self.reload()
         self.set_interval(self.refresh_s, self.reload)

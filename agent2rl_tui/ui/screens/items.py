@@ -40,6 +40,7 @@ from agent2rl_tui.record.store import Submission
 from agent2rl_tui.ui.format import literal, literal_line
 from agent2rl_tui.ui.widgets.episode_view import EpisodeView
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
+from agent2rl_tui.util.inert import one_line
 
 COLUMNS = [Column("#", 6, right=True), Column("ok", 3), Column("vs prev", 7), Column("vs base", 7),
            Column("extracted", 16), Column("gold", 16), Column("prompt", 0)]
@@ -144,7 +145,7 @@ class ItemsScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.title = self.view.run["id"]
+        self.title = one_line(self.view.run["id"])
         self.sub_title = f"items of submission {self.label}"
         self.populate()
         self.query_one("#items-table", VirtualTable).focus()

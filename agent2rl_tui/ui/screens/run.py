@@ -33,6 +33,7 @@ from agent2rl_tui.ui.panes.scores import ScoresPane
 from agent2rl_tui.ui.panes.transcript import TranscriptPane
 from agent2rl_tui.ui.screens.stop import StoppingScreen
 from agent2rl_tui.ui.widgets.budget import BudgetHeader
+from agent2rl_tui.util.inert import one_line
 
 TABS = ("scores", "revisions", "transcript", "logs", "report")
 FOCUS = {"scores": "#subs", "revisions": "#revs", "transcript": "#steps", "logs": "#log", "report": "#report-pane"}
@@ -82,8 +83,8 @@ class RunScreen(StoppingScreen):
 
     def on_mount(self) -> None:
         assert self.view is not None
-        self.title = self.view.run["id"]
-        self.sub_title = str(self.run_dir)
+        self.title = one_line(self.view.run["id"])  # a run folder copied from elsewhere is anyone's
+        self.sub_title = one_line(str(self.run_dir))
         self.apply_view(self.view)
         self.set_interval(1.0, self.tick)
         self.set_interval(1.0, self.poll)

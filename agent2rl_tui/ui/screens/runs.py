@@ -27,6 +27,7 @@ from agent2rl_tui.ui.format import fmt_score, fmt_time, literal_line, status_tex
 from agent2rl_tui.ui.messages import OpenRun, RunsLoaded, RunStopped
 from agent2rl_tui.ui.screens.stop import StoppingScreen
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
+from agent2rl_tui.util.inert import one_line
 from agent2rl_tui.util.timeutil import human_duration
 
 FIRST_BATCH = 60  # runs read before the first paint: more than a screen holds
@@ -106,7 +107,7 @@ class RunsScreen(StoppingScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = str(self.root)
+        self.sub_title = one_line(str(self.root))
         self.query_one("#runs", VirtualTable).focus()
         self.load_all()
         self.set_interval(self.refresh_s, self.refresh_runs)
@@ -296,7 +297,7 @@ class RunsScreen(StoppingScreen):
         run = self.runs[run_id]
         question = stop_question(run_id, run.status, run.ended_at)
         if question is None:
-            self.notify(f"{run_id} is {run.status}; nothing to stop", severity="warning")
+            self.notify(one_line(f"{run_id} is {run.status}; nothing to stop"), severity="warning", markup=False)
             return
 
         def confirmed(yes: bool | None) -> None:
@@ -307,5 +308,5 @@ class RunsScreen(StoppingScreen):
 
     @on(RunStopped)
     def run_stopped(self, message: RunStopped) -> None:
-        self.notify(f"{message.run_dir.name}: {message.status}")
+        self.notify(one_line(f"{message.run_dir.name}: {message.status}"), markup=False)
         self.refresh_runs()

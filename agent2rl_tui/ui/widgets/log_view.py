@@ -35,6 +35,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from agent2rl_tui.ui.tailfile import CHUNK_BYTES, TailFile
+from agent2rl_tui.util.inert import one_line
 
 ReadKind = Literal["older", "newer", "reload", "missing"]
 
@@ -187,7 +188,7 @@ class LogView(ScrollView, can_focus=True):
             try:
                 chunks = self._read_end(tail)
             except OSError:
-                self._status = f"waiting for {self.path}"
+                self._status = one_line(f"waiting for {self.path}")
             else:
                 self._tail = tail
                 self._status = "empty" if not chunks else ""
@@ -290,7 +291,7 @@ class LogView(ScrollView, can_focus=True):
             self._replace(message)
         elif message.kind == "missing" and self._tail is not None:
             self._tail = None
-            self._lines, self._status = [], f"waiting for {self.path}"
+            self._lines, self._status = [], one_line(f"waiting for {self.path}")
             self._chunks.clear()
             self._set_virtual_size()
             self.refresh()
