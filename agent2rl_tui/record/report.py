@@ -210,13 +210,17 @@ def _path(path: str | None) -> str:
 
 def render_markdown(report: dict[str, Any]) -> str:
     e = md_escape
+
+    def opt(value: Any) -> str:  # an optional field: escaped, or a plain -
+        return e(value) if value else "-"
+
     lines = [
         f"# Run {e(report['run_id'])}",
         "",
-        f"- task **{e(report['task'])}** (prompt profile {e(report.get('prompt_profile') or '-')}), agent "
-        f"**{e(report['agent'])}**, driver {e(report['driver'] or '-')}, base model "
+        f"- task **{e(report['task'])}** (prompt profile {opt(report.get('prompt_profile'))}), agent "
+        f"**{e(report['agent'])}**, driver {opt(report['driver'])}, base model "
         f"{md_code(report['base_model'], in_table=False)}",
-        f"- status **{e(report['status'])}** ({e(report['end_reason'] or '-')}), agent exit code "
+        f"- status **{e(report['status'])}** ({opt(report['end_reason'])}), agent exit code "
         f"{_fmt(report['agent_exit_code'])}, budget {human_duration(report['budget_s'])}",
         f"- baseline **{_fmt(report['baseline']['score'])}**, best **"
         f"{_fmt(report['best']['score'] if report['best'] else None)}**, improvement **"
