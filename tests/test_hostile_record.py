@@ -25,6 +25,7 @@ import pytest
 from conftest import cli, processes_with, wait_for
 
 from agent2rl_tui.record.capture import GIT_REFUSES, UNREADABLE
+from agent2rl_tui.record.contamination import build_index, revision_blobs, scan_run
 from agent2rl_tui.record.diffs import parse_diff
 from agent2rl_tui.record.revisions import (
     DIFF_CAP_BYTES,
@@ -410,6 +411,28 @@ def test_the_contamination_scan_skips_what_it_cannot_read_and_counts_it(run_dir:
         (many / f"f{i:03d}.txt").write_text("nothing to see\n")
     bounded = child("scan", str(run_dir), str(evals), str(train), "100")
     assert bounded["skipped"]["not_walked"] == 1 and bounded["files_scanned"] <= 100
+
+
+def test_the_contamination_check_of_many_revisions_grows_with_their_changes(run_dir: Path) -> None:
+    """A file kept over many revisions is named with each of them, and what the check holds grows
+    with the changes the snapshots stored, not with revisions times files."""
+    c = code(run_dir)
+    (c / "stolen.txt").write_text(QUESTION + "\n")
+    for i in range(200):
+        (c / f"lib{i:03d}.py").write_text(f"x = {i}\n")
+    snap = Snapshotter(run_dir)
+    for i in range(60):
+        (c / "train.py").write_text(f"step = {i}\n")
+        snap.snapshot("watch")
+    (c / "stolen.txt").unlink()
+    snap.snapshot("watch")
+    revs = revision_blobs(run_dir)
+    assert revs.revisions == 61
+    assert sum(len(v) for v in revs.where.values()) < 300  # 202 files, 60 edits; 61 x 202 pairs before
+    index = build_index([{"id": "e1", "question": QUESTION}], [{"question": "what is two plus two"}])
+    result = scan_run(run_dir, index)
+    assert [(h["path"], h["revisions"], h["in_final_workspace"]) for h in result["hits"]] == [
+        ("code/stolen.txt", list(range(1, 61)), False)]
 
 
 # -- a whole run -------------------------------------------------------------------------------

@@ -409,14 +409,29 @@ def _scan_stream(index: EvalIndex, read: Callable[[int], bytes], size: int, stat
 
 @dataclass
 class RevisionBlobs:
-    """Every blob of every revision, with the (revision seq, path) pairs that hold it."""
+    """Every blob of every revision, with the (revision seq, path) pairs that hold it.
 
-    where: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
-    revisions: int = 0
+    A path that keeps its blob over many revisions is one range, not one pair per revision:
+    the map grows with the changes the snapshots stored, never with revisions times files.
+    """
+
+    where: dict[str, list[tuple[int, int, str]]] = field(default_factory=dict)  # sha -> (first, last, path)
+    seqs: list[int] = field(default_factory=list)  # the revisions' seqs, in order; ranges index it
+
+    @property
+    def revisions(self) -> int:
+        return len(self.seqs)
+
+    def holders(self, sha: str) -> Iterator[tuple[int, str]]:
+        """(revision seq, path) of every revision and path that hold the blob."""
+        for first, last, path in self.where.get(sha, []):
+            for i in range(first, last + 1):
+                yield self.seqs[i], path
 
 
 def revision_blobs(run_dir: Path) -> RevisionBlobs:
-    """One ``git log --raw`` pass: each commit's tree rebuilt from its parent's and its changes."""
+    """One ``git log --raw`` pass, read as it comes: each commit's tree rebuilt from its parent's
+    and its changes, and each blob's stretch of revisions closed when its path changes."""
     found = RevisionBlobs()
     git_dir = run_dir / "snapshots.git"
     if not (git_dir / "HEAD").exists():
@@ -425,39 +440,62 @@ def revision_blobs(run_dir: Path) -> RevisionBlobs:
     if repo.head() is None:
         return found
     seq_of = {r.sha: r.seq for r in list_revisions(run_dir)}
-    out: bytes = repo.run("log", "--reverse", "--raw", "-z", "--no-renames", "--no-abbrev", "--root",
-                          "--format=%x01%H", BRANCH, binary=True)
-    tree: dict[str, str] = {}
+    tree: dict[str, tuple[str, int]] = {}  # path -> (blob, index of the first revision holding it)
     commit: str | None = None
     change: list[bytes] | None = None
-    for part in out.split(b"\0"):
+    for part in _log_records(repo):
         part = part.lstrip(b"\n")
         if part.startswith(b"\x01"):
-            _record_tree(found, seq_of.get(commit or ""), tree)
+            _record_tree(found, seq_of.get(commit or ""))
             commit, change = part[1:].decode(), None
         elif part.startswith(b":"):
             change = part[1:].split(b" ")
         elif change is not None and part:
-            _apply_change(tree, change, part.decode("utf-8", "surrogateescape"))
+            _apply_change(found, tree, change, part.decode("utf-8", "surrogateescape"))
             change = None
-    _record_tree(found, seq_of.get(commit or ""), tree)
+    _record_tree(found, seq_of.get(commit or ""))
+    for path, held in tree.items():
+        _close(found, path, held)
     return found
 
 
-def _apply_change(tree: dict[str, str], change: list[bytes], path: str) -> None:
+def _log_records(repo: GitRepo) -> Iterator[bytes]:
+    """The NUL-separated fields of the branch's ``git log --raw -z``, oldest commit first."""
+    argv = ["git", f"--git-dir={repo.git_dir}", "log", "--reverse", "--raw", "-z", "--no-renames", "--no-abbrev",
+            "--root", "--format=%x01%H", BRANCH]
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          env={**os.environ, **repo.env}) as proc:
+        assert proc.stdout is not None
+        rest = b""
+        while chunk := proc.stdout.read(CHUNK_BYTES):
+            fields = (rest + chunk).split(b"\0")
+            rest = fields.pop()
+            yield from fields
+        if rest:
+            yield rest
+        if proc.wait() != 0:
+            raise RuntimeError(f"git log failed with exit code {proc.returncode}")
+
+
+def _apply_change(found: RevisionBlobs, tree: dict[str, tuple[str, int]], change: list[bytes], path: str) -> None:
     _old_mode, new_mode, _old_sha, new_sha, status = change[:5]
-    if status.startswith(b"D") or new_mode not in (b"100644", b"100755"):
-        tree.pop(path, None)  # deleted, or now a link or a submodule: no file to scan
-    else:
-        tree[path] = new_sha.decode()
+    held = tree.pop(path, None)
+    if held is not None:
+        _close(found, path, held)
+    if not status.startswith(b"D") and new_mode in (b"100644", b"100755"):  # else a link or a submodule now
+        tree[path] = (new_sha.decode(), found.revisions)  # held from the next revision recorded
 
 
-def _record_tree(found: RevisionBlobs, seq: int | None, tree: dict[str, str]) -> None:
-    if seq is None:  # before the first commit, or a commit run.db does not know
-        return
-    found.revisions += 1
-    for path, sha in tree.items():
-        found.where.setdefault(sha, []).append((seq, path))
+def _close(found: RevisionBlobs, path: str, held: tuple[str, int]) -> None:
+    """The stretch of revisions in which ``path`` held a blob, ended by a change (or the last one)."""
+    sha, first = held
+    if first < found.revisions:  # held by at least one recorded revision
+        found.where.setdefault(sha, []).append((first, found.revisions - 1, path))
+
+
+def _record_tree(found: RevisionBlobs, seq: int | None) -> None:
+    if seq is not None:  # None: before the first commit, or a commit run.db does not know
+        found.seqs.append(seq)
 
 
 def scan_blobs(run_dir: Path, shas: Iterable[str], index: EvalIndex, stats: ScanStats, size_cap: int,
@@ -677,7 +715,7 @@ def _hits(index: EvalIndex, revs: RevisionBlobs, blobs: dict[str, list[int]],
                                          "items": set()})
 
     for sha, items in blobs.items():
-        for seq, path in revs.where.get(sha, []):
+        for seq, path in revs.holders(sha):
             e = entry(path)
             e["revisions"].add(seq)
             e["items"].update(items)
