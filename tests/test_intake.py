@@ -170,8 +170,11 @@ def hostile_template(base: Path, folder: Path, template: str) -> Path:
     return folder
 
 
-def eval_questions() -> list[str]:
-    return [item["question"] for item in load_task("arith").load_split("eval")]
+def eval_questions(run_dir: Path) -> list[str]:
+    """The questions the run's grader asks (its own draw, from its record)."""
+    from agent2rl_tui.record.evalset import run_eval_items
+
+    return [item["question"] for item in run_eval_items(run_dir, load_task("arith"))]
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +200,7 @@ def test_an_error_carrying_an_eval_prompt_never_reaches_the_agent(hostile_grader
     assert body["status"] == "failed" and body["error"] == "chat_template_error"
     listed = json.dumps(hostile_grader.client.submissions()) + json.dumps(hostile_grader.client.health())
     for text in (resp.text, listed, json.dumps(hostile_grader.client.submission(body["submission_id"]))):
-        assert "LEAK" not in text and not any(q in text for q in eval_questions())
+        assert "LEAK" not in text and not any(q in text for q in eval_questions(hostile_grader.run_dir))
     with hostile_grader.store() as store:  # the person reviewing the run sees what happened
         recorded = store.submission(body["submission_id"])
     assert recorded.error_code == "chat_template_error" and "LEAK" in recorded.error
@@ -245,8 +248,10 @@ def test_malformed_requests_get_a_4xx_and_a_record_row(hostile_grader: LiveGrade
     with socket.create_connection((parsed.host, parsed.port), timeout=60) as sock:  # only the head is sent
         sock.sendall(f"POST {parsed.path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      f"Content-Length: {300 * MIB}\r\n\r\n{{}}".encode())
-        head = sock.recv(65536).decode()
-    assert head.startswith("HTTP/1.1 413") and "too_large" in head
+        answer = b""
+        while b"too_large" not in answer and (chunk := sock.recv(65536)):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 413") and b"too_large" in answer
 
     def chunks():
         for _ in range(300):

@@ -181,6 +181,7 @@ def test_a_warm_reload_scores_what_a_fresh_engine_scores(vllm_run: dict) -> None
 
 def test_a_trained_model_graded_on_vllm_answers_as_on_transformers(vllm_run: dict) -> None:
     from agent2rl_tui.grader.evaluators import evaluator_for
+    from agent2rl_tui.record.evalset import run_eval_items
 
     run_dir = vllm_run["run_dir"]
     (_, first), *_ = vllm_run["answers"]
@@ -188,7 +189,7 @@ def test_a_trained_model_graded_on_vllm_answers_as_on_transformers(vllm_run: dic
     hf = TransformersEngine()
     hf.load(run_dir / "workspace" / "output" / "sft")
     ev = evaluator_for(task)
-    prompts = [hf.render(ev.prompt(item)) for item in task.load_split("eval")]
+    prompts = [hf.render(ev.prompt(item)) for item in run_eval_items(run_dir, task)]  # the run's own draw
     expected = hf.generate(prompts, task.inference)
     got = [out for _, out in outputs(run_dir, first.json()["submission_id"])]
     assert got == expected and len(set(got)) > 10

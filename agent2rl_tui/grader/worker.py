@@ -75,7 +75,7 @@ def _evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float, ph
     interactive = task.level == 3
     evaluator = None if interactive else evaluator_for(task, settings, judge=job.get("judge"),
                                                        seed=int(job.get("seed") or 0))
-    items = task.load_split("eval")
+    items = task.eval_items(job.get("eval_seed"))  # the run's own draw, from its record
     if job.get("limit"):
         items = items[: int(job["limit"])]
     played: dict[str, Any] = {}

@@ -12,6 +12,7 @@ from typing import Any
 
 from agent2rl_tui.grader.launch import SECRET_ENV
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.tasks.registry import EVAL_SEED_KEY
 
 DESCRIPTION = "The grader service: DESIGN.md's HTTP API on 127.0.0.1, one evaluation at a time."
 DEFAULT_EVAL_TIMEOUT_S = 1800.0
@@ -67,6 +68,8 @@ class GraderConfig:
     """The eval worker's memory limit (all its processes, resident; ``run start --eval-memory``)."""
     max_queued: int = DEFAULT_MAX_QUEUED
     """Submissions that may wait to be evaluated at once; more are refused (429) until they are scored."""
+    eval_seed: int | None = None
+    """The seed of the run's eval draw (``tasks.registry.EVAL_SEED_KEY``), from the record only."""
 
     @classmethod
     def from_run(cls, run_dir: Path) -> GraderConfig:
@@ -93,6 +96,7 @@ class GraderConfig:
             max_submission_bytes=int(cfg.get("max_submission_gib", 0) * GIB) or max_bytes,
             eval_memory_bytes=int(cfg.get("eval_memory_gib", 0) * GIB) or memory,
             max_queued=int(cfg.get("max_queued", DEFAULT_MAX_QUEUED)),
+            eval_seed=None if cfg.get(EVAL_SEED_KEY) is None else int(cfg[EVAL_SEED_KEY]),
         )
 
 

@@ -197,7 +197,7 @@ class Grader:
     def _answer_waiters(self, sub_id: int) -> None:
         try:
             result = self.result_of(sub_id)
-        except Exception as exc:  # noqa: BLE001 - the waiter must get an answer all the same
+        except Exception:  # noqa: BLE001 - the waiter must get an answer all the same
             log.exception("could not read the result of submission %s", sub_id)
             result = {"submission_id": sub_id, "status": "unknown", "error": "grader_error",
                       "detail": f"The grader could not read the result; ask GET /submissions/{sub_id}."}
@@ -245,6 +245,7 @@ class Grader:
             "prompt_profile": self.cfg.prompt_profile,
             "judge": self.cfg.judge,
             "seed": self.cfg.seed,
+            "eval_seed": self.cfg.eval_seed,
             "search": self.cfg.search,
             "store": self.cfg.store,
         }
