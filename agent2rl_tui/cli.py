@@ -248,6 +248,11 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
               help="Searching tasks offline: a JSONL corpus (title, text, url rows) searched with BM25.")
 @click.option("--webshop-url", "webshop_url", help="Shopping tasks (webshop): a running WebShop server (AgentGym's "
               "environment-server protocol), instead of the WebShop checkout `data prepare webshop --from` recorded.")
+@click.option("--keep-submissions", "keep_submissions", is_flag=True,
+              help="Keep the grader's copy of each submission (RUN/intake/N/) after it is scored.")
+@click.option("--eval-memory", "eval_memory", type=float, metavar="GIB",
+              help="The eval worker's memory limit in GiB (default: six times the base model, at least 4, at most "
+                   "half the machine's memory); an evaluation over it fails as out_of_memory.")
 @click.option("--detach", is_flag=True, help="Return at once; the run goes on in the background.")
 @click.pass_context
 def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: str, grace: str,
@@ -257,7 +262,8 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
               no_contain: bool, engine: str | None, engine_options: tuple[str, ...], prompt_profile: str | None,
               judge_url: str | None, judge_model: str | None, judge_key_env: str | None, judge_mode: str | None,
               judge_concurrency: int | None, search_url: str | None, search_key_env: str | None,
-              search_corpus: Path | None, webshop_url: str | None, detach: bool) -> None:
+              search_corpus: Path | None, webshop_url: str | None, keep_submissions: bool, eval_memory: float | None,
+              detach: bool) -> None:
     """Start a run: workspace, baseline, agent under a budget, report."""
     try:
         engine_overrides = dict(_parse_pairs(engine_options, "--engine-option"))
@@ -277,6 +283,7 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
             search={k: v for k, v in (("url", search_url), ("key_env", search_key_env),
                                       ("corpus", str(search_corpus) if search_corpus else None)) if v} or None,
             store={"url": webshop_url} if webshop_url else None,
+            keep_submissions=keep_submissions, eval_memory_gib=eval_memory,
         )
         run_dir, pid = start_run(req)
     except USER_ERRORS as exc:

@@ -64,6 +64,10 @@ class RunRequest:
     """A searching task's backend: ``url`` (+ ``key_env``) of a web search API, or ``corpus`` (a JSONL file)."""
     judge: dict[str, Any] | None = None
     """A judge-graded task's judge (``--judge-url`` ...): base_url, model, key_env, mode, concurrency."""
+    keep_submissions: bool = False
+    """Keep the grader's copy of every submission (``intake/<n>/``) after it is scored."""
+    eval_memory_gib: float | None = None
+    """The eval worker's memory limit (all its processes); None: the grader's default for the model's size."""
 
 
 AGENT_ENV_VAR = "AGENT2RL_AGENT_ENV"  # carries RunRequest.agent_env to the supervisor
@@ -225,6 +229,9 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfi
     if req.gpus:
         check_gpus(req.gpus)
     check_engine(task, req.engine)
+    if req.eval_memory_gib is not None and not req.eval_memory_gib >= 0.5:
+        raise RunError(f"--eval-memory {req.eval_memory_gib}: give the eval worker's limit in GiB, at least 0.5 "
+                       "(its Python, torch and the model need that much)")
     check_prompt_profile(task, req.prompt_profile, model)
     req.judge = check_judge(task, req.judge, env)
     req.search = check_search(task, req.search, env)
@@ -274,6 +281,8 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         "judge": req.judge or None,
         "search": req.search or None,
         "store": req.store or None,
+        "keep_submissions": req.keep_submissions,
+        "eval_memory_gib": req.eval_memory_gib,
         "gpus": req.gpus,
         "contain": req.contain,
         "read_only_paths": [str(Path(p).expanduser().resolve()) for p in req.read_only_paths],

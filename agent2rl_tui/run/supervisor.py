@@ -51,6 +51,7 @@ log = logging.getLogger("agent2rl.supervisor")
 HEARTBEAT_S = 2.0
 GRADER_STOP_S = 10.0
 GRADER_RESTARTS = 5
+NAMESPACE_EXIT_S = 10.0
 
 
 class RunFailed(Exception):
@@ -383,7 +384,7 @@ class Supervisor:
         if self.watcher is not None:  # its git must not be among the strays killed next
             self.watcher.stop()
         grader_pid = self.grader.pid if self.grader else None
-        strays = procs.descendants(os.getpid(), exclude={grader_pid} if grader_pid else set())
+        strays = self._strays(exclude={grader_pid} if grader_pid else set())
         if strays:
             procs.kill_pids(strays)
             self.store.event("supervisor", "strays_killed", f"killed {len(strays)} processes that left the agent's group",
@@ -399,6 +400,19 @@ class Supervisor:
         self.store.update_run(agent_exit_code=code, agent_ended_at=now())
         self.store.event("supervisor", "agent_end", f"agent exited with code {code}")
         log.info("agent exit code %s", code)
+
+    def _strays(self, exclude: set[int]) -> list[int]:
+        """Descendants left once the agent's group has ended. In the sandbox, the kernel kills every
+        process of the namespace when its init dies, but a loaded machine takes a while to let them
+        exit: they are waited for (up to ``NAMESPACE_EXIT_S``) before anything left is a stray."""
+        strays = procs.descendants(os.getpid(), exclude=exclude)
+        if self.containment is not None and self.containment.contained:
+            settle = time.monotonic() + NAMESPACE_EXIT_S
+            while strays and time.monotonic() < settle:
+                time.sleep(0.1)
+                procs.reap_zombie_children(self._popen_pids())
+                strays = procs.descendants(os.getpid(), exclude=exclude)
+        return strays
 
     def drain_grader(self) -> None:
         """Let submissions received before the deadline be scored (a second stop cuts this)."""
@@ -446,8 +460,8 @@ class Supervisor:
         for sub in self.store.submissions():
             if sub.status in (SubStatus.QUEUED, SubStatus.EVALUATING):
                 self.store.update_submission(
-                    sub.id, status=SubStatus.FAILED, finished_at=now(),
-                    error="the run ended before this submission was evaluated",
+                    sub.id, status=SubStatus.FAILED, finished_at=now(), error_code="run_ended",
+                    error="run_ended: the run ended before this submission was evaluated",
                 )
 
     def agent_env(self, profile: AgentProfile, model: str | None) -> dict[str, str]:
