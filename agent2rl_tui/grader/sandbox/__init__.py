@@ -87,9 +87,10 @@ the completion's code, the tests run in a namespace of their own (the prompt's h
 builtins as they were), with no frames and no forks (a child would be an oracle for guesses),
 and every value the function returns must be plain data (exactly None, bool, int, float,
 complex, str, bytes, list, tuple, dict, set, frozenset, recursively, at most 100 levels and
-1,000,000 values), checked by the hook and handed to the tests as the hook's own copy. A
-result that is not plain data fails the program. What is left: tests that import a module
-share it with the completion, which may have patched it (HumanEval/32, 38, 50 and 53, all in
+1,000,000 values), checked by the hook and handed to the tests as the hook's own copy (the
+function gets the hook's copies of the tests' arguments likewise). A result that is not plain
+data fails the program. What is left: the modules the tests or the prompt's helpers import are
+shared with the completion, which may have patched them (HumanEval/32, 38, 50 and 53, all in
 the agent's train split).
 
 Limits, honestly: an audit hook is not a security boundary against a bug in CPython or in

@@ -20,10 +20,10 @@ it: the hook read and compiled them before the program started and keeps them in
 hands them to ``_run_tests`` only (once, in this process), and from then on refuses frames
 (``sys._getframe``) and forks. The tests get a namespace of their own, with a copy of the
 builtins taken before the program ran and the prompt's own definitions; the function under test
-is wrapped so that every value it returns is checked by the hook (exactly the builtin types of
-plain data, recursively, within a depth and size limit) and replaced by the hook's copy, and
-its arguments are checked after each call. The verdict needs the tests to have run to their end
-with every result plain. Everything the hook uses is captured into its closure at install
+is wrapped so that it gets the hook's copies of the tests' arguments and every value it
+returns is checked by the hook (exactly the builtin types of plain data, recursively, within a
+depth and size limit) and replaced by the hook's copy. The verdict needs the tests to have run
+to their end with every result plain. Everything the hook uses is captured into its closure at install
 time: a program can rebind globals and builtins, not closure cells it cannot reach. Standard
 library only, Python 3.11+.
 """
@@ -246,8 +246,9 @@ def _guard(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verdi
              "os.rename": ((0, 1), (2, 3)), "os.truncate": ((0,), ()), "os.chmod": ((0,), (2,)),
              "os.chown": ((0,), (3,)), "os.utime": ((0,), (3,)), "os.chflags": ((0,), ()),
              "os.setxattr": ((0,), ()), "os.removexattr": ((0,), ()), "shutil.rmtree": ((0,), (1,))}
-    RESULT, START_TESTS, REFS, TESTED = "agent2rl.result", "agent2rl.tests", "agent2rl.refs", "agent2rl.tested"
-    SLOW = frozenset({"open", "import", "marshal.loads", verdict, RESULT, START_TESTS, REFS, TESTED}) | frozenset(PATHS)
+    CALL, RESULT, START_TESTS, REFS, TESTED = ("agent2rl.call", "agent2rl.result", "agent2rl.tests", "agent2rl.refs",
+                                               "agent2rl.tested")
+    SLOW = frozenset({"open", "import", "marshal.loads", verdict, CALL, RESULT, START_TESTS, REFS, TESTED}) | frozenset(PATHS)
 
     def frame(depth):
         """The caller ``depth`` frames above the one calling this (phase two refuses frames to
@@ -281,9 +282,9 @@ def _guard(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verdi
             for k, v in x.items():
                 out[plain(k, depth + 1)] = plain(v, depth + 1)
             return out
-        raise TypeErr("sandbox: the function returned (or left in its arguments) something that is not plain "
-                      "data: only None, bool, int, float, complex, str, bytes, list, tuple, dict, set and "
-                      "frozenset, exactly (no subclass), count as a result")
+        raise TypeErr("sandbox: the function returned something that is not plain data: only None, bool, int, "
+                      "float, complex, str, bytes, list, tuple, dict, set and frozenset, exactly (no subclass), "
+                      "count as a result")
 
     def refused(*args, **kwargs):
         raise Perm("sandbox: threads and signal handlers are not available here")
@@ -462,16 +463,13 @@ def _guard(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verdi
                 check_import(args)
             elif event == "marshal.loads":
                 check_marshal(args)
-            elif event == RESULT:
+            elif event == CALL or event == RESULT:  # the tests' arguments in, the function's result out
                 ok = False
                 try:
-                    if phase != 2 or frame(1).f_code is not CANDIDATE or flen(args) != 3:
-                        raise Perm("sandbox: only the tests' wrapper reports a result")
+                    if phase != 2 or frame(1).f_code is not CANDIDATE or flen(args) != (2 if event == CALL else 1):
+                        raise Perm("sandbox: only the tests' wrapper calls the function")
                     budget = MAX_VALUES
-                    value = plain(args[0], 0)
-                    plain(args[1], 0)
-                    plain(args[2], 0)
-                    box[None] = value
+                    box[None] = (plain(args[0], 0), plain(args[1], 0)) if event == CALL else plain(args[0], 0)
                     ok = True
                 finally:
                     if not ok:
@@ -537,7 +535,9 @@ def _run_tests(ns: dict[str, Any], audit: Callable[..., None] = sys.audit,
     fn = ns[entry]
 
     def candidate(*args, **kwargs):
-        audit("agent2rl.result", fn(*args, **kwargs), args, kwargs)
+        audit("agent2rl.call", args, kwargs)
+        args, kwargs = take(None)  # the hook's copies: the function never holds the tests' own objects
+        audit("agent2rl.result", fn(*args, **kwargs))
         return take(None)  # the hook's copy of the result, checked plain
 
     env[entry] = candidate
