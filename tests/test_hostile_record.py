@@ -191,6 +191,29 @@ def test_a_file_swapped_for_a_fifo_during_snapshots_never_hangs_them(run_dir: Pa
     git_fsck(run_dir)
 
 
+def test_a_file_growing_while_read_is_read_no_further_than_the_cap(run_dir: Path) -> None:
+    c = code(run_dir)
+    (c / "train.py").write_text("x = 1\n")
+    stop = threading.Event()
+
+    def grow() -> None:
+        with open(c / "grow.log", "ab") as fh:
+            while not stop.is_set() and fh.tell() < 200 * 2**20:
+                fh.write(b"step\n" * 10_000)
+                fh.flush()
+
+    thread = threading.Thread(target=grow, daemon=True)
+    thread.start()
+    try:
+        taken = snapshot(run_dir, 5, timeout=60)
+    finally:
+        stop.set()
+        thread.join()
+    assert all(t["new"] and t["seconds"] < 5 for t in taken)
+    rev = list_revisions(run_dir)[-1]
+    assert rev.ignored.get("over 1,000,000 bytes") == 1 and "code/grow.log" not in files_at(run_dir, rev)
+
+
 def test_millions_of_files_cost_a_bounded_walk_and_nothing_is_lost(run_dir: Path) -> None:
     """The walk looks at ``max_entries`` entries at most (here 500 instead of 50,000), and a
     snapshot cut short drops nothing it did not reach."""
