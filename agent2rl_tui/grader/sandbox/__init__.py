@@ -84,7 +84,8 @@ is therefore split (``grading_rules.split_program``): ``prog.py`` holds the prom
 completion, ``.tests`` the tests, and the runner runs them in two phases (runner.py): the
 hook reads the tests before the completion runs and keeps them from it (like the key); after
 the completion's code, the tests run in a namespace of their own (the prompt's helpers, the
-builtins as they were), with no frames and no forks (a child would be an oracle for guesses),
+builtins as they were), with no forks (a child would be an oracle for guesses), no frames for
+the whole program (a frame kept from before, a generator's, shows the stack it is resumed on),
 and every value the function returns must be plain data (exactly None, bool, int, float,
 complex, str, bytes, list, tuple, dict, set, frozenset, recursively, at most 100 levels and
 1,000,000 values), checked by the hook and handed to the tests as the hook's own copy (the

@@ -17,8 +17,8 @@ private tmpfs in ``m`` mode.
 A program with tests (HumanEval: ``TESTS_NAME`` exists) runs in two phases. Phase one is the
 program's own code (the prompt and the model's completion). Phase two runs the tests apart from
 it: the hook read and compiled them before the program started and keeps them in its closure,
-hands them to ``_run_tests`` only (once, in this process), and from then on refuses frames
-(``sys._getframe``) and forks. The tests get a namespace of their own, with a copy of the
+hands them to ``_run_tests`` only (once, in this process), refuses frames (``sys._getframe``)
+to the whole program and, from then on, forks. The tests get a namespace of their own, with a copy of the
 builtins taken before the program ran and the prompt's own definitions; the function under test
 is wrapped so that it gets the hook's copies of the tests' arguments and every value it
 returns is checked by the hook (exactly the builtin types of plain data, recursively, within a
@@ -445,8 +445,10 @@ def _guard(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verdi
                 raise Perm("sandbox: " + name + " is refused here")
             return
         if event == "sys._getframe":
-            if phase == 2 and not own:  # ValueError: what the standard library expects when there is none
-                raise ValErr("sandbox: frames are not available while the tests run")
+            # With tests, never: a frame kept from before the tests (a generator's, say) shows the
+            # stack it runs on when resumed by them. ValueError: what the standard library expects.
+            if TESTS is not None and not own:
+                raise ValErr("sandbox: frames are not available to a program with tests")
             return
         if event == "os.fork" or event == "os.forkpty":
             if phase == 2:  # a child would run the rest of the tests: an oracle for guesses
