@@ -94,6 +94,34 @@ def test_special_files_links_and_oversize_are_refused_without_blocking(tiny_mode
     assert refused(model_folder(tiny_model, ws / "big"), tmp_path / "c3", max_bytes=100_000).code == "too_large"
 
 
+def test_weights_written_while_they_are_copied_are_refused(tiny_model: Path, tmp_path: Path) -> None:
+    """A save still in progress (or a writer racing the grader) is refused, never copied half-old."""
+    import threading
+
+    folder = model_folder(tiny_model, tmp_path / "ws" / "saving")
+    with (folder / "model.safetensors").open("ab") as fh:  # big enough that the copy takes a while
+        for _ in range(256):
+            fh.write(os.urandom(MIB))
+    stop = threading.Event()
+
+    def keep_writing() -> None:
+        with (folder / "model.safetensors").open("r+b") as fh:
+            while not stop.is_set():
+                fh.seek(0, os.SEEK_END)
+                fh.write(b"\0")
+                fh.flush()
+                time.sleep(0.001)
+
+    writer = threading.Thread(target=keep_writing)
+    writer.start()
+    try:
+        rej = refused(folder, tmp_path / "copy")
+    finally:
+        stop.set()
+        writer.join()
+    assert (rej.status, rej.code) == (409, "changed_while_copied")
+
+
 def test_broken_or_lying_weights_are_refused(tiny_model: Path, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     huge_header = model_folder(tiny_model, ws / "header")

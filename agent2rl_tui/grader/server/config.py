@@ -93,8 +93,8 @@ class GraderConfig:
             store=cfg.get("store"),
             seed=int(run["seed"] or 0),
             keep_submissions=bool(cfg.get("keep_submissions", False)),
-            max_submission_bytes=int(cfg.get("max_submission_gib", 0) * GIB) or max_bytes,
-            eval_memory_bytes=int(cfg.get("eval_memory_gib", 0) * GIB) or memory,
+            max_submission_bytes=int((cfg.get("max_submission_gib") or 0) * GIB) or max_bytes,
+            eval_memory_bytes=int((cfg.get("eval_memory_gib") or 0) * GIB) or memory,
             max_queued=int(cfg.get("max_queued", DEFAULT_MAX_QUEUED)),
             eval_seed=None if cfg.get(EVAL_SEED_KEY) is None else int(cfg[EVAL_SEED_KEY]),
         )
