@@ -100,6 +100,8 @@ def render_chat(tokenizer: Any, messages: Messages, require_template: bool) -> s
         raise EngineError("the chat template asked for more memory than there is", "out_of_memory") from None
     except RecursionError:
         raise EngineError("the chat template recursed too deep", "chat_template_error") from None
+    except ValueError as exc:  # no template where the profile needs one, or the template's own ValueError
+        raise EngineError(f"{exc}; or start the run with another --prompt-profile", "chat_template_error") from None
     except Exception as exc:  # noqa: BLE001 - jinja errors, or whatever the template raises on purpose
         raise EngineError(f"the chat template failed: {type(exc).__name__}: {exc}", "chat_template_error") from None
     if not isinstance(text, str):
