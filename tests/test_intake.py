@@ -305,13 +305,18 @@ def test_only_the_runs_user_reaches_its_grader(hostile_grader: LiveGrader) -> No
     if os.getuid() != 0 or shutil.which("setpriv") is None or shutil.which("curl") is None:
         pytest.skip("needs root and setpriv to act as another user (nobody): run the suite as root to test this")
     before = len(hostile_grader.client.submissions())
+    # A connection of the owner's stays open (keep-alive): its port, named in X-Forwarded-For, must not pass.
+    owner = socket.create_connection((httpx.URL(hostile_grader.url).host, httpx.URL(hostile_grader.url).port))
+    forged = f"X-Forwarded-For: 127.0.0.1:{owner.getsockname()[1]}"
     for args in (["-X", "POST", "-H", "Content-Type: application/json", "-d", '{"model_path": "output/q"}',
-                  hostile_grader.url + "/submit"], [hostile_grader.url + "/submissions"]):
+                  hostile_grader.url + "/submit"], [hostile_grader.url + "/submissions"],
+                 ["-H", forged, hostile_grader.url + "/submissions"]):
         # The secret URL leaked (a command line, ps): another user has it whole.
         out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "curl", "-s",
                               "-w", "\n%{http_code}", *args], capture_output=True, text=True, timeout=60)
         body, status = out.stdout.rsplit("\n", 1)
         assert status == "403" and json.loads(body)["error"] == "not_your_run", out
+    owner.close()
     assert len(hostile_grader.client.submissions()) == before  # nothing submitted, nothing read
     with hostile_grader.store() as store:
         assert [e for e in store.events() if e["kind"] == "foreign_request"]

@@ -40,8 +40,11 @@ def serve(config: GraderConfig, secret: str, sock: socket.socket) -> None:
     server = uvicorn.Server(
         # A /submit waiting on its score must not hold a stopping grader up: after 3 s the
         # lifespan shutdown runs and kills the workers.
+        # proxy_headers=False: the client address is the socket's own, never a header's (the grader's
+        # owner-only check asks the kernel who owns that socket; X-Forwarded-For would name another one).
         uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", timeout_keep_alive=KEEP_ALIVE_S,
-                       timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+                       timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, proxy_headers=False,
+                       forwarded_allow_ips="")
     )
     asyncio.run(server.serve(sockets=[sock]))
 
