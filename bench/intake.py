@@ -68,7 +68,7 @@ def main() -> None:
 
         def intake() -> None:
             dest = tmp / "intake" / str(next(counter))
-            take(src, src.parent, dest, max_bytes=4 * GIB)
+            take(src, src.parent, dest, max_bytes=4 * GIB, base=None)
             shutil.rmtree(dest)
 
         def plain() -> None:

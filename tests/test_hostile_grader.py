@@ -67,9 +67,9 @@ def test_a_hostile_agent_cannot_forge_a_score_or_read_an_evaluation(tiny_model: 
     wait_for(lambda: summarize(run_dir).status not in ACTIVE_STATUSES, timeout=600, what="the run to end")
 
     log = log_path.read_text()
-    assert "submitter done 15" in log, log[-3000:]
+    assert "submitter done 16" in log, log[-3000:]
     got = attacks(log)
-    assert got["leak"] == (200, "failed", "chat_template_error")
+    assert got["leak"][:2] == got["solve"][:2] == (200, "scored")  # their templates were never used
     assert got["fifo"] == (422, "-", "not_a_regular_file")
     assert got["outside"] == (422, "-", "symlink")
     assert got["decoy"][:2] == (200, "scored")
@@ -82,6 +82,8 @@ def test_a_hostile_agent_cannot_forge_a_score_or_read_an_evaluation(tiny_model: 
     assert got["greedy"] == (200, "failed", "out_of_memory")
     beams = json.loads(re.search(r"answer beams: (.*)$", log, re.MULTILINE).group(1))
     assert "generation_config.json: num_beams" in beams["ignored_settings"]
+    solve = json.loads(re.search(r"answer solve: (.*)$", log, re.MULTILINE).group(1))
+    assert any("chat template differs" in note for note in solve["ignored_settings"])
 
     # Nothing of an evaluation reached the agent: not the leaking template's text, not an eval prompt.
     assert "LEAK" not in log
@@ -92,8 +94,11 @@ def test_a_hostile_agent_cannot_forge_a_score_or_read_an_evaluation(tiny_model: 
         events = [e["kind"] for e in store.events()]
     by_path = {s.model_path: s for s in subs.values() if s.kind == "agent" and s.model_path}
     base = subs[0]
-    # Each refusal and failure is a row of the record, its code beside its full text.
-    assert by_path["output/leak"].error_code == "chat_template_error" and "LEAK" in by_path["output/leak"].error
+    # Each refusal and failure is a row of the record, its code beside its full text. The templates'
+    # submissions were asked the base model's prompts, word for word.
+    prompts = {i: [json.loads(r)["prompt"] for r in (run_dir / "evals" / str(i) / "results.jsonl").read_text().splitlines()]
+               for i in (0, by_path["output/solve"].id)}
+    assert prompts[0] == prompts[by_path["output/solve"].id]
     assert by_path["output/fifo"].status == "rejected" and by_path["output/fifo"].error_code == "not_a_regular_file"
     assert by_path["output/missing"].error_code == "missing_weights"
     assert by_path["output/greedy"].error_code == "out_of_memory"

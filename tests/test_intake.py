@@ -22,7 +22,8 @@ import pytest
 from conftest import LiveGrader, make_prepared_run, wait_for
 from safetensors.torch import load_file, save_file
 
-from agent2rl_tui.grader.server.intake import Manifest, take
+from agent2rl_tui.grader.failures import ADVICE
+from agent2rl_tui.grader.server.intake import BaseModel, Manifest, take
 from agent2rl_tui.grader.server.validation import Rejection
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.tasks.modelfiles import weights_hash
@@ -48,7 +49,7 @@ def zeroed(src: Path, dst: Path) -> Path:
 
 def refused(folder: Path, dest: Path, **kw) -> Rejection:
     with pytest.raises(Rejection) as info:
-        take(folder, folder.parent, dest, max_bytes=kw.pop("max_bytes", 1 << 30), **kw)
+        take(folder, folder.parent, dest, max_bytes=kw.pop("max_bytes", 1 << 30), base=kw.pop("base", None))
     assert not dest.exists(), "a refused intake leaves no copy behind"
     return info.value
 
@@ -62,7 +63,7 @@ def test_the_copy_holds_exactly_what_an_engine_loads(tiny_model: Path, tmp_path:
     shutil.copy(tiny_model / "model.safetensors", folder / "model2.safetensors")
     shutil.copy(tiny_model / "model.safetensors", folder / "pytorch_model.bin")
     (folder / "training_args.bin").write_bytes(os.urandom(64))
-    taken = take(folder, folder.parent, tmp_path / "copy", max_bytes=1 << 30)
+    taken = take(folder, folder.parent, tmp_path / "copy", max_bytes=1 << 30, base=None)
     names = {f.name for f in taken.manifest.files}
     assert names == {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
                      "tokenizer_config.json", "chat_template.jinja"}
@@ -73,7 +74,7 @@ def test_the_copy_holds_exactly_what_an_engine_loads(tiny_model: Path, tmp_path:
     # A base copy behind an extra .bin is still the base model's weights, and hashes as such.
     base_copy = model_folder(tiny_model, tmp_path / "ws" / "base-copy")
     shutil.copy(folder / "model.safetensors", base_copy / "pytorch_model.bin")
-    again = take(base_copy, base_copy.parent, tmp_path / "copy2", max_bytes=1 << 30)
+    again = take(base_copy, base_copy.parent, tmp_path / "copy2", max_bytes=1 << 30, base=None)
     assert weights_hash(again.folder, again.manifest.weight_names) == weights_hash(tiny_model)
     assert Manifest.from_dict(json.loads(json.dumps(again.manifest.to_dict()))) == again.manifest
 
@@ -146,14 +147,11 @@ def test_broken_or_lying_weights_are_refused(tiny_model: Path, tmp_path: Path) -
 
 
 def test_a_checkpoint_lacking_weights_its_config_declares_is_refused(tiny_model: Path, tmp_path: Path) -> None:
-    from agent2rl_tui.grader.server.intake import model_tensors
-
     partial = model_folder(tiny_model, tmp_path / "ws" / "partial")
     tensors = load_file(str(partial / "model.safetensors"))
     dropped = sorted(k for k in tensors if "layers.1." in k)
     save_file({k: v for k, v in tensors.items() if k not in dropped}, str(partial / "model.safetensors"))
-    base_tensors, architecture = model_tensors(tiny_model)
-    rej = refused(partial, tmp_path / "c", base_tensors=base_tensors, base_architecture=architecture)
+    rej = refused(partial, tmp_path / "c", base=BaseModel.read(tiny_model))
     assert rej.status == 422 and rej.code == "missing_weights" and dropped[0] in rej.detail
 
 
@@ -179,13 +177,13 @@ def test_decoding_is_the_tasks_on_both_engines(tiny_model: Path, tmp_path: Path)
         engine.load(folder)
         return engine.generate(prompts, settings)
 
-    clean = outputs(take(tiny_model, None, tmp_path / "c0", max_bytes=1 << 30).folder)
+    clean = outputs(take(tiny_model, None, tmp_path / "c0", max_bytes=1 << 30, base=None).folder)
     for folder in (hostile, legacy):
-        taken = take(folder, folder.parent, tmp_path / f"c-{folder.name}", max_bytes=1 << 30)
+        taken = take(folder, folder.parent, tmp_path / f"c-{folder.name}", max_bytes=1 << 30, base=None)
         assert outputs(taken.folder) == clean
         assert taken.manifest.ignored_settings
     assert "generation_config.json: num_beams" in take(hostile, hostile.parent, tmp_path / "c3",
-                                                        max_bytes=1 << 30).manifest.ignored_settings
+                                                        max_bytes=1 << 30, base=None).manifest.ignored_settings
     # Untaken, the hostile folder does change what transformers generates: the test can fail.
     assert outputs(hostile) != clean
 
@@ -220,36 +218,84 @@ def base_of(grader: LiveGrader) -> Path:
     return next((grader.workspace / "models").iterdir())
 
 
-def test_an_error_carrying_an_eval_prompt_never_reaches_the_agent(hostile_grader: LiveGrader) -> None:
-    folder = hostile_template(base_of(hostile_grader), hostile_grader.workspace / "output" / "leak",
-                              "{{ raise_exception('LEAK ' + messages[-1]['content']) }}")
-    resp = hostile_grader.client.submit("output/leak")
-    body = resp.json()
-    assert body["status"] == "failed" and body["error"] == "chat_template_error"
-    listed = json.dumps(hostile_grader.client.submissions()) + json.dumps(hostile_grader.client.health())
-    for text in (resp.text, listed, json.dumps(hostile_grader.client.submission(body["submission_id"]))):
-        assert "LEAK" not in text and not any(q in text for q in eval_questions(hostile_grader.run_dir))
-    with hostile_grader.store() as store:  # the person reviewing the run sees what happened
-        recorded = store.submission(body["submission_id"])
-    assert recorded.error_code == "chat_template_error" and "LEAK" in recorded.error
-    assert folder.exists()
+def prompts_of(grader: LiveGrader, sub_id: int) -> list[str]:
+    rows = (grader.run_dir / "evals" / str(sub_id) / "results.jsonl").read_text().splitlines()
+    return [json.loads(r)["prompt"] for r in rows]
 
 
-def test_a_template_that_never_ends_or_eats_memory_fails_alone(hostile_grader: LiveGrader) -> None:
+def test_a_submitted_chat_template_is_never_used(hostile_grader: LiveGrader) -> None:
+    """A template is code that sees each eval prompt: it could raise with it (and an error text would
+    carry it back), or compute the answer into the prompt. The grader asks with the base model's."""
     base = base_of(hostile_grader)
     output = hostile_grader.workspace / "output"
-    hostile_template(base, output / "forever", "{% for i in range(100000) %}{% for j in range(100000) %}"
-                                               "{% endfor %}{% endfor %}")
-    hostile_template(base, output / "greedy", "{% for i in range(100000) %}{{ ('x' * 1000000) ~ i }}{% endfor %}")
-    model_folder(base, output / "fine")
-    forever = hostile_grader.client.submit("output/forever").json()
-    assert forever["status"] == "failed" and forever["error"] == "chat_template_timeout", forever
-    greedy = hostile_grader.client.submit("output/greedy").json()
-    assert greedy["status"] == "failed" and greedy["error"] == "out_of_memory", greedy
-    fine = hostile_grader.client.submit("output/fine").json()  # the run goes on
+    hostile_template(base, output / "leak", "{{ raise_exception('LEAK ' + messages[-1]['content']) }}")
+    hostile_template(base, output / "solve", "{% for m in messages %}{% set p = m['content'].rstrip('=').split('+') %}"
+                                              "{{ m['content'] }} #### {{ (p[0]|int) + (p[-1]|int) }}\n{% endfor %}")
+    for name in ("leak", "solve"):
+        resp = hostile_grader.client.submit(f"output/{name}")
+        body = resp.json()
+        assert body["status"] == "scored", body
+        assert any("chat template differs" in note for note in body["ignored_settings"])
+        assert prompts_of(hostile_grader, body["submission_id"]) == prompts_of(hostile_grader, 0)  # the base's
+        listed = json.dumps(hostile_grader.client.submissions()) + json.dumps(hostile_grader.client.health())
+        for text in (resp.text, listed):
+            assert "LEAK" not in text and not any(q in text for q in eval_questions(hostile_grader.run_dir))
+
+
+def test_a_failed_evaluation_answers_a_code_and_keeps_its_text_for_the_record(hostile_grader: LiveGrader) -> None:
+    """A model that fails while it generates (its vocabulary cut below the tokenizer's ids)."""
+    folder = model_folder(base_of(hostile_grader), hostile_grader.workspace / "output" / "cut")
+    tensors = load_file(str(folder / "model.safetensors"))
+    tensors["model.embed_tokens.weight"] = tensors["model.embed_tokens.weight"][:8].clone()
+    save_file(tensors, str(folder / "model.safetensors"))
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "vocab_size": 8, "bos_token_id": 0, "eos_token_id": 2,
+                                                    "pad_token_id": 0}))
+    body = hostile_grader.client.submit("output/cut").json()
+    assert body["status"] == "failed" and body["error"] == "generation_failed", body
+    assert body["detail"] == ADVICE["generation_failed"]  # our words only
+    with hostile_grader.store() as store:
+        recorded = store.submission(body["submission_id"])
+    assert recorded.error_code == "generation_failed" and "index" in recorded.error.lower()
+    assert "index" not in json.dumps(hostile_grader.client.submission(body["submission_id"])).lower()
+
+
+def test_a_config_that_eats_memory_fails_alone(hostile_grader: LiveGrader) -> None:
+    """Another architecture (no base tensors to check against) whose position table is 2 GiB, every
+    weight of it missing: transformers fills it at random, and the worker's memory limit stops it."""
+    folder = hostile_grader.workspace / "output" / "bomb"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_positions": 1 << 23, "n_embd": 64,
+        "n_layer": 1, "n_head": 2, "vocab_size": 768, "bos_token_id": 0, "eos_token_id": 2}))
+    import torch
+
+    save_file({"transformer.wte.weight": torch.zeros(768, 64)}, str(folder / "model.safetensors"))
+    bomb = hostile_grader.client.submit("output/bomb").json()
+    assert bomb["status"] == "failed" and bomb["error"] == "out_of_memory", bomb
+    fine = hostile_grader.client.submit(model_copy_of(hostile_grader, "fine")).json()  # the run goes on
     assert fine["status"] == "scored" and fine["score"] == hostile_grader.health["baseline"]["score"]
     with hostile_grader.store() as store:
-        assert "GiB" in store.submission(greedy["submission_id"]).error
+        assert "GiB" in store.submission(bomb["submission_id"]).error
+
+
+def model_copy_of(grader: LiveGrader, name: str) -> str:
+    if not (grader.workspace / "output" / name).exists():
+        model_folder(base_of(grader), grader.workspace / "output" / name)
+    return f"output/{name}"
+
+
+def test_a_chat_template_that_never_ends_is_stopped(tiny_model: Path, tmp_path: Path) -> None:
+    """Rendering is bounded in time whatever the template (the worker's own; a submission's is never used)."""
+    from agent2rl_tui.grader.engines.base import EngineError, render_chat
+    from agent2rl_tui.tasks.modelfiles import load_tokenizer
+
+    tok = load_tokenizer(tiny_model)
+    tok.chat_template = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    started = time.monotonic()
+    with pytest.raises(EngineError) as info:
+        render_chat(tok, [{"role": "user", "content": "1+1="}], False, time_limit_s=0.5)
+    assert info.value.code == "chat_template_timeout" and time.monotonic() - started < 10
 
 
 def test_malformed_requests_get_a_4xx_and_a_record_row(hostile_grader: LiveGrader) -> None:

@@ -76,7 +76,7 @@ def test_a_model_folders_decoding_settings_change_nothing_on_vllm(long_model: Pa
     (hostile / "generation_config.json").write_text(json.dumps(gen))
     config = json.loads((hostile / "config.json").read_text())
     (hostile / "config.json").write_text(json.dumps({**config, "no_repeat_ngram_size": 1, "min_length": 30}))
-    taken = take(hostile, hostile.parent, tmp_path / "copy", max_bytes=1 << 30)
+    taken = take(hostile, hostile.parent, tmp_path / "copy", max_bytes=1 << 30, base=None)
     hf = TransformersEngine()
     hf.load(long_model)
     prompts = [hf.render([{"role": "user", "content": f"{a}+{3 * a}="}]) for a in range(12)]

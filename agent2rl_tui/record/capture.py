@@ -82,19 +82,21 @@ class NotRegular(OSError):
 
 
 @contextmanager
-def open_regular(path: str | os.PathLike[str]) -> Iterator[tuple[BinaryIO, os.stat_result]]:
+def open_regular(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> Iterator[
+        tuple[BinaryIO, os.stat_result]]:
     """A regular file opened for reading, and its stat; never blocks, never follows a link.
 
     ``O_NONBLOCK`` makes opening a FIFO return at once (a regular file ignores it), and
     ``O_NOFOLLOW`` refuses a link (ELOOP); what was opened is then checked on the descriptor
     itself, so a path swapped between a listing and this open is caught here. Raises
     ``NotRegular`` for anything but a regular file, OSError when it cannot be opened.
+    ``dir_fd``: ``path`` is a name in that open folder (which cannot be swapped meanwhile).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):  # a socket, a device without a driver
-            st = os.lstat(path)
+            st = os.lstat(path, dir_fd=dir_fd)
             if not stat.S_ISREG(st.st_mode):
                 raise NotRegular(os.fsdecode(path), st.st_mode) from exc
         raise

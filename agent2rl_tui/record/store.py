@@ -409,8 +409,23 @@ class RunStore:
         return self.submission(BASELINE_ID)
 
     def best(self) -> Submission | None:
-        """The best agent submission (``best_of``)."""
-        return best_of(self.submissions(kind="agent"))
+        """The best agent submission (``best_of``, as one query)."""
+        row = self.conn.execute(BEST_SCORE_SQL.replace("SELECT score", "SELECT *", 1)).fetchone()
+        return Submission(**dict(row)) if row else None
+
+    def agent_submission_count(self) -> int:
+        """Agent submissions taken (queued, evaluated or failed), refusals not counted."""
+        return self.conn.execute("SELECT COUNT(*) FROM submissions WHERE kind = 'agent' AND status != ?",
+                                 (SubStatus.REJECTED,)).fetchone()[0]
+
+    def last_submit_time(self) -> float | None:
+        """When the last agent submission that was taken arrived (refusals not counted)."""
+        return self.conn.execute("SELECT MAX(received_at) FROM submissions WHERE kind = 'agent' AND status != ?",
+                                 (SubStatus.REJECTED,)).fetchone()[0]
+
+    def rejected_count(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM submissions WHERE status = ?",
+                                 (SubStatus.REJECTED,)).fetchone()[0]
 
     def pending_count(self) -> int:
         return self.conn.execute(

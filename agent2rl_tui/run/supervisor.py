@@ -182,9 +182,10 @@ class Supervisor:
                     raise RunFailed("stopped while the baseline was being scored") from exc
                 raise RunFailed(f"the grader did not start: {exc}; see logs/grader.log") from exc
         baseline = info.get("baseline") or {}
-        if baseline.get("status") != SubStatus.SCORED:
+        if baseline.get("status") != SubStatus.SCORED:  # the grader's answer has a code; the record the text
+            recorded = self.store.baseline()
             raise RunFailed(
-                f"the base model could not be scored: {baseline.get('error', 'unknown error')}"
+                f"the base model could not be scored: {(recorded.error if recorded else None) or 'unknown error'}"
             )
         log.info("baseline score %.2f", baseline["score"])
 

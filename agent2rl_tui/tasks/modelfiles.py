@@ -13,7 +13,7 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "model*.bin")
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
@@ -66,28 +66,69 @@ def check_model_folder(folder: Path) -> ModelProblem | None:
     return None
 
 
-def files_leaving(folder: Path, root: Path) -> list[str]:
-    """Files under ``folder`` (paths relative to it) whose real location is outside ``root``."""
-    out: list[str] = []
-    root = Path(os.path.realpath(root))
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
-        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
-            full = os.path.join(dirpath, name)
-            if not Path(os.path.realpath(full)).is_relative_to(root):
-                out.append(os.path.relpath(full, folder))
-    return sorted(out)
+SAFETENSORS_HEADER_LIMIT = 100 << 20  # the format's own limit
+DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+               "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
+
+
+def safetensors_header(fh: BinaryIO, size: int) -> dict[str, dict[str, Any]]:
+    """The tensors a safetensors file declares (name -> dtype, shape, data_offsets), checked
+    against the file's ``size``: a header within the format's limit, every tensor's bytes inside
+    the file and as many as its dtype and shape say. ValueError for anything else (a submitted
+    file is hostile: a header length of 2**62 must not become a read of that size)."""
+    try:
+        fh.seek(0)
+        head = fh.read(8)
+        (header_len,) = struct.unpack("<Q", head)
+        if header_len > min(SAFETENSORS_HEADER_LIMIT, size - 8):
+            raise ValueError("header length")
+        header = json.loads(fh.read(header_len))
+        if not isinstance(header, dict):
+            raise ValueError("header")
+        data_len = size - 8 - header_len
+        tensors: dict[str, dict[str, Any]] = {}
+        for key, info in header.items():
+            if key == "__metadata__":
+                continue
+            start, end = info["data_offsets"]
+            shape = info["shape"]
+            if not (type(start) is int and type(end) is int and 0 <= start <= end <= data_len
+                    and isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
+                raise ValueError(key)
+            width = DTYPE_BYTES.get(info["dtype"])
+            numel = 1
+            for d in shape:
+                numel *= d
+            if width is not None and numel * width != end - start:
+                raise ValueError(key)
+            tensors[key] = {"dtype": info["dtype"], "shape": shape, "data_offsets": [start, end],
+                            "data_start": 8 + header_len}
+        return tensors
+    except (struct.error, KeyError, TypeError, RecursionError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a valid safetensors file: {type(exc).__name__}") from None
+
+
+def tensor_names(folder: Path, names: list[str]) -> frozenset[str]:
+    """The tensors of a folder's safetensors files ``names`` (empty if one cannot be read)."""
+    out: set[str] = set()
+    for name in names:
+        path = folder / name
+        try:
+            with path.open("rb") as fh:
+                out |= set(safetensors_header(fh, os.fstat(fh.fileno()).st_size))
+        except (OSError, ValueError):
+            return frozenset()
+    return frozenset(out)
 
 
 def _hash_safetensors(path: Path, names: dict[str, bytes]) -> None:
     """Hash each tensor's name, dtype, shape and bytes; file layout and metadata do not count."""
     with path.open("rb") as fh:
-        (header_len,) = struct.unpack("<Q", fh.read(8))
-        header = json.loads(fh.read(header_len))
-        base = 8 + header_len
-        for name in sorted(k for k in header if k != "__metadata__"):
+        header = safetensors_header(fh, os.fstat(fh.fileno()).st_size)
+        for name in sorted(header):
             info = header[name]
             start, end = info["data_offsets"]
-            fh.seek(base + start)
+            fh.seek(info["data_start"] + start)
             digest = hashlib.blake2b(digest_size=16)
             remaining = end - start
             while remaining > 0:
@@ -171,15 +212,16 @@ def count_parameters(folder: Path) -> int | None:
         return None
     total = 0
     for path in files:
-        with path.open("rb") as fh:
-            (header_len,) = struct.unpack("<Q", fh.read(8))
-            header = json.loads(fh.read(header_len))
-        for name, info in header.items():
-            if name != "__metadata__":
-                n = 1
-                for dim in info["shape"]:
-                    n *= int(dim)
-                total += n
+        try:
+            with path.open("rb") as fh:
+                header = safetensors_header(fh, os.fstat(fh.fileno()).st_size)
+        except (OSError, ValueError):
+            return None
+        for info in header.values():
+            n = 1
+            for dim in info["shape"]:
+                n *= dim
+            total += n
     return total
 
 

@@ -86,15 +86,17 @@ def cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
     return text[:cut]
 
 
-def render_chat(tokenizer: Any, messages: Messages, require_template: bool) -> str:
+def render_chat(tokenizer: Any, messages: Messages, require_template: bool,
+                time_limit_s: float = TEMPLATE_TIME_LIMIT_S) -> str:
     """``messages`` through the tokenizer's chat template (``tasks.grading_rules``, the workspace's
-    rules too), within ``TEMPLATE_TIME_LIMIT_S``. A template is the submission's own code: whatever
-    it raises, or a missing template the profile requires, is an EngineError."""
+    rules too), within ``time_limit_s``. The template is the base model's (the intake never takes a
+    submission's), but it is code all the same: whatever it raises, or a missing template the
+    profile requires, is an EngineError with a code, and it never runs unbounded."""
     try:
-        with time_limit(TEMPLATE_TIME_LIMIT_S):
+        with time_limit(time_limit_s):
             text = render_messages(tokenizer, messages, require_template)
     except TemplateTimeout:
-        raise EngineError(f"the chat template took over {TEMPLATE_TIME_LIMIT_S:g} s to render a prompt",
+        raise EngineError(f"the chat template took over {time_limit_s:g} s to render a prompt",
                           "chat_template_timeout") from None
     except MemoryError:
         raise EngineError("the chat template asked for more memory than there is", "out_of_memory") from None

@@ -24,8 +24,7 @@ from typing import Any
 
 from agent2rl_tui.grader.engines import Engine, EngineError, engine_for, visible_gpus
 from agent2rl_tui.grader.engines.vllm_engine import VLLMEngine
-from agent2rl_tui.grader.server.intake import model_tensors
-from agent2rl_tui.tasks.modelfiles import architecture_key
+from agent2rl_tui.tasks.modelfiles import architecture_key, tensor_names, weight_files
 from agent2rl_tui.tasks.registry import EngineSettings
 
 
@@ -70,7 +69,7 @@ class EngineKeeper:
     def _vllm(self, settings: EngineSettings, gpus: int, model_path: Path, why: str,
               t0: float) -> tuple[Engine, Loaded]:
         key = json.dumps([architecture_key(model_path), settings.to_dict(), os.environ.get("CUDA_VISIBLE_DEVICES")])
-        tensors, _ = model_tensors(model_path)
+        tensors = tensor_names(model_path, [p.name for p in weight_files(model_path) if p.suffix == ".safetensors"])
         engine = self.engine
         # An in-place reload loads what the checkpoint holds and leaves the rest as it was: only a
         # checkpoint holding every tensor of the strictly loaded one may be swapped in.
@@ -85,8 +84,8 @@ class EngineKeeper:
                       flush=True)
                 why += "; fresh engine: the in-place reload failed"
         elif same:
-            why += ("; fresh engine: the checkpoint lacks tensors the warm engine's has" if self.tensors else
-                    "; fresh engine: the checkpoint's tensors cannot be checked (not safetensors)")
+            why += ("; fresh engine: the checkpoint lacks tensors the warm engine's has" if self.tensors and tensors
+                    else "; fresh engine: the checkpoint's tensors cannot be checked (not safetensors)")
         elif isinstance(engine, VLLMEngine):
             why += "; fresh engine: the architecture, tokenizer or engine settings differ from the warm one's"
         self.close()

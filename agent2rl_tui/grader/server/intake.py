@@ -7,9 +7,13 @@ that only the hash reads, or make a weights file a FIFO that blocks whoever open
 before answering, the grader takes what it will evaluate into a folder of its own
 (``<run>/intake/<n>/``, outside the workspace and out of the sandbox's sight):
 
-- only the files an engine loads: ``config.json``, the tokenizer's files, a sanitised
-  ``generation_config.json`` and the weights one rule picks (``weights_to_load``); nothing
-  else of the folder is copied, so no engine can read a file that was not hashed;
+- only the files an engine loads: ``config.json``, a sanitised ``generation_config.json`` and
+  the weights one rule picks (``weights_to_load``); nothing else of the folder is copied, so no
+  engine can read a file that was not hashed;
+- the tokenizer is the base model's (``BaseModel``), never the submission's: a chat template is
+  code that sees each eval prompt (it can compute an arithmetic answer, carry a lookup table of
+  a public test set, or raise with the prompt), and a tokenizer's normalizer can rewrite the
+  prompt; the grader asks as the task asks. A submission whose tokenizer differs is told so;
 - each opened without following a symlink and without blocking, taken only if it is a
   regular file, copied up to the size it had when opened and refused if it changed while it
   was copied, under a size limit for the whole submission;
@@ -33,15 +37,14 @@ import hashlib
 import json
 import os
 import shutil
-import stat
-import struct
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.grader.server.validation import Rejection
-from agent2rl_tui.tasks.modelfiles import TOKENIZER_FILES
+from agent2rl_tui.record.capture import NotRegular, open_regular
+from agent2rl_tui.tasks.modelfiles import TOKENIZER_FILES, safetensors_header, tensor_names
 
 CONFIG = "config.json"
 GENERATION_CONFIG = "generation_config.json"
@@ -50,7 +53,8 @@ SAFE, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
 BIN, BIN_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
 SMALL_FILE_LIMIT = 64 << 20
 """A config, tokenizer or index file larger than this is refused (real tokenizers are ~10-30 MB)."""
-SAFETENSORS_HEADER_LIMIT = 100 << 20  # the format's own limit
+MAX_ENTRIES = 10_000
+"""A model folder holds a dozen files; one with more entries than this is refused unread."""
 TOKEN_ID_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
 DECODING_KEYS = frozenset((
     "num_beams", "num_beam_groups", "num_return_sequences", "do_sample", "temperature", "top_k", "top_p", "min_p",
@@ -61,7 +65,7 @@ DECODING_KEYS = frozenset((
     "sequence_bias", "guidance_scale", "max_length", "max_new_tokens", "min_length", "min_new_tokens",
     "early_stopping", "max_time", "stop_strings", "penalty_alpha", "diversity_penalty", "dola_layers",
     "watermarking_config", "prompt_lookup_num_tokens", "assistant_early_exit", "num_assistant_tokens",
-    "output_scores", "output_logits", "return_dict_in_generate", "chunk_size_feed_forward",
+    "output_scores", "output_logits", "return_dict_in_generate",
 ))
 """Generation settings that change what is generated; a model folder's are never applied."""
 DECODING_DEFAULTS = {"do_sample": False, "num_beams": 1, "num_beam_groups": 1, "num_return_sequences": 1,
@@ -71,8 +75,6 @@ DECODING_DEFAULTS = {"do_sample": False, "num_beams": 1, "num_beam_groups": 1, "
 """transformers' own defaults: a folder that states one of these changes nothing, and is not told it was ignored."""
 LEFT_OUT_SHOWN = 50
 COPY_CHUNK = 1 << 30
-DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-               "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,8 @@ class Manifest:
     """Names in the folder that no engine reads (the first ``LEFT_OUT_SHOWN``), not copied."""
     n_left_out: int = 0
     ignored_settings: list[str] = field(default_factory=list)
-    """Decoding settings the folder carried, never applied (``file: key``)."""
+    """What the folder carried that the grader does not apply: decoding settings (``file: key``), a
+    tokenizer or chat template other than the base model's."""
 
     @property
     def weight_names(self) -> list[str]:
@@ -120,7 +123,6 @@ class Intake:
 
     folder: Path
     manifest: Manifest
-    tensor_names: frozenset[str] = frozenset()
 
     def to_json(self) -> str:
         """As run.db's ``submissions.intake_json`` keeps it."""
@@ -132,6 +134,30 @@ class Intake:
         return cls(Path(data["folder"]), Manifest.from_dict(data["manifest"]))
 
 
+@dataclass(frozen=True)
+class BaseModel:
+    """What a submission is held to: the base model's tensors and architecture, and the tokenizer
+    every submission is evaluated with (the base model's own files, read once by the grader from
+    the read-only copy in the workspace)."""
+
+    tensors: frozenset[str]
+    architecture: tuple[Any, Any] | None
+    tokenizer: dict[str, bytes]
+
+    @classmethod
+    def read(cls, folder: Path) -> BaseModel:
+        tokenizer = {n: (folder / n).read_bytes() for n in TOKENIZER_NAMES if (folder / n).is_file()}
+        try:
+            config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+            weights, fmt, _ = weights_to_load(set(os.listdir(folder)), lambda index: list(
+                json.loads((folder / index).read_text(encoding="utf-8"))["weight_map"].values()))
+        except (OSError, ValueError, KeyError, AttributeError, Rejection):
+            return cls(frozenset(), None, tokenizer)
+        if fmt != "safetensors":
+            return cls(frozenset(), None, tokenizer)
+        return cls(tensor_names(folder, weights), (config.get("architectures"), config.get("model_type")), tokenizer)
+
+
 # -- which files an engine loads ---------------------------------------------------------------
 
 def weights_to_load(names: set[str], index_of: Any) -> tuple[list[str], str, str | None]:
@@ -139,7 +165,7 @@ def weights_to_load(names: set[str], index_of: Any) -> tuple[list[str], str, str
 
     One rule for both engines, the order transformers looks in: ``model.safetensors``, else
     the shards its index names, else ``pytorch_model.bin``, else the shards of its index.
-    ``index_of(name)`` reads an index file's ``weight_map``.
+    ``index_of(name)`` reads an index file's ``weight_map`` values.
     """
     if SAFE in names:
         return [SAFE], "safetensors", None
@@ -149,52 +175,73 @@ def weights_to_load(names: set[str], index_of: Any) -> tuple[list[str], str, str
             continue
         if index == BIN:
             return [BIN], fmt, None
-        shards = sorted(set(index_of(index)))
-        bad = [s for s in shards if not isinstance(s, str) or "/" in s or s.startswith(".") or not s.endswith(suffix)]
-        if bad or not shards:
+        values = index_of(index)
+        if not values or not all(isinstance(s, str) and "/" not in s and not s.startswith(".") and s.endswith(suffix)
+                                 for s in values):
             raise Rejection(422, "invalid_index", f"{index} must name its shards as plain {suffix} file names in the "
-                          "same folder; save the model again with save_pretrained(DIR).")
+                            "same folder; save the model again with save_pretrained(DIR).")
+        shards = sorted(set(values))
         missing = [s for s in shards if s not in names]
         if missing:
             raise Rejection(422, "missing_weights", f"{index} names {len(missing)} shard(s) that are not in the "
-                          f"folder (e.g. {missing[0]}); save the whole model with save_pretrained(DIR).")
+                            f"folder (e.g. {missing[0]}); save the whole model with save_pretrained(DIR).")
         return shards, fmt, index
     raise Rejection(422, "no_weights", "The folder has no model.safetensors, model.safetensors.index.json, "
-                  "pytorch_model.bin or pytorch_model.bin.index.json. Save the full model with save_pretrained(DIR).")
+                    "pytorch_model.bin or pytorch_model.bin.index.json. Save the full model with save_pretrained(DIR).")
 
 
 # -- reading untrusted files ------------------------------------------------------------------
 
-def _open_member(dir_fd: int, name: str) -> tuple[int, os.stat_result]:
-    """A file of the submitted folder, opened without following links or blocking; a regular file."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise Rejection(422, "symlink", f"{name} is a symbolic link; the grader reads only regular files. "
-                          "Copy the file into the model folder (cp -L) and submit again.") from None
-        if exc.errno == errno.ENOENT:
-            raise Rejection(409, "changed_while_copied", f"{name} disappeared while the grader read the folder; "
-                          "submit once the model is saved.") from None
-        raise Rejection(422, "unreadable", f"{name} cannot be read ({os.strerror(exc.errno or 0)}).") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise Rejection(422, "not_a_regular_file", f"{name} is not a regular file (a FIFO, socket or device); "
-                      "save the model with save_pretrained(DIR).")
-    return fd, st
+def _listing(dir_fd: int) -> set[str]:
+    """The names in the submitted folder, at most ``MAX_ENTRIES`` of them."""
+    names: set[str] = set()
+    with os.scandir(dir_fd) as entries:
+        for entry in entries:
+            names.add(entry.name)
+            if len(names) > MAX_ENTRIES:
+                raise Rejection(422, "too_many_files", f"the folder holds over {MAX_ENTRIES:,} entries; submit a "
+                                "folder that holds only the saved model (save_pretrained(DIR)).")
+    return names
+
+
+def _member_error(name: str, exc: OSError) -> Rejection:
+    if isinstance(exc, NotRegular):
+        return Rejection(422, "not_a_regular_file", f"{name} is not a regular file ({exc.reason}); save the model "
+                         "with save_pretrained(DIR).")
+    if exc.errno == errno.ELOOP:
+        return Rejection(422, "symlink", f"{name} is a symbolic link; the grader reads only regular files. Copy the "
+                         "file into the model folder (cp -L) and submit again.")
+    if exc.errno == errno.ENOENT:
+        return Rejection(409, "changed_while_copied", f"{name} disappeared while the grader read the folder; "
+                         "submit once the model is saved.")
+    return Rejection(422, "unreadable", f"{name} cannot be read ({os.strerror(exc.errno or 0)}).")
+
+
+def _unchanged(fd: int, before: os.stat_result, name: str) -> None:
+    """Refuse a file written while it was read: its size, mtime or ctime moved (a write, or a
+    write with the mtime set back)."""
+    after = os.fstat(fd)
+    if (after.st_size, after.st_mtime_ns, after.st_ctime_ns) != (before.st_size, before.st_mtime_ns,
+                                                                  before.st_ctime_ns):
+        raise Rejection(409, "changed_while_copied", f"{name} was being written while the grader copied it; "
+                        "submit once save_pretrained has returned.")
 
 
 def _read_small(dir_fd: int, name: str) -> bytes:
-    fd, st = _open_member(dir_fd, name)
+    """A config, tokenizer or index file of the folder, whole and unchanged, or a Rejection."""
     try:
-        if st.st_size > SMALL_FILE_LIMIT:
-            raise Rejection(413, "too_large", f"{name} is {st.st_size:,} bytes; files other than the weights may "
-                          f"be at most {SMALL_FILE_LIMIT:,}.")
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            return fh.read(SMALL_FILE_LIMIT + 1)[:SMALL_FILE_LIMIT]
-    finally:
-        os.close(fd)
+        with open_regular(name, dir_fd=dir_fd) as (fh, st):
+            if st.st_size > SMALL_FILE_LIMIT:
+                raise Rejection(413, "too_large", f"{name} is {st.st_size:,} bytes; files other than the weights "
+                                f"may be at most {SMALL_FILE_LIMIT:,}.")
+            data = fh.read(st.st_size + 1)
+            if len(data) != st.st_size:
+                raise Rejection(409, "changed_while_copied", f"{name} was being written while the grader read it; "
+                                "submit once save_pretrained has returned.")
+            _unchanged(fh.fileno(), st, name)
+            return data
+    except OSError as exc:
+        raise _member_error(name, exc) from None
 
 
 def _json_object(data: bytes, name: str) -> dict[str, Any]:
@@ -202,43 +249,20 @@ def _json_object(data: bytes, name: str) -> dict[str, Any]:
         value = json.loads(data)
     except (ValueError, RecursionError):
         raise Rejection(422, "invalid_json_file", f"{name} is not valid JSON; save the model with "
-                      "save_pretrained(DIR).") from None
+                        "save_pretrained(DIR).") from None
     if not isinstance(value, dict):
         raise Rejection(422, "invalid_json_file", f"{name} must hold a JSON object.")
     return value
 
 
-def safetensors_tensors(fd: int, size: int, name: str) -> set[str]:
-    """The tensor names of a safetensors file, its header checked against the file's size."""
+def _tensors_of_copy(path: Path, name: str) -> set[str]:
+    """The tensor names of a copied safetensors file (what the engine will load), its header checked."""
     try:
-        head = os.pread(fd, 8, 0)
-        (header_len,) = struct.unpack("<Q", head) if len(head) == 8 else (None,)
-        if header_len is None or header_len > min(SAFETENSORS_HEADER_LIMIT, size - 8):
-            raise ValueError("header length")
-        header = json.loads(os.pread(fd, header_len, 8))
-        if not isinstance(header, dict):
-            raise ValueError("header")
-        data_len = size - 8 - header_len
-        names: set[str] = set()
-        for key, info in header.items():
-            if key == "__metadata__":
-                continue
-            start, end = info["data_offsets"]
-            shape = info["shape"]
-            if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end <= data_len
-                    and isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
-                raise ValueError(key)
-            width = DTYPE_BYTES.get(info["dtype"])
-            numel = 1
-            for d in shape:
-                numel *= d
-            if width is not None and numel * width != end - start:
-                raise ValueError(key)
-            names.add(key)
-        return names
-    except (ValueError, KeyError, TypeError, RecursionError, OSError):
+        with path.open("rb") as fh:
+            return set(safetensors_header(fh, os.fstat(fh.fileno()).st_size))
+    except ValueError:
         raise Rejection(422, "invalid_weights", f"{name} is not a valid safetensors file (its header or offsets are "
-                      "wrong); save the model with save_pretrained(DIR).") from None
+                        "wrong); save the model with save_pretrained(DIR).") from None
 
 
 # -- copying --------------------------------------------------------------------------------------
@@ -273,28 +297,28 @@ class _Budget:
         self.used += size
         if self.used > self.limit:
             raise Rejection(413, "too_large", f"the model's files are over the grader's limit of {self.limit:,} "
-                          f"bytes (at {name}); submit a model of the base model's size.")
+                            f"bytes (at {name}); submit a model of the base model's size.")
 
 
 def _copy_member(dir_fd: int, name: str, dest: Path, budget: _Budget) -> int:
-    """Copy one weights file into ``dest``; its size. Refused if it changes while it is copied (its
-    size, mtime or ctime: a write, or a write with the mtime set back)."""
-    fd, st = _open_member(dir_fd, name)
+    """Copy one weights file into ``dest``; its size. Refused if it changes while it is copied."""
     try:
-        budget.take(name, st.st_size)
-        out = os.open(dest / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            copied = _copy_bytes(fd, out, st.st_size)
-        finally:
-            os.close(out)
-        after = os.fstat(fd)
-        if copied != st.st_size or (after.st_size, after.st_mtime_ns, after.st_ctime_ns) != (
-                st.st_size, st.st_mtime_ns, st.st_ctime_ns):
-            raise Rejection(409, "changed_while_copied", f"{name} was being written while the grader copied it; "
-                          "submit once save_pretrained has returned.")
-        return st.st_size
-    finally:
-        os.close(fd)
+        with open_regular(name, dir_fd=dir_fd) as (fh, st):
+            budget.take(name, st.st_size)
+            out = os.open(dest / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                copied = _copy_bytes(fh.fileno(), out, st.st_size)
+            finally:
+                os.close(out)
+            if copied != st.st_size:
+                raise Rejection(409, "changed_while_copied", f"{name} shrank while the grader copied it; submit "
+                                "once save_pretrained has returned.")
+            _unchanged(fh.fileno(), st, name)
+            return st.st_size
+    except Rejection:
+        raise
+    except OSError as exc:
+        raise _member_error(name, exc) from None
 
 
 def _write(dest: Path, name: str, data: bytes) -> str:
@@ -305,7 +329,7 @@ def _write(dest: Path, name: str, data: bytes) -> str:
 def _sanitised_configs(config: dict[str, Any], generation: dict[str, Any] | None) -> tuple[
         dict[str, Any] | None, dict[str, Any], list[str]]:
     """(config.json without decoding keys, or None if it had none; generation_config.json with only its
-    token ids; what was dropped)."""
+    token ids; what was dropped that would have changed generation)."""
     def changes(key: str, value: Any) -> bool:
         return value is not None and not (key in DECODING_DEFAULTS and value == DECODING_DEFAULTS[key])
 
@@ -327,29 +351,52 @@ def _sanitised_configs(config: dict[str, Any], generation: dict[str, Any] | None
     return clean_config, kept, ignored
 
 
-def take(model_dir: Path, workspace: Path | None, dest: Path, *, max_bytes: int,
-         base_tensors: frozenset[str] = frozenset(), base_architecture: tuple[Any, Any] | None = None) -> Intake:
+def tokenizer_signature(files: dict[str, bytes]) -> dict[str, Any]:
+    """What of a tokenizer changes the prompt the model sees or the text read back: the chat template,
+    the special tokens, and the tokenizer model, normalizer, pre-tokenizer, post-processor and decoder.
+    Layout, key order and settings a re-save touches do not count (TRL re-saves an unchanged tokenizer
+    in another layout)."""
+    def load(name: str) -> Any:
+        try:
+            return json.loads(files[name]) if name in files else None
+        except (ValueError, RecursionError):
+            return files[name]
+
+    config = load("tokenizer_config.json")
+    config = config if isinstance(config, dict) else {}
+    fast = load("tokenizer.json")
+    fast = {k: v for k, v in fast.items() if k not in ("truncation", "padding", "version")} \
+        if isinstance(fast, dict) else fast
+    template = files.get("chat_template.jinja", b"").decode("utf-8", "replace") or config.get("chat_template") \
+        or load("chat_template.json")
+    special = {k: config.get(k) for k in ("bos_token", "eos_token", "unk_token")}
+    other = {n: hashlib.blake2b(files[n], digest_size=16).hexdigest()
+             for n in ("tokenizer.model", "vocab.json", "merges.txt", "added_tokens.json") if n in files}
+    return {"chat template": template, "special tokens": special, "tokenizer": fast, "vocabulary files": other}
+
+
+def take(model_dir: Path, workspace: Path | None, dest: Path, *, max_bytes: int, base: BaseModel | None) -> Intake:
     """Copy what an engine loads of ``model_dir`` into ``dest`` (created here; removed on refusal).
 
     ``workspace``: where the folder must really be (checked on the opened folder, so a path
     swapped for a link after it was resolved is caught); None for the grader's own base model.
-    ``base_tensors`` and ``base_architecture`` (``architectures``, ``model_type``): a checkpoint of the
-    base model's architecture must hold every tensor the base model has.
+    ``base``: what the submission is held to (its tokenizer is the one copied); None when
+    ``model_dir`` is the base model itself.
     """
     started = time.perf_counter()
     try:
         dir_fd = os.open(model_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         raise Rejection(409, "changed_while_copied", f"{model_dir} changed while the grader opened it; keep a "
-                      "submitted folder in place.") from None
+                        "submitted folder in place.") from None
     dest.mkdir(parents=True, exist_ok=False)
     try:
         if workspace is not None:
             where = Path(os.readlink(f"/proc/self/fd/{dir_fd}"))
             if not where.is_relative_to(workspace):
-                raise Rejection(403, "outside_workspace", f"the folder turned out to be {where}, outside the workspace; "
-                              "keep a submitted folder in place and inside the workspace.")
-        intake = _take(dir_fd, dest, max_bytes, base_tensors, base_architecture, started)
+                raise Rejection(403, "outside_workspace", f"the folder turned out to be {where}, outside the "
+                                "workspace; keep a submitted folder in place and inside the workspace.")
+        intake = _take(dir_fd, dest, _Budget(max_bytes), base, started)
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
@@ -358,14 +405,12 @@ def take(model_dir: Path, workspace: Path | None, dest: Path, *, max_bytes: int,
     return intake
 
 
-def _take(dir_fd: int, dest: Path, max_bytes: int, base_tensors: frozenset[str],
-          base_architecture: tuple[Any, Any] | None, started: float) -> Intake:
-    names = set(os.listdir(dir_fd))
-    budget = _Budget(max_bytes)
+def _take(dir_fd: int, dest: Path, budget: _Budget, base: BaseModel | None, started: float) -> Intake:
+    names = _listing(dir_fd)
     files: list[IntakeFile] = []
-    config_bytes = _read_small(dir_fd, CONFIG) if CONFIG in names else None
-    if config_bytes is None:
+    if CONFIG not in names:
         raise Rejection(422, "no_config", "The folder has no config.json. Save the model with save_pretrained(DIR).")
+    config_bytes = _read_small(dir_fd, CONFIG)
     config = _json_object(config_bytes, CONFIG)
     generation = _json_object(_read_small(dir_fd, GENERATION_CONFIG), GENERATION_CONFIG) \
         if GENERATION_CONFIG in names else None
@@ -375,11 +420,19 @@ def _take(dir_fd: int, dest: Path, max_bytes: int, base_tensors: frozenset[str],
     files.append(IntakeFile(CONFIG, "config", len(data), _write(dest, CONFIG, data)))
     data = json.dumps(token_ids, indent=2).encode()
     files.append(IntakeFile(GENERATION_CONFIG, "generation_config", len(data), _write(dest, GENERATION_CONFIG, data)))
+
+    own: dict[str, bytes] = {}
     for name in TOKENIZER_NAMES:
         if name in names:
-            data = _read_small(dir_fd, name)
-            budget.take(name, len(data))
-            files.append(IntakeFile(name, "tokenizer", len(data), _write(dest, name, data)))
+            own[name] = _read_small(dir_fd, name)
+            budget.take(name, len(own[name]))
+    tokenizer = own if base is None else base.tokenizer
+    if base is not None:
+        mine, theirs = tokenizer_signature(own), tokenizer_signature(base.tokenizer)
+        ignored += [f"tokenizer: its {part} differs from the base model's; the grader prompts and reads answers "
+                    "with the base model's tokenizer" for part in mine if mine[part] != theirs[part]]
+    for name, data in tokenizer.items():
+        files.append(IntakeFile(name, "tokenizer", len(data), _write(dest, name, data)))
 
     indexes: dict[str, bytes] = {}
 
@@ -396,52 +449,18 @@ def _take(dir_fd: int, dest: Path, max_bytes: int, base_tensors: frozenset[str],
         files.append(IntakeFile(index, "index", len(indexes[index]), _write(dest, index, indexes[index])))
     tensors: set[str] = set()
     for name in weights:
-        size = _copy_member(dir_fd, name, dest, budget)
-        if fmt == "safetensors":  # read from the copy: what the engine will load
-            fd = os.open(dest / name, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                tensors |= safetensors_tensors(fd, size, name)
-            finally:
-                os.close(fd)
-        files.append(IntakeFile(name, "weights", size))
-    architecture = (config.get("architectures"), config.get("model_type"))
-    if fmt == "safetensors" and base_tensors and architecture == base_architecture:
-        missing = sorted(base_tensors - tensors)
+        files.append(IntakeFile(name, "weights", _copy_member(dir_fd, name, dest, budget)))
+        if fmt == "safetensors":
+            tensors |= _tensors_of_copy(dest / name, name)
+    if base is not None and fmt == "safetensors" and base.tensors and \
+            (config.get("architectures"), config.get("model_type")) == base.architecture:
+        missing = sorted(base.tensors - tensors)
         if missing:
             raise Rejection(422, "missing_weights", f"the weights lack {len(missing)} tensor(s) the model's config "
-                          f"declares (e.g. {missing[0]}); they would be initialised at random. Save the full model "
-                          "with save_pretrained(DIR) (merge LoRA adapters first).")
-    taken = {f.name for f in files} | {GENERATION_CONFIG}
-    left_out = sorted(names - taken)
+                            f"declares (e.g. {missing[0]}); they would be initialised at random. Save the full model "
+                            "with save_pretrained(DIR) (merge LoRA adapters first).")
+    left_out = sorted(names - {f.name for f in files} - set(own) - {GENERATION_CONFIG})
     manifest = Manifest(files=files, bytes=sum(f.size for f in files), copy_seconds=time.perf_counter() - started,
                         weights_format=fmt, left_out=left_out[:LEFT_OUT_SHOWN], n_left_out=len(left_out),
                         ignored_settings=ignored)
-    return Intake(dest, manifest, frozenset(tensors))
-
-
-def model_tensors(folder: Path) -> tuple[frozenset[str], tuple[Any, Any] | None]:
-    """The tensor names and (architectures, model_type) of a model folder the grader trusts (the base
-    model, read-only to the agent); empty when they cannot be read."""
-    try:
-        config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
-        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except (OSError, ValueError):
-        return frozenset(), None
-    try:
-        names = set(os.listdir(dir_fd))
-        weights, fmt, _ = weights_to_load(names, lambda index: list(
-            _json_object(_read_small(dir_fd, index), index).get("weight_map", {}).values()))
-        if fmt != "safetensors":
-            return frozenset(), None
-        tensors: set[str] = set()
-        for name in weights:
-            fd, st = _open_member(dir_fd, name)
-            try:
-                tensors |= safetensors_tensors(fd, st.st_size, name)
-            finally:
-                os.close(fd)
-        return frozenset(tensors), (config.get("architectures"), config.get("model_type"))
-    except (Rejection, AttributeError, OSError):
-        return frozenset(), None
-    finally:
-        os.close(dir_fd)
+    return Intake(dest, manifest)

@@ -24,8 +24,9 @@ from typing import Any
 
 from agent2rl_tui.grader.failures import EvalFailure, advice
 from agent2rl_tui.grader.server import intake as intake_mod
+from agent2rl_tui.grader.server import validation
 from agent2rl_tui.grader.server.config import GraderConfig
-from agent2rl_tui.grader.server.intake import Intake, Manifest
+from agent2rl_tui.grader.server.intake import BaseModel, Intake, Manifest
 from agent2rl_tui.grader.server.validation import Accepted, Rejection, recordable
 from agent2rl_tui.grader.server.workers import JobOutOfMemory, JobTimeout, Worker, WorkerPool
 from agent2rl_tui.record.revisions import Revision, SnapshotError, Snapshotter
@@ -34,6 +35,7 @@ from agent2rl_tui.util.timeutil import now
 
 log = logging.getLogger("agent2rl.grader")
 Result = dict[str, Any]
+MAX_REJECTED_ROWS = 10_000
 
 
 class Grader:
@@ -50,11 +52,13 @@ class Grader:
         self.engine_name = "-"
         self.intake_dir = config.run_dir / "intake"
         self.taking = 0  # intakes in progress (they count against max_queued too)
+        self.rejected = self.store.rejected_count()
+        self.flood: dict[str, int] = {}
 
     @cached_property
-    def base(self) -> tuple[frozenset[str], Any]:
-        """The base model's tensor names and architecture: a submission of that architecture must hold them all."""
-        return intake_mod.model_tensors(self.cfg.base_model_dir)
+    def base(self) -> BaseModel:
+        """What every submission is held to: the base model's tensors, architecture and tokenizer."""
+        return BaseModel.read(self.cfg.base_model_dir)
 
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
@@ -90,10 +94,10 @@ class Grader:
         self.store.add_submission(kind="baseline", status=status, **fields)
 
     def _take_into(self, folder: Path, workspace: Path | None, dest: Path) -> Intake:
+        """The grader's copy of ``folder`` in ``dest``; ``workspace`` None: the base model itself."""
         shutil.rmtree(dest, ignore_errors=True)  # a copy a killed grader left half made
-        tensors, architecture = self.base
         return intake_mod.take(folder, workspace, dest, max_bytes=self.cfg.max_submission_bytes,
-                               base_tensors=tensors, base_architecture=architecture)
+                               base=None if workspace is None else self.base)
 
     def _requeue_unfinished(self) -> None:
         """Anything left queued or half-evaluated by an earlier grader of this run goes again."""
@@ -103,27 +107,41 @@ class Grader:
                 self.queue.put_nowait(sub.id)
 
     # -- intake -----------------------------------------------------------------------
-    async def take(self, sub: Accepted) -> Intake:
-        """The grader's copy of an accepted folder (in a thread: copying takes a while), or a Rejection."""
+    async def accept(self, body: Any, received: float) -> tuple[int, asyncio.Future[Result]]:
+        """Check a decoded /submit body, take the grader's copy, snapshot the code and queue it: its
+        id and a future for its result, or a Rejection. The slot it takes in the queue is held from
+        the first check on, so parallel requests cannot pass ``max_queued`` while one is copied."""
         waiting = self.store.pending_count() + self.taking
         if waiting >= self.cfg.max_queued:
             raise Rejection(429, "queue_full", f"{waiting} submissions are waiting to be evaluated (at most "
                             f"{self.cfg.max_queued}); wait until GET /submissions shows them scored, then submit.")
         self.taking += 1
+        dest = self.intake_dir / f"pending-{secrets.token_hex(8)}"
         try:
-            dest = self.intake_dir / f"pending-{secrets.token_hex(8)}"
-            return await asyncio.to_thread(self._take_into, sub.resolved, self.cfg.workspace, dest)
+            accepted = await asyncio.to_thread(validation.validate, body, self.store.run(), self.cfg.workspace)
+            try:
+                taken = await asyncio.to_thread(self._take_into, accepted.resolved, self.cfg.workspace, dest)
+            except OSError as exc:  # ours, not the agent's (a full disk): logged in full
+                log.error("could not take a submission: %s: %s", type(exc).__name__, exc)
+                raise Rejection(503, "intake_failed", "The grader could not take a copy of the model (it is "
+                                "recorded); submit again in a minute.") from exc
+            revision = await asyncio.to_thread(self.snapshot_for_submission)
+            return self.enqueue(accepted, taken, revision, received)
         finally:
             self.taking -= 1
+            shutil.rmtree(dest, ignore_errors=True)  # nothing there once queued (renamed to intake/<n>)
 
-    def intake_failed(self, exc: Exception) -> Rejection:
-        """A submission the grader could not take for a reason of its own (disk full): logged in full."""
-        log.error("could not take a submission: %s: %s", type(exc).__name__, exc, exc_info=exc)
-        return Rejection(503, "intake_failed", "The grader could not take a copy of the model (it is recorded); "
-                         "submit again in a minute.")
-
-    def reject(self, rej: Rejection, raw_path: str | None, received: float) -> int:
-        """Record a refused submission; its id."""
+    def reject(self, rej: Rejection, raw_path: str | None, received: float) -> int | None:
+        """Record a refused submission; its id. Past ``MAX_REJECTED_ROWS`` refusals, a flood of bad
+        requests is counted instead (an event every 1,000, by code), so the record stays bounded."""
+        self.rejected += 1
+        if self.rejected > MAX_REJECTED_ROWS:
+            self.flood[rej.code] = self.flood.get(rej.code, 0) + 1
+            if self.rejected % 1000 == 0:
+                self.store.event("grader", "rejections_counted", f"{self.rejected} submissions refused; past the "
+                                 f"first {MAX_REJECTED_ROWS:,} they are counted, not recorded one by one",
+                                 {"refused": self.rejected, "by_code": self.flood})
+            return None
         sub_id = self.store.add_submission(
             kind="agent",
             status=SubStatus.REJECTED,
@@ -291,7 +309,7 @@ class Grader:
         baseline = self.store.baseline()
         base_score = baseline.score if baseline and baseline.status == SubStatus.SCORED else None
         best = self.store.best()
-        total = sum(1 for s in self.store.submissions(kind="agent") if s.status != SubStatus.REJECTED)
+        total = self.store.agent_submission_count()
         improvement = (
             round(sub.score - base_score, 6)
             if sub.score is not None and base_score is not None

@@ -8,7 +8,6 @@ runs as is served (``peer``); a request from anyone else gets a 403 and a line i
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -100,17 +99,13 @@ class Endpoints:
         body: Any = None
         try:
             body = validation.parse_body(await read_body(request))
-            accepted = validation.validate(body, grader.store.run(), grader.cfg.workspace)
-            intake = await grader.take(accepted)
-        except Exception as exc:  # noqa: BLE001 - a refusal, or our failure (disk full): recorded either way
-            rej = exc if isinstance(exc, Rejection) else grader.intake_failed(exc)
-            sub_id = grader.reject(rej, validation.model_path_given(body), received)
+            sub_id, fut = await grader.accept(body, received)
+        except Rejection as rej:
+            refused = grader.reject(rej, validation.model_path_given(body), received)
             return JSONResponse(
-                {"error": rej.code, "detail": rej.detail, "submission_id": sub_id},
+                {"error": rej.code, "detail": rej.detail, "submission_id": refused},
                 status_code=rej.status,
             )
-        revision = await asyncio.to_thread(grader.snapshot_for_submission)
-        sub_id, fut = grader.enqueue(accepted, intake, revision, received)
         if wants_no_wait(request):
             return JSONResponse(
                 {"submission_id": sub_id, "status": SubStatus.QUEUED, "queue_position": grader.queue.qsize()},
@@ -137,7 +132,6 @@ class Endpoints:
     async def time(self, request: Request) -> JSONResponse:
         store = self.grader.store
         run = store.run()
-        agent_subs = [s for s in store.submissions(kind="agent") if s.status != SubStatus.REJECTED]
         t = now()
         deadline = run["deadline"]
         return JSONResponse(
@@ -145,7 +139,7 @@ class Endpoints:
                 "start_time": run["budget_start"],
                 "timeout_s": run["budget_s"],
                 "end_time": deadline,
-                "last_submit_time": max((s.received_at for s in agent_subs), default=None),
+                "last_submit_time": store.last_submit_time(),
                 "now": t,
                 "remaining": max(0.0, deadline - t) if deadline else None,
             }
