@@ -56,6 +56,8 @@ TIME_LIMIT_S = 30.0
 END_FLOOR_S = 5.0
 """Past the run's deadline plus grace, a snapshot (the final one) gets this long."""
 DIFF_CAP_BYTES = 8 * 2**20
+RECOVERY_DIFF_S = 30.0
+"""How long recording a commit that reached git but not run.db may spend on its renames and counts."""
 
 
 class SnapshotError(RuntimeError):
@@ -168,9 +170,17 @@ def init_repo(git_dir: Path) -> None:
 def _parse_changes(repo: GitRepo, parent: str, sha: str, timeout: float | None = None) -> list[dict[str, Any]]:
     """Per-path status and line counts between two commits (renames detected).
 
-    Counting lines diffs every changed file; past ``timeout`` seconds the counts are left at 0.
+    Rename detection compares every deleted file with every added one, and counting lines diffs
+    every changed file: past ``timeout`` seconds each gives up (the changes listed without renames,
+    the counts left at 0), so a revision of thousands of big files cannot hold a snapshot.
     """
-    status_out = repo.run("diff-tree", "-r", "-M", "-z", "--no-commit-id", "--name-status", parent, sha)
+    try:
+        status_out = repo.run("diff-tree", "-r", "-M", "-z", "--no-commit-id", "--name-status", parent, sha,
+                              timeout=timeout)
+    except SnapshotError as exc:
+        if "Timeout" not in str(exc):
+            raise
+        status_out = repo.run("diff-tree", "-r", "-z", "--no-commit-id", "--name-status", parent, sha)
     fields = [f for f in status_out.split("\0") if f != ""] if status_out else []
     changes: list[dict[str, Any]] = []
     i = 0
@@ -362,19 +372,6 @@ class Snapshotter:
                 os.unlink(tmp)
             raise
         return sha
-        folder.mkdir(exist_ok=True)
-        tmp = folder / f"tmp_obj_{os.getpid()}_{threading.get_ident()}_{next(self._tmp_names)}"
-        packer = zlib.compressobj(1)
-        try:
-            with open(tmp, "xb") as fh:
-                fh.write(packer.compress(header))
-                fh.write(packer.compress(data))
-                fh.write(packer.flush())
-            os.chmod(tmp, 0o444)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        return sha
 
     def _record_unrecorded(self, repo: GitRepo, store: RunStore) -> None:
         """Rows for commits that reached git but not run.db (the database refused the write).
@@ -395,7 +392,7 @@ class Snapshotter:
                 continue
             parent = parents.split(" ")[0] if parents else EMPTY_TREE
             at, trigger = float(committed), subject.split(" ")[0]
-            rev = _insert_revision(store, sha, at, trigger, _parse_changes(repo, parent, sha), {})
+            rev = _insert_revision(store, sha, at, trigger, _parse_changes(repo, parent, sha, RECOVERY_DIFF_S), {})
             store.event("snapshots", "recovered", f"recorded revision {rev.seq} ({sha[:10]}), committed before "
                         "the database could take it")
 
