@@ -251,7 +251,7 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--keep-submissions", "keep_submissions", is_flag=True,
               help="Keep the grader's copy of each submission (RUN/intake/N/) after it is scored.")
 @click.option("--eval-memory", "eval_memory", type=float, metavar="GIB",
-              help="The eval worker's memory limit in GiB (default: six times the base model, at least 4, at most "
+              help="The eval worker's memory limit in GiB (default: six times the base model, at least 8, at most "
                    "half the machine's memory); an evaluation over it fails as out_of_memory.")
 @click.option("--detach", is_flag=True, help="Return at once; the run goes on in the background.")
 @click.pass_context

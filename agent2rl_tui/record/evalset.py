@@ -4,7 +4,9 @@ A drawing task (``Task.draws_eval``: arith, twc) grades each run on items drawn 
 own eval seed, which lives in run.db's config only (``tasks.registry.EVAL_SEED_KEY``). Whatever
 looks at a run's eval items after the fact (the contamination check, a reviewer, a test) asks
 here, so it sees the items the grader scored, never the task's default split. A run made before
-eval seeds has none, and its items are the task's fixed eval split, as they were.
+eval seeds has none, and its items are the task's default split (``load_split("eval")``): for
+arith that split is not the one such a run was graded on (its space grew from 0-19 to 0-29);
+the items each submission was scored on are kept in its ``evals/<n>/results.jsonl`` either way.
 """
 
 from __future__ import annotations

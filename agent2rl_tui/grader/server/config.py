@@ -32,12 +32,14 @@ def default_limits(base_bytes: int) -> tuple[int, int]:
     """(the largest submission taken, the eval worker's memory limit) for a base model of this size.
 
     A submission may be up to four times the base model and a GiB (a float32 save of a bf16
-    model, added tokens); the worker may hold six times it and at least 4 GiB (weights in
-    float32, activations, the KV cache), never more than half the machine's memory.
+    model, added tokens); the worker may hold six times it and at least 8 GiB (weights in
+    float32, activations, the KV cache; vLLM's processes with CUDA hold a few GiB of host memory
+    each), never more than half the machine's memory. The limit is there to stop a model that
+    eats the machine, not to be tight.
     """
     import psutil
 
-    memory = min(max(4 * GIB, 6 * base_bytes), psutil.virtual_memory().total // 2)
+    memory = min(max(8 * GIB, 6 * base_bytes), psutil.virtual_memory().total // 2)
     return 4 * base_bytes + GIB, memory
 
 

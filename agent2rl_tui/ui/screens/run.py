@@ -189,7 +189,7 @@ class RunScreen(StoppingScreen):
             return
         question = stop_question(self.view.run["id"], self.view.status, self.view.run["ended_at"])
         if question is None:
-            self.notify(f"this run is {self.view.status}; nothing to stop", severity="warning")
+            self.notify(one_line(f"this run is {self.view.status}; nothing to stop"), severity="warning", markup=False)
             return
 
         def confirmed(yes: bool | None) -> None:
@@ -200,5 +200,5 @@ class RunScreen(StoppingScreen):
 
     @on(RunStopped)
     def run_stopped(self, message: RunStopped) -> None:
-        self.notify(f"run {message.status}")
+        self.notify(one_line(f"run {message.status}"), markup=False)  # a copied run.db says what it likes
         self.reload()
