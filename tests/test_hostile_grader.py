@@ -52,8 +52,13 @@ def test_a_hostile_agent_cannot_forge_a_score_or_read_an_evaluation(tiny_model: 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
     log_path = run_dir / "logs" / "agent.log"
-    url = wait_for(lambda: log_path.exists() and (m := re.search(r"leaked URL: (\S+)", log_path.read_text()))
-                   and m.group(1), timeout=600, what="the agent to leak its URL")
+    try:
+        url = wait_for(lambda: log_path.exists() and (m := re.search(r"leaked URL: (\S+)", log_path.read_text()))
+                       and m.group(1), timeout=480, what="the agent to leak its URL")
+    except AssertionError as exc:  # say where it stood
+        logs = {name: (run_dir / "logs" / name).read_text()[-3000:] for name in ("agent.log", "grader.log")
+                if (run_dir / "logs" / name).exists()}
+        raise AssertionError(f"{exc}\n{json.dumps(logs, indent=1)}") from None
 
     # Another user of the machine, with the whole URL, can neither submit nor read.
     if os.getuid() == 0 and shutil.which("setpriv"):
