@@ -15,7 +15,7 @@ import pytest
 
 from agent2rl_tui.grader import sandbox as sandbox_module
 from agent2rl_tui.grader.evaluators.humaneval import MODE_NOTES, HumanEvalEvaluator, build_program
-from agent2rl_tui.grader.sandbox import RUNNER, UID_BASE, Sandbox
+from agent2rl_tui.grader.sandbox import HOOK, UID_BASE, Sandbox
 from agent2rl_tui.tasks.registry import load_task
 
 
@@ -272,8 +272,7 @@ main._failed = main._exit = lambda *a: None  # so that the interpreter finalizes
 top = sys._getframe()
 while top.f_back is not None:
     top = top.f_back
-fake = dict(vars(sys.modules["__main__"]), _setup=lambda: (compile("pass", "x", "exec"), {}),
-            _guard=0, _confine=0, _drop_caps=0, _fork_reaper=0)
+fake = dict(vars(sys.modules["__main__"]), _setup=lambda: (compile("pass", "x", "exec"), {}, False), _load=0)
 try:
     exec(top.f_code, fake)  # a copy of the runner's own code reaches its verdict line
 except Exception:
@@ -472,10 +471,11 @@ def test_the_hook_uses_no_globals() -> None:
         for const in code.co_consts:
             if hasattr(const, "co_code"):
                 yield from walk(const)
-    guard = next(c for c in walk(compile(RUNNER, "<runner>", "exec")) if c.co_name == "_guard")
+    guard = next(c for c in walk(compile(HOOK, "<hook>", "exec")) if c.co_name == "install")
     inner = [c for c in walk(guard) if c is not guard]
     assert {c.co_name for c in inner} >= {"hook", "within", "check_open", "check_import", "check_marshal",
-                                          "check_paths", "create_builtin", "make_builtin"}
+                                          "check_paths", "create_builtin", "make_builtin", "plain", "hidden_dir",
+                                          "hidden_file"}
     for code in inner:
         loads = [i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
         assert loads == [], (code.co_name, loads)

@@ -63,6 +63,7 @@ def evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float) -> 
 
 def _evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float, phase: list[str]) -> dict[str, Any]:
     from agent2rl_tui.grader.evaluators import evaluator_for
+    from agent2rl_tui.grader.evaluators.humaneval import HumanEvalEvaluator
     from agent2rl_tui.tasks.modelfiles import weights_hash
     from agent2rl_tui.tasks.registry import engine_settings, load_task
 
@@ -75,6 +76,8 @@ def _evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float, ph
     interactive = task.level == 3
     evaluator = None if interactive else evaluator_for(task, settings, judge=job.get("judge"),
                                                        seed=int(job.get("seed") or 0))
+    if isinstance(evaluator, HumanEvalEvaluator):  # its sandbox hides the run folder (evals/<n>/ is in it)
+        evaluator.run_dir = out_dir.resolve().parent.parent
     items = task.eval_items(job.get("eval_seed"))  # the run's own draw, from its record
     if job.get("limit"):
         items = items[: int(job["limit"])]

