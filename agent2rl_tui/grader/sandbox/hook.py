@@ -275,7 +275,8 @@ def install(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verd
         return found
 
     def hidden_file(path):
-        """Is the file at path (its own links followed, as open() would) in a hidden folder?"""
+        """Is the file at path (its own links followed, as open() would) in a hidden folder? A
+        link in /proc (``/dev/stderr``, ``/proc/PID/fd/N``) reopens another process's file: refused."""
         t = ftype(path)
         slash = "/" if t is fstr else b"/"
         for _ in frange(40):
@@ -285,6 +286,8 @@ def install(fd: int, top: FrameType, vline: int, kline: int, key_name: str, verd
                 break
             if (s.st_mode & IFMT) != IFLNK:
                 break
+            if s.st_dev in PROC:
+                raise Perm("sandbox: /proc is off limits")
             try:
                 target = readlink(path)
             except OSErr:
