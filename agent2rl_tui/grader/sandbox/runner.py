@@ -22,6 +22,12 @@ What the program may read: what its uid may, except /proc, the key, its tests, a
 lies in a masked or hidden folder with no kept folder between (the program's own folder, the
 interpreter's: ``sys.path`` and its prefixes); the deepest of the two decides.
 
+Three files, one trusted program: all three are the grader's, compiled beside each other
+(read-only .pyc files) and read only before any code of the program exists (under a mount
+namespace the sandbox's root is covered once the mounts are made). The hook's own checks do not depend on where its code
+came from: it compares frames and code objects it captured (this file's top-level frame, the
+code of ``_run_tests``, its own code for the key's line), and reads no globals.
+
 A program with tests (HumanEval: ``TESTS_NAME`` exists) runs in two phases. Phase one is the
 program's own code (the prompt and the model's completion). Phase two runs the tests apart from
 it: the hook read and compiled them before the program started and keeps them in its closure,
