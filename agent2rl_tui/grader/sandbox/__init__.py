@@ -297,7 +297,11 @@ class Sandbox:
         self.hidden = hidden_paths([*hidden, base or self.root])
         self._runners: dict[str, dict[str, str] | None] = {}
         self._python_hidden: dict[str, list[str]] = {}
-        self.mode, self.variant, self.python = self._choose(mode)
+        try:
+            self.mode, self.variant, self.python = self._choose(mode)
+        except BaseException:
+            self.close()  # no mode runs here: leave no folder behind
+            raise
         log.info("sandbox mode %s (%s), python %s, %d workers", self.mode, MODE_NOTES[self.variant],
                  self.python, self.workers)
 
