@@ -105,13 +105,35 @@ def test_claude_usage_counts_once_per_message_id_and_cost_comes_from_the_result(
     assert (repeat.tokens_in, repeat.tokens_out) == (None, None)  # same msg_01 again
     result = steps[-1]
     assert result.cost_usd == 0.010620999999999998
-    assert result.tokens_in is None  # per-message usage was seen: the result's would count twice
+    # The error_max_turns result (line 16) ends the messages' query; the last result's query
+    # had no messages, so it carries its whole usage.
+    assert (result.tokens_in, result.tokens_out) == (3, 24)
     summary = totals(steps)
-    assert summary["tokens_in"] == (4 + 0 + 1800) + (5 + 100 + 2000) + (3 + 0 + 2100) + 0
-    assert summary["tokens_out"] == 25 + 40 + 12 + 0
+    assert summary["tokens_in"] == (4 + 0 + 1800) + (5 + 100 + 2000) + (3 + 0 + 2100) + 0 + 3
+    assert summary["tokens_out"] == 25 + 40 + 12 + 0 + 24
     assert summary["cost_usd"] == 0.010620999999999998
     assert summary["steps"] == len(steps) == 21
     assert summary["by_kind"]["raw"] == 2 and sum(summary["by_kind"].values()) == 21
+
+
+def test_claude_output_tokens_come_from_the_result_usage() -> None:
+    """Claude Code 2.1's message lines carry usage as the message started (output 1); the true
+    totals come in the result, which carries what the messages left out."""
+    def message(n: int, output: int) -> str:
+        return json.dumps({"type": "assistant", "message": {
+            "id": f"msg_{n}", "content": [{"type": "text", "text": f"step {n}"}],
+            "usage": {"input_tokens": 100, "cache_read_input_tokens": 50, "output_tokens": output}}})
+
+    result = json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": "done",
+                         "total_cost_usd": 0.5, "usage": {"input_tokens": 500, "cache_read_input_tokens": 250,
+                                                          "output_tokens": 100}})
+    lines = [message(n, 1) for n in range(5)]
+    live = normalize_lines("claude-stream-json", [(line, float(i)) for i, line in enumerate(lines)])
+    assert totals(live)["tokens_out"] == 5  # cut off before its result: what the messages said
+    steps = normalize_lines("claude-stream-json", [(line, float(i)) for i, line in enumerate([*lines, result])])
+    assert (steps[-1].tokens_in, steps[-1].tokens_out) == (0, 95)  # inputs were right, outputs not
+    assert (totals(steps)["tokens_in"], totals(steps)["tokens_out"]) == (5 * 150, 100)
+    assert totals(steps)["cost_usd"] == 0.5
 
 
 def test_claude_result_carries_the_tokens_when_no_message_usage_was_seen() -> None:
@@ -172,6 +194,7 @@ def test_codex_tools_carry_names_args_and_exit_codes() -> None:
     change = only(steps, kind="tool_call", call_id="item_2")
     assert change.tool == "file_change"
     assert change.args == {"changes": [{"path": "src/app.py", "kind": "update"}]}
+    assert change.text == "update src/app.py (completed)"  # its path shows in the transcript
     mcp = only(steps, kind="tool_result", call_id="item_4")
     assert (mcp.tool, mcp.text) == ("docs/search",
                                     "GRPO samples a group of completions per prompt.")
@@ -389,6 +412,55 @@ def test_openhands_prose_ends_a_broken_event() -> None:
     steps = normalize_lines("openhands-json", [(line, 7.0) for line in lines])
     assert [(s.kind, s.line) for s in steps] == [("raw", 1), ("raw", 4)]
     assert steps[1].text == "Goodbye! 👋"
+
+
+def test_openhands_compact_events_one_per_line_are_read() -> None:
+    """OpenHands CLI 1.16.0 printed each event as one compact JSON line, with no marker."""
+    lines = fixture_lines("openhands-json")
+    events, i = [], 0
+    while i < len(lines):  # the fixture's whole events, each made compact
+        if lines[i] == "--JSON Event--":
+            j = i + 1
+            while j < len(lines) and lines[j] not in ("}", "--JSON Event--"):
+                j += 1
+            try:
+                events.append(json.dumps(json.loads("\n".join(lines[i + 1:j + 1]))))
+            except ValueError:  # the event cut mid-line
+                j -= 1
+            i = j
+        i += 1
+    compact = normalize_lines("openhands-json", [(line, 1.0) for line in ["Initializing agent...", *events]])
+    pretty = [s for s in normalize_fixture("openhands-json") if s.kind != "raw"]
+    assert [(s.kind, s.text, s.tool, s.call_id, s.args) for s in compact if s.kind != "raw"] == [
+        (s.kind, s.text, s.tool, s.call_id, s.args) for s in pretty if not s.text.startswith("Conversation ID")]
+    assert [s.line for s in compact if s.kind == "tool_call"][0] == 3  # each on its own line
+    # A pretty-printed event without its marker is gathered too.
+    unmarked = normalize_lines("openhands-json", [(line, 1.0) for line in json.dumps(
+        json.loads(events[0]), indent=2).splitlines()])
+    assert [(s.kind, s.line) for s in unmarked] == [("message", 1)]
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_an_agent_failing_with_nothing_on_stdout_gets_an_error_step_from_its_stderr(fmt: str) -> None:
+    """Gemini CLI's own auth check exits 41 with stdout empty: the transcript says why."""
+    stderr = ["Warning: 256-color support not detected.", "", "Invalid auth method selected."]
+    normalizer = make_normalizer(fmt)
+    normalizer.agent_exited(41, lambda: stderr, 9.0)
+    [step] = normalizer.finish()
+    assert (step.kind, step.at) == ("error", 9.0)
+    assert step.text.startswith("the agent exited with code 41 and printed nothing readable on stdout")
+    assert step.text.endswith("Warning: 256-color support not detected.\nInvalid auth method selected.")
+    killed = make_normalizer(fmt)
+    if fmt != "text":  # where every line is a message, any line was readable
+        killed.feed("not json, a raw line", 1.0)  # raw lines are nothing readable
+    killed.agent_exited(-9, lambda: [], 2.0)
+    assert "was ended by signal 9" in killed.finish()[-1].text
+    readable = {"text": "said something", "openhands-json": '{"kind": "MessageEvent", "source": "agent"}'}
+    for code, line in ((0, "not json"), (1, readable.get(fmt) or fixture_lines(fmt)[0])):
+        quiet = make_normalizer(fmt)
+        quiet.feed(line, 1.0)
+        quiet.agent_exited(code, lambda: ["boom"], 2.0)
+        assert all(s.kind != "error" or "printed nothing" not in s.text for s in quiet.finish())
 
 
 # --- plain text, truncation, interface ------------------------------------------------------

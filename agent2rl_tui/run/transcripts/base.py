@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from agent2rl_tui.record.transcripts import TEXT_LIMIT, Step
 
 _SMALL = 200  # characters kept of the detail in a system step
+STDERR_LINES = 20
+"""Lines of the agent's stderr quoted in the error step of an agent that failed silently."""
 
 
 # --- reading loosely typed JSON -------------------------------------------------------------
@@ -132,11 +135,19 @@ def error_message(error: Any) -> str:
 # --- the base of every normalizer -----------------------------------------------------------
 
 class Normalizer:
-    """Turns one stream into steps. Make one per stream: it remembers tool names by call id."""
+    """Turns one stream into steps. Make one per stream: it remembers tool names by call id.
+
+    Subclasses read lines in ``_line`` and give back what they hold at the end in ``_end``.
+    An agent that exits non-zero without a single readable line on stdout (Gemini CLI's auth
+    check: exit 41, stdout empty) gets an error step at the end quoting its stderr, once the
+    supervisor has told the normalizer how it ended (``agent_exited``).
+    """
 
     def __init__(self) -> None:
         self.lineno = 0  # lines fed so far; steps made now come from this line
         self._tools: dict[str, str] = {}  # call id -> tool name
+        self.parsed = 0  # steps made from stdout that are not raw lines
+        self._exit: tuple[int, Callable[[], list[str]], float] | None = None
 
     def feed(self, line: str, at: float) -> list[Step]:
         """One stream line (without its newline); ``at`` is when it arrived."""
@@ -145,12 +156,44 @@ class Normalizer:
             line = line.rstrip("\r\n") if isinstance(line, str) else str(line)
             if not line.strip():
                 return []
-            return self._line(line, at)
+            return self._count(self._line(line, at))
         except Exception:  # a surprise in one line must neither lose it nor stop the stream
             return [self._raw(line, at)]
 
     def finish(self) -> list[Step]:
-        """Flush anything buffered at the end of the stream."""
+        """Flush anything buffered at the end of the stream (and the error of a silent failure)."""
+        try:
+            steps = self._count(self._end())
+        except Exception:
+            steps = []
+        return steps + self._exit_error()
+
+    def agent_exited(self, code: int, stderr: Callable[[], list[str]], at: float) -> None:
+        """How the agent ended: its exit code and a reader of its last stderr lines (read at
+        ``finish``, once every line has been drained)."""
+        self._exit = (code, stderr, at)
+
+    def _count(self, steps: list[Step]) -> list[Step]:
+        self.parsed += sum(1 for s in steps if s.kind != "raw")
+        return steps
+
+    def _exit_error(self) -> list[Step]:
+        if self._exit is None or self._exit[0] == 0 or self.parsed:
+            return []
+        code, stderr, at = self._exit
+        try:
+            lines = [line for line in stderr() if line.strip()][-STDERR_LINES:]
+        except Exception:
+            lines = []
+        said = "\n".join(lines) if lines else "(nothing on stderr either)"
+        how = f"was ended by signal {-code}" if code < 0 else f"exited with code {code}"
+        step = self._step("error", at, f"the agent {how} and printed nothing readable on stdout; "
+                                       f"its stderr ends:\n{said}")
+        step.line = 0  # from no stdout line
+        return [step]
+
+    def _end(self) -> list[Step]:
+        """Steps held back until the end of the stream."""
         return []
 
     def _line(self, line: str, at: float) -> list[Step]:

@@ -1,8 +1,12 @@
 """Claude Code's ``claude -p --output-format stream-json --verbose`` stream as steps.
 
 Each line is one Agent SDK ``SDKMessage``. Claude repeats an assistant message over several
-lines (one content block each), so its usage is counted once per message id; the final
-``result`` carries the run's cost, and its tokens only when no message usage was seen.
+lines (one content block each), so its usage is counted once per message id. That usage is
+the message's as it started (Claude Code 2.1 prints ``output_tokens: 1`` there: 5 of 100
+output tokens were all a run's messages said), so the final ``result``, whose ``usage`` holds
+the true totals, carries what the messages left out: the run's sums are ``result.usage``, and
+a live view still sees tokens as messages arrive. The result carries the run's cost too. A run
+cut off before its result keeps the messages' counts (docs/agent-clis.md).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ class ClaudeStreamJson(JsonLines):
     def __init__(self) -> None:
         super().__init__()
         self._counted_ids: set[str] = set()
-        self._saw_usage = False
+        self._since_result = [0, 0]  # tokens in and out put on steps since the last result
 
     def _event(self, event: dict, at: float) -> list[Step] | None:
         kind = event.get("type")
@@ -70,8 +74,9 @@ class ClaudeStreamJson(JsonLines):
         if isinstance(usage, dict) and message_id not in self._counted_ids:
             if message_id is not None:
                 self._counted_ids.add(message_id)
-            self._saw_usage = True
             steps[0].tokens_in, steps[0].tokens_out = _claude_tokens(usage)
+            self._since_result[0] += steps[0].tokens_in
+            self._since_result[1] += steps[0].tokens_out
         return steps
 
     def _assistant_block(self, block: Any, at: float) -> Step:
@@ -115,8 +120,11 @@ class ClaudeStreamJson(JsonLines):
             steps.append(self._step("error", at, joined(subtype or "error", detail)))
         result = self._step("result", at, text if isinstance(text, str) else subtype or "",
                             cost_usd=finite(event.get("total_cost_usd")))
-        if not self._saw_usage and isinstance(event.get("usage"), dict):
-            result.tokens_in, result.tokens_out = _claude_tokens(event["usage"])
+        if isinstance(event.get("usage"), dict):  # the query's totals: what its messages left out
+            total_in, total_out = _claude_tokens(event["usage"])
+            seen_in, seen_out = self._since_result
+            result.tokens_in, result.tokens_out = max(0, total_in - seen_in), max(0, total_out - seen_out)
+        self._since_result = [0, 0]  # a result ends its query, whether it gave totals or not
         return steps + [result]
 
 

@@ -77,7 +77,7 @@ class CodexJsonl(JsonLines):
             return steps + [self._run_result(item, at)]
         if kind == "file_change":
             return [self._tool_call(at, "file_change", item_id, {"changes": item.get("changes")},
-                                    text=item.get("status"))]
+                                    text=_changes_text(item))]
         if kind == "web_search":
             return [self._tool_call(at, "web_search", item_id, {"query": item.get("query")})]
         if kind == "collab_tool_call":
@@ -112,3 +112,17 @@ class CodexJsonl(JsonLines):
         result = as_dict(item.get("result"))
         text = blocks_text(result.get("content")) or as_text(result.get("structured_content"))
         return self._tool_result(at, None, item.get("id"), text)
+
+
+def _changes_text(item: dict) -> str:
+    """A file change as its paths: ``add code/train.py, update README.md (completed)``."""
+    changes = []
+    for change in as_list(item.get("changes")):
+        change = as_dict(change)
+        path = as_text(change.get("path"))
+        if path:
+            kind = ident(change.get("kind"))
+            changes.append(f"{kind} {path}" if kind else path)
+    status = ident(item.get("status"))
+    text = ", ".join(changes) or "file change"
+    return f"{text} ({status})" if status else text

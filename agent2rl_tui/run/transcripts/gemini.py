@@ -63,7 +63,7 @@ class GeminiStreamJson(JsonLines):
         super().__init__()
         self._reply: _Reply | None = None
 
-    def finish(self) -> list[Step]:
+    def _end(self) -> list[Step]:
         return self._flush()
 
     def _object(self, event: Any, line: str, at: float) -> list[Step]:

@@ -1,7 +1,9 @@
-"""OpenHands' ``openhands --headless --json`` output (pretty-printed events amid prose) as steps.
+"""OpenHands' ``openhands --headless --json`` output (JSON events amid prose) as steps.
 
-Unlike the other CLIs this is not one JSON object per line, so the normalizer gathers the
-lines of each event itself before reading it.
+Two forms are read, in one stream or mixed: each event pretty-printed over many lines after a
+``--JSON Event--`` marker (the CLI's source), which the normalizer gathers itself before
+reading it, and each event as one compact JSON line with no marker (what OpenHands CLI 1.16.0
+printed when it ran here).
 """
 
 from __future__ import annotations
@@ -32,11 +34,14 @@ must not hold the stream's lines in memory."""
 class OpenHandsJson(Normalizer):
     """``openhands --headless --json`` (OpenHands-CLI openhands_cli/utils.py ``json_callback``).
 
-    Not JSONL: each event is a line ``--JSON Event--`` and then the event's ``model_dump()``
-    pretty-printed over many lines, with prose (banner, ``Goodbye!``, ``Conversation ID:``)
-    around. Lines after a marker are gathered until their brackets balance, then parsed; a
-    line that cannot continue JSON (prose) or a new marker ends a broken event, which
-    becomes one raw step. Steps of an event carry the marker's line number.
+    Not JSONL, as the source has it: each event is a line ``--JSON Event--`` and then the
+    event's ``model_dump()`` pretty-printed over many lines, with prose (banner, ``Goodbye!``,
+    ``Conversation ID:``) around. Lines after a marker (or a line that is just ``{``) are
+    gathered until their brackets balance, then parsed; a line that cannot continue JSON
+    (prose) or a new marker ends a broken event, which becomes one raw step. Steps of an
+    event carry the marker's line number. OpenHands CLI 1.16.0 printed each event as one
+    compact JSON line instead, without a marker: a line outside an event that is a whole JSON
+    object is read as an event on its own.
     """
 
     MARKER = "--JSON Event--"
@@ -48,6 +53,7 @@ class OpenHandsJson(Normalizer):
         self._size = 0  # characters gathered in the event
         self._event_at = 0.0
         self._event_line = 0
+        self._marked = False  # the event being gathered came after a marker line
 
     def _line(self, line: str, at: float) -> list[Step]:
         stripped = line.strip()
@@ -64,7 +70,7 @@ class OpenHandsJson(Normalizer):
             return self._flush()
         return self._close() if self._depth <= 0 else []
 
-    def finish(self) -> list[Step]:
+    def _end(self) -> list[Step]:
         try:
             return self._flush()
         except Exception:
@@ -72,9 +78,21 @@ class OpenHandsJson(Normalizer):
 
     def _outside(self, stripped: str, line: str, at: float) -> list[Step]:
         if stripped == self.MARKER:
-            self._lines, self._depth, self._size = [], 0, 0
+            self._lines, self._depth, self._size, self._marked = [], 0, 0, True
             self._event_at, self._event_line = at, self.lineno
             return []
+        if stripped == "{":  # a pretty-printed event without its marker
+            self._lines, self._depth, self._size, self._marked = [], 0, 0, False
+            self._event_at, self._event_line = at, self.lineno
+            return self._line(line, at)
+        if stripped.startswith("{") and stripped.endswith("}"):  # one event on one line
+            try:
+                event = json.loads(stripped)
+            except ValueError:
+                event = None
+            steps = self._event(event, at) if isinstance(event, dict) else None
+            if steps is not None:
+                return steps
         if stripped.startswith("Conversation ID:"):
             return [self._step("system", at, stripped)]
         return [self._raw(line, at)]
@@ -84,7 +102,10 @@ class OpenHandsJson(Normalizer):
         if self._lines is None:
             return []
         lines, self._lines = self._lines, None
-        return self._on_marker_line([self._raw("\n".join([self.MARKER] + lines), self._event_at)])
+        return self._on_marker_line([self._raw("\n".join(self._head() + lines), self._event_at)])
+
+    def _head(self) -> list[str]:
+        return [self.MARKER] if self._marked else []
 
     def _close(self) -> list[Step]:
         lines, self._lines = self._lines or [], None
@@ -98,7 +119,7 @@ class OpenHandsJson(Normalizer):
         except Exception:  # keep the gathered lines, as for any event not understood
             steps = None
         if steps is None:
-            steps = [self._raw("\n".join([self.MARKER, text]), self._event_at)]
+            steps = [self._raw("\n".join([*self._head(), text]), self._event_at)]
         return self._on_marker_line(steps)
 
     def _on_marker_line(self, steps: list[Step]) -> list[Step]:
