@@ -18,8 +18,11 @@ reads one shape. Rules that hold for every format:
 - Tokens and cost sit on steps so that summing them over a run gives its totals once
   (see ``totals``): per assistant message for Claude (once per message id, since Claude
   repeats a message over several lines), per turn for Codex, per step for OpenCode, from
-  the final result for Gemini. Claude's result carries the run's cost, and its tokens only
-  when no per-message usage was seen.
+  the final result for Gemini. Claude's result carries the run's cost, and the tokens of its
+  ``usage`` (the true totals) beyond what the messages' counts said.
+- An agent that exits non-zero with nothing readable on stdout gets an error step quoting
+  the end of its stderr (``Normalizer.agent_exited``, told by the supervisor).
+- OpenHands events are read pretty-printed after a marker or compact, one per line.
 - Long texts keep ``TEXT_LIMIT`` characters; ``size`` keeps the original length (always
   set on tool results). Tool arguments are kept whole.
 
