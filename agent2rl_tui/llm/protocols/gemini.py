@@ -58,6 +58,14 @@ def read_usage(obj: dict[str, Any]) -> Usage:
                  cached_tokens=as_int(obj.get("cachedContentTokenCount")), reasoning_tokens=thoughts)
 
 
+def field(obj: dict[str, Any], name: str) -> Any:
+    """A field by its JSON name or its proto name: the API takes both (``functionDeclarations``
+    or ``function_declarations``; the Python SDK sends some in snake case)."""
+    if name in obj:
+        return obj[name]
+    return obj.get(re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name))
+
+
 def model_of(path: str) -> str:
     m = PATH.match(path)
     return m.group(1) if m else ""
@@ -77,31 +85,31 @@ class Gemini(WireFormat):
         m = PATH.match(path)
         stream = bool(m and m.group(2) == "streamGenerateContent")
         # countTokens takes {contents} or {generateContentRequest: {model, contents, ...}}.
-        inner = as_dict(body.get("generateContentRequest")) or body
+        inner = as_dict(field(body, "generateContentRequest")) or body
         contents = inner.get("contents")
         if not isinstance(contents, list):
             raise BadRequest("contents: field required")
-        texts = [t for part in as_list(as_dict(inner.get("systemInstruction")).get("parts")) for t in text_of([part])]
+        texts = [t for part in as_list(as_dict(field(inner, "systemInstruction")).get("parts")) for t in text_of([part])]
         results = 0
         for content in contents:
             for part in as_list(as_dict(content).get("parts")):
                 part = as_dict(part)
-                if "functionResponse" in part:
+                if field(part, "functionResponse") is not None:
                     results += 1
                 elif isinstance(part.get("text"), str):
                     texts.append(part["text"])
         tools = []
         for group in as_list(inner.get("tools")):
-            for decl in as_list(as_dict(group).get("functionDeclarations")):
+            for decl in as_list(field(as_dict(group), "functionDeclarations")):
                 decl = as_dict(decl)
                 if isinstance(decl.get("name"), str):
-                    schema = as_dict(decl.get("parametersJsonSchema")) or as_dict(decl.get("parameters"))
+                    schema = as_dict(field(decl, "parametersJsonSchema")) or as_dict(decl.get("parameters"))
                     tools.append(Tool(decl["name"], schema, "function", as_str(decl.get("description"))))
                     texts.append(as_str(decl.get("description")))
-        config = as_dict(inner.get("generationConfig"))
+        config = as_dict(field(inner, "generationConfig"))
         schema: dict[str, Any] | None = None
-        if config.get("responseMimeType") == "application/json":
-            schema = as_dict(config.get("responseJsonSchema")) or as_dict(config.get("responseSchema"))
+        if field(config, "responseMimeType") == "application/json":
+            schema = as_dict(field(config, "responseJsonSchema")) or as_dict(field(config, "responseSchema"))
         return LlmRequest(self.name, endpoint, model_of(path), stream, tools, results, texts, size, body,
                           json_schema=schema, sse=query.get("alt") == "sse")
 
