@@ -586,3 +586,65 @@ def test_the_driver_runs_as_a_process(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "agent2rl_tui.llm.scripted", "--script", str(tmp_path / "none.toml")],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "cannot read" in bad.stderr
+
+
+def test_a_gemini_stream_without_alt_sse_is_one_json_array(tmp_path: Path) -> None:
+    path, body = bodies(tmp_path)["gemini"]
+    with serve(script(model="g-served")) as driver:
+        r = httpx.post(driver.url + path.format(verb="streamGenerateContent"), json=body)
+    chunks = r.json()
+    assert r.headers["content-type"] == "application/json" and isinstance(chunks, list)
+    assert chunks[-1]["candidates"][0]["finishReason"] == "STOP"
+    reader = protocols.usage_reader("gemini", r.headers["content-type"])
+    reader.feed(r.content)
+    metered = reader.close()
+    assert metered.usage == driver.calls[0].usage and metered.model == "g-served"
+
+
+def test_the_meter_can_ask_a_chat_stream_for_its_usage() -> None:
+    chat = protocols.PROTOCOLS["chat"]
+    body: dict[str, Any] = {"stream": True, "stream_options": {"foo": 1}}
+    assert chat.ask_for_usage(body) and body["stream_options"] == {"foo": 1, "include_usage": True}
+    assert not chat.ask_for_usage(body) and not chat.ask_for_usage({"stream": False})
+    assert not protocols.PROTOCOLS["anthropic"].ask_for_usage({"stream": True})
+
+
+def fn(name: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "function", "name": name, "parameters": {"type": "object", "properties": properties,
+                                                              "required": required}}
+
+
+S = {"type": "string"}
+
+
+@pytest.mark.parametrize("tools, run, write", [
+    # Codex's older shell tools: an argv array, a script string; apply_patch as a JSON function.
+    ([fn("shell", {"command": {"type": "array", "items": S}, "workdir": S}, ["command"]),
+      fn("apply_patch", {"input": S}, ["input"])],
+     ("shell", {"command": ["bash", "-c", "ls -l"]}),
+     ("apply_patch", {"input": "*** Begin Patch\n*** Add File: /w/a.txt\n+hi\n*** End Patch\n"})),
+    ([fn("shell_command", {"command": S, "login": {"type": "boolean"}, "timeout_ms": {"type": "number"}}, ["command"])],
+     ("shell_command", {"command": "ls -l", "login": False}),
+     ("shell_command", {"command": "printf '%s' 'hi\n' > a.txt", "login": False})),  # in the shell's cwd
+    # OpenHands' older names.
+    ([fn("execute_bash", {"command": S, "is_input": {"type": "string", "enum": ["true", "false"]}}, ["command"]),
+      fn("str_replace_editor", {"command": {"enum": ["view", "create"]}, "path": S, "file_text": S}, ["command", "path"])],
+     ("execute_bash", {"command": "ls -l"}),
+     ("str_replace_editor", {"command": "create", "path": "/w/a.txt", "file_text": "hi\n"})),
+    # Unknown names: found by shape.
+    ([fn("run_in_terminal", {"cmd": S}, ["cmd"]), fn("save", {"filename": S, "contents": S}, ["filename", "contents"])],
+     ("run_in_terminal", {"cmd": "ls -l"}),
+     ("save", {"filename": "/w/a.txt", "contents": "hi\n"})),
+])
+def test_steps_map_onto_each_known_tool_shape(tools: list[dict[str, Any]], run: tuple[str, Any],
+                                              write: tuple[str, Any]) -> None:
+    from agent2rl_tui.llm.intents import plan_step
+    from agent2rl_tui.llm.script import Step
+
+    fmt = protocols.PROTOCOLS["responses"]
+    body = {"model": "m", "input": "<cwd>/w</cwd>", "tools": tools}
+    request = fmt.parse("generate", "/v1/responses", {}, body, 1)
+    got_run = plan_step(Step("run", command="ls -l"), request)
+    got_write = plan_step(Step("write", path="a.txt", content="hi\n"), request)
+    assert (got_run.tool.name, got_run.arguments) == run
+    assert (got_write.tool.name, got_write.arguments) == write

@@ -113,11 +113,13 @@ def find_cwd(texts: list[str]) -> str | None:
     return None
 
 
-def example(schema: Any, name: str = "", say: str = "") -> Any:
+def example(schema: Any, name: str = "", say: str = "", text: str = "scripted") -> Any:
     """A value that validates against ``schema`` (the common subset of JSON Schema and
-    Gemini's OpenAPI schema): what a required argument gets when the step gives none."""
+    Gemini's OpenAPI schema): what a required argument gets when the step gives none, and what
+    a JSON-mode utility call gets (with ``text=""``: Gemini CLI's edit corrector keeps the
+    original when a ``corrected_*`` string comes back empty)."""
     if not isinstance(schema, dict):
-        return "scripted"
+        return text
     if "const" in schema:
         return schema["const"]
     enum = schema.get("enum")
@@ -127,7 +129,7 @@ def example(schema: Any, name: str = "", say: str = "") -> Any:
         options = schema.get(key)
         if isinstance(options, list) and options:
             usable = [o for o in options if not (isinstance(o, dict) and str(o.get("type")).lower() == "null")]
-            return example((usable or options)[0], name, say)
+            return example((usable or options)[0], name, say, text)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "string")
@@ -135,7 +137,7 @@ def example(schema: Any, name: str = "", say: str = "") -> Any:
     if kind == "object":
         props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         required = schema.get("required") if isinstance(schema.get("required"), list) else list(props)
-        return {k: example(props.get(k), k, say) for k in required if isinstance(k, str)}
+        return {k: example(props.get(k), k, say, text) for k in required if isinstance(k, str)}
     if kind == "array":
         return []
     if kind in ("integer", "number"):
@@ -145,9 +147,9 @@ def example(schema: Any, name: str = "", say: str = "") -> Any:
         return False
     if kind == "null":
         return None
-    if "description" in name.lower() or "summary" in name.lower():
+    if text and ("description" in name.lower() or "summary" in name.lower()):
         return say or "Scripted step."
-    return "scripted"
+    return text
 
 
 def fill_required(tool: Tool, arguments: dict[str, Any], say: str) -> dict[str, Any]:

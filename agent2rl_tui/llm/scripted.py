@@ -146,7 +146,7 @@ class ScriptedDriver:
         steps = self.script.steps
         step: int | None = None
         if request.json_schema is not None:
-            plan = Plan("json", text=json.dumps(example(request.json_schema)), note="a JSON reply was asked for")
+            plan = Plan("json", text=json.dumps(example(request.json_schema, text="")), note="a JSON reply was asked for")
         elif not request.tools:
             plan = Plan("no_tools", text=self.script.answer.text, note="the request offers no tools")
         else:

@@ -96,7 +96,7 @@ class Anthropic(WireFormat):
         fmt = as_dict(body.get("output_format")) or as_dict(as_dict(body.get("output_config")).get("format"))
         schema = as_dict(fmt.get("schema")) if fmt.get("type") == "json_schema" else None
         return LlmRequest(self.name, endpoint, as_str(body.get("model")), bool(body.get("stream")), tools, results,
-                          texts, size, body, json_schema=schema)
+                          texts, size, body, messages=messages, json_schema=schema)
 
     def _content(self, reply: Reply) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = []

@@ -62,8 +62,9 @@ class ToolCall:
 class LlmRequest:
     """A request as any format reads it.
 
-    ``tool_results``: how many tool results the conversation already holds (the scripted
-    driver's position). ``texts``: the system prompt, the messages' text and the tools'
+    ``messages``: the conversation as the format has it (Anthropic and Chat ``messages``,
+    Responses ``input`` items, Gemini ``contents``). ``tool_results``: how many tool results it
+    already holds (the scripted driver's position). ``texts``: the system prompt, the messages' text and the tools'
     descriptions, in order (where a CLI states its working folder). ``json_schema``: set when
     the request asks for a JSON reply (``{}``: any object). ``size``: the body's bytes."""
 
@@ -76,6 +77,7 @@ class LlmRequest:
     texts: list[str]
     size: int
     body: dict[str, Any]
+    messages: list[Any] = field(default_factory=list)
     json_schema: dict[str, Any] | None = None
     stream_usage: bool = True  # Chat Completions reports usage in a stream only when asked
     sse: bool = True  # Gemini's streamGenerateContent without alt=sse answers a JSON array
@@ -120,6 +122,11 @@ class WireFormat:
 
     def count_tokens_json(self, request: LlmRequest, tokens: int) -> dict[str, Any]:
         raise NotImplementedError
+
+    def ask_for_usage(self, body: dict[str, Any]) -> bool:
+        """Change a request ``body`` so that its reply reports usage; True when it changed. Only
+        Chat Completions streams leave usage out unless asked."""
+        return False
 
     def error_json(self, status: int, message: str) -> dict[str, Any]:
         raise NotImplementedError

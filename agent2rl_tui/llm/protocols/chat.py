@@ -96,7 +96,7 @@ class ChatCompletions(WireFormat):
             schema = {}
         stream_usage = bool(as_dict(body.get("stream_options")).get("include_usage"))
         return LlmRequest(self.name, endpoint, as_str(body.get("model")), bool(body.get("stream")), tools, results,
-                          texts, size, body, json_schema=schema, stream_usage=stream_usage)
+                          texts, size, body, messages=messages, json_schema=schema, stream_usage=stream_usage)
 
     def _finish(self, reply: Reply) -> str:
         return "tool_calls" if reply.tool_call is not None else "stop"
@@ -139,6 +139,17 @@ class ChatCompletions(WireFormat):
 
     def count_tokens_json(self, request: LlmRequest, tokens: int) -> dict[str, Any]:
         return {"input_tokens": tokens}
+
+    def ask_for_usage(self, body: dict[str, Any]) -> bool:
+        """A streaming request without ``stream_options.include_usage`` gets it: the reply then
+        ends with one more chunk (``choices: []``, the usage), which OpenAI's clients expect."""
+        if not body.get("stream"):
+            return False
+        options = body.get("stream_options")
+        if isinstance(options, dict) and options.get("include_usage"):
+            return False
+        body["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+        return True
 
     def error_json(self, status: int, message: str) -> dict[str, Any]:
         return openai_error(status, message)

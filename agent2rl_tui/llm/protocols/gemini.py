@@ -111,7 +111,7 @@ class Gemini(WireFormat):
         if field(config, "responseMimeType") == "application/json":
             schema = as_dict(field(config, "responseJsonSchema")) or as_dict(field(config, "responseSchema"))
         return LlmRequest(self.name, endpoint, model_of(path), stream, tools, results, texts, size, body,
-                          json_schema=schema, sse=query.get("alt") == "sse")
+                          messages=contents, json_schema=schema, sse=query.get("alt") == "sse")
 
     # -- replies
     def _chunk(self, reply: Reply, parts: list[dict[str, Any]], final: bool) -> dict[str, Any]:

@@ -91,22 +91,23 @@ class Responses(WireFormat):
         elif fmt.get("type") == "json_object":
             schema = {}
         return LlmRequest(self.name, endpoint, as_str(body.get("model")), bool(body.get("stream")), tools, results,
-                          texts, size, body, json_schema=schema)
+                          texts, size, body, messages=[given] if isinstance(given, str) else given, json_schema=schema)
 
     # -- replies
     def _items(self, reply: Reply, done: bool) -> list[dict[str, Any]]:
         status = "completed" if done else "in_progress"
+        base = reply.id.removeprefix("resp_")
         items: list[dict[str, Any]] = []
         if reply.text or reply.tool_call is None:
-            items.append({"id": "msg_" + reply.id, "type": "message", "status": status, "role": "assistant",
+            items.append({"id": "msg_" + base, "type": "message", "status": status, "role": "assistant",
                           "content": [{"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}]
                           if done else []})
         c = reply.tool_call
         if c is not None and c.kind == "custom":
-            items.append({"id": "ctc_" + reply.id, "type": "custom_tool_call", "status": status, "call_id": c.call_id,
+            items.append({"id": "ctc_" + base, "type": "custom_tool_call", "status": status, "call_id": c.call_id,
                           "name": c.name, "input": (c.input or "") if done else ""})
         elif c is not None:
-            items.append({"id": "fc_" + reply.id, "type": "function_call", "status": status, "call_id": c.call_id,
+            items.append({"id": "fc_" + base, "type": "function_call", "status": status, "call_id": c.call_id,
                           "name": c.name, "arguments": c.arguments_json() if done else ""})
         return items
 
