@@ -385,7 +385,7 @@ class Supervisor:
         if self.watcher is not None:  # its git must not be among the strays killed next
             self.watcher.stop()
         grader_pid = self.grader.pid if self.grader else None
-        strays = self._strays(exclude={grader_pid} if grader_pid else set())
+        strays = self._strays(exclude={grader_pid} if grader_pid else set(), agent_pid=agent.pid)
         if strays:
             procs.kill_pids(strays)
             self.store.event("supervisor", "strays_killed", f"killed {len(strays)} processes that left the agent's group",
@@ -402,16 +402,17 @@ class Supervisor:
         self.store.event("supervisor", "agent_end", f"agent exited with code {code}")
         log.info("agent exit code %s", code)
 
-    def _strays(self, exclude: set[int]) -> list[int]:
+    def _strays(self, exclude: set[int], agent_pid: int) -> list[int]:
         """Descendants left once the agent's group has ended. In the sandbox, the kernel kills every
         process of the namespace when its init dies, but a loaded machine takes a while to let them
-        exit: they are waited for (up to ``NAMESPACE_EXIT_S``) before anything left is a stray."""
+        exit: they are waited for (up to ``NAMESPACE_EXIT_S``) before anything left is a stray. The
+        agent's own zombie is never reaped here: its Popen must read its exit status."""
         strays = procs.descendants(os.getpid(), exclude=exclude)
         if self.containment is not None and self.containment.contained:
             settle = time.monotonic() + NAMESPACE_EXIT_S
             while strays and time.monotonic() < settle:
                 time.sleep(0.1)
-                procs.reap_zombie_children(self._popen_pids())
+                procs.reap_zombie_children(self._popen_pids() | {agent_pid})
                 strays = procs.descendants(os.getpid(), exclude=exclude)
         return strays
 
