@@ -106,7 +106,8 @@ def test_detach_returns_at_once_and_stop_ends_the_run(tmp_path: Path, tiny_model
     command = write_agent(tmp_path, SLEEPER)
     proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
                "--read-only-path", str(tmp_path / "agent.py"),
-               "--model", str(tiny_model), "--budget", "10m", "--grace", "2s", "--detach",
+               # a grace long enough for a loaded machine: the sleeper ends at SIGTERM, nothing waits it out
+               "--model", str(tiny_model), "--budget", "10m", "--grace", "20s", "--detach",
                root=tmp_path / "runs", timeout=60)
     assert proc.returncode == 0, proc.stderr
     run_dir = run_dir_of(proc.stdout)
