@@ -60,7 +60,8 @@ CALL_PREFIX = {"anthropic": "toolu_scripted_"}
 class Served:
     """One call the driver answered, as the JSONL log has it. ``step``: the script step served
     (0-based; None for a side request: a JSON-mode utility call, a request without tools, a token
-    count, an error). ``usage``: the usage the reply reported (None when it reports none)."""
+    count, an error). ``usage``: the usage the reply reported (None when it reports none).
+    ``offered``: the tools the request offered, by name (what a CLI's check reports)."""
 
     seq: int
     time: str
@@ -76,6 +77,7 @@ class Served:
     tool: str | None = None
     usage: Usage | None = None
     note: str = ""
+    offered: list[str] = field(default_factory=list)  # the names of the tools the request offered
 
     def as_json(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -127,6 +129,7 @@ class ScriptedDriver:
             self._record(served)
             return self._error(fmt, 400, f"scripted driver: {exc}")
         served.model, served.stream = request.model, request.stream
+        served.offered = [t.name for t in request.tools]
         if request.endpoint == COUNT_TOKENS:
             served.intent = "count_tokens"
             self._record(served)
