@@ -21,11 +21,42 @@ import sqlite_utils
 
 from agent2rl_tui.util.timeutil import now
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+
+_LLM_CALLS = """
+CREATE TABLE IF NOT EXISTS llm_calls (
+    id INTEGER PRIMARY KEY,
+    at REAL NOT NULL,                  -- when the request reached the meter
+    protocol TEXT,                     -- anthropic | responses | chat | gemini; NULL: no driver API's path
+    endpoint TEXT,                     -- generate | count_tokens; NULL as above
+    method TEXT NOT NULL,
+    path TEXT NOT NULL,                -- without its query (a key can ride in it)
+    model TEXT,                        -- the model that answered, else the one asked for
+    status INTEGER NOT NULL,           -- the HTTP status the agent got
+    latency_s REAL,                    -- request in to the reply's last byte out
+    ttfb_s REAL,                       -- request in to the reply's headers
+    streamed INTEGER NOT NULL DEFAULT 0,
+    input_tokens INTEGER,              -- all prompt tokens, cached included; NULL: the reply reported no usage
+    output_tokens INTEGER,             -- reasoning included
+    cached_tokens INTEGER,
+    cache_write_tokens INTEGER,
+    reasoning_tokens INTEGER,
+    cost_usd REAL,                     -- NULL: no usage, or no price for the model
+    complete INTEGER NOT NULL DEFAULT 0,  -- the reply reached its own end
+    refused INTEGER NOT NULL DEFAULT 0,   -- refused by the meter (a cap), never sent on
+    error TEXT,
+    request_bytes INTEGER,
+    response_bytes INTEGER
+);
+CREATE INDEX IF NOT EXISTS llm_calls_at ON llm_calls(at);
+"""
+
 MIGRATIONS: dict[int, str] = {
     # 1 -> 2: a failure's code (what the agent was told) beside its full text, and the grader's
     # manifest of what it took of a submitted folder.
     1: "ALTER TABLE submissions ADD COLUMN error_code TEXT; ALTER TABLE submissions ADD COLUMN intake_json TEXT;",
+    # 2 -> 3: the meter's record of every call the agent made to its driver API.
+    2: _LLM_CALLS,
 }
 
 class RunStatus(StrEnum):
@@ -159,7 +190,7 @@ END;
 CREATE INDEX IF NOT EXISTS samples_at ON samples(at);
 CREATE INDEX IF NOT EXISTS submissions_status ON submissions(status);
 CREATE INDEX IF NOT EXISTS events_at ON events(at);
-"""
+""" + _LLM_CALLS
 
 
 class StoreError(RuntimeError):
@@ -199,6 +230,63 @@ class Submission:
     @property
     def timings(self) -> dict[str, float]:
         return json.loads(self.timings_json) if self.timings_json else {}
+
+
+@dataclass(frozen=True)
+class LlmCall:
+    """One call the agent made to its driver API, as the meter recorded it (table ``llm_calls``)."""
+
+    id: int
+    at: float
+    protocol: str | None
+    endpoint: str | None
+    method: str
+    path: str
+    model: str | None
+    status: int
+    latency_s: float | None
+    ttfb_s: float | None
+    streamed: bool
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_tokens: int | None
+    cache_write_tokens: int | None
+    reasoning_tokens: int | None
+    cost_usd: float | None
+    complete: bool
+    refused: bool
+    error: str | None
+    request_bytes: int | None
+    response_bytes: int | None
+
+    @property
+    def priced(self) -> bool:
+        """False for a call that reported usage but whose model has no price."""
+        return self.input_tokens is None or self.cost_usd is not None
+
+
+LLM_CALL_COLUMNS = tuple(f for f in LlmCall.__dataclass_fields__ if f != "id")
+
+
+@dataclass(frozen=True)
+class LlmTotals:
+    """The sums of a run's ``llm_calls``: what the meter saw, for the record's readers."""
+
+    calls: int = 0
+    refused: int = 0
+    incomplete: int = 0           # replies cut short (a client gone, an upstream cut, the meter stopped)
+    failed: int = 0               # status >= 400, refusals included
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float | None = None  # of the priced calls; None when no call with usage had a price
+    unpriced_calls: int = 0       # calls with usage and no price
+    no_usage: int = 0             # generation calls answered 2xx whose reply reported no usage
+    unpriced_models: tuple[str, ...] = ()
+    first_at: float | None = None
+    last_at: float | None = None
 
 
 # -- the rules every reader asks (one place each) ------------------------------------------
@@ -431,3 +519,56 @@ class RunStore:
         return self.conn.execute(
             "SELECT COUNT(*) FROM submissions WHERE status IN (?, ?)", PENDING_SUB_STATUSES
         ).fetchone()[0]
+
+    # -- driver-API calls (the meter) -------------------------------------------------------
+    def has_table(self, name: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                 (name,)).fetchone() is not None
+
+    def add_llm_call(self, **fields: Any) -> int:
+        """Record one call (the meter's row): one INSERT, its own short transaction."""
+        unknown = set(fields) - set(LLM_CALL_COLUMNS)
+        if unknown:
+            raise ValueError(f"llm_calls has no columns {sorted(unknown)}")
+        cols = ", ".join(fields)
+        marks = ", ".join("?" for _ in fields)
+        cur = self.conn.execute(f"INSERT INTO llm_calls ({cols}) VALUES ({marks})", list(fields.values()))
+        return int(cur.lastrowid or 0)
+
+    def llm_calls(self, *, offset: int = 0, limit: int = -1) -> list[LlmCall]:
+        """The recorded calls in order ([] for a run.db made before the meter, read as it is)."""
+        if not self.has_table("llm_calls"):
+            return []
+        rows = self.conn.execute("SELECT * FROM llm_calls ORDER BY id LIMIT ? OFFSET ?", (limit, offset))
+        return [_llm_call(r) for r in rows]
+
+    def llm_call_count(self) -> int:
+        if not self.has_table("llm_calls"):
+            return 0
+        return self.conn.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0]
+
+    def llm_totals(self) -> LlmTotals:
+        """The sums of every recorded call, by SQL (a run may make tens of thousands of calls)."""
+        if not self.has_table("llm_calls"):
+            return LlmTotals()
+        row = self.conn.execute("""
+            SELECT COUNT(*), COALESCE(SUM(refused), 0), COALESCE(SUM(complete = 0), 0), COALESCE(SUM(status >= 400), 0),
+                   COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cached_tokens), 0),
+                   COALESCE(SUM(cache_write_tokens), 0), COALESCE(SUM(reasoning_tokens), 0),
+                   SUM(cost_usd), SUM(input_tokens IS NOT NULL AND cost_usd IS NULL), MIN(at), MAX(at),
+                   SUM(endpoint = 'generate' AND status BETWEEN 200 AND 299 AND input_tokens IS NULL)
+            FROM llm_calls""").fetchone()
+        models = tuple(r[0] for r in self.conn.execute(
+            "SELECT DISTINCT COALESCE(model, '?') FROM llm_calls WHERE input_tokens IS NOT NULL AND cost_usd IS NULL"
+            " ORDER BY 1"))
+        return LlmTotals(calls=row[0], refused=row[1], incomplete=row[2], failed=row[3], input_tokens=row[4],
+                         output_tokens=row[5], cached_tokens=row[6], cache_write_tokens=row[7], reasoning_tokens=row[8],
+                         cost_usd=row[9], unpriced_calls=row[10] or 0, unpriced_models=models, no_usage=row[13] or 0,
+                         first_at=row[11], last_at=row[12])
+
+
+def _llm_call(row: sqlite3.Row) -> LlmCall:
+    d = dict(row)
+    for key in ("streamed", "complete", "refused"):
+        d[key] = bool(d[key])
+    return LlmCall(**d)
