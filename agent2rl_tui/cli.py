@@ -208,6 +208,9 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--budget", default="5m", show_default=True, help="Wall-clock budget: 90s, 5m, 12h.")
 @click.option("--grace", default="30s", show_default=True, help="Time between SIGTERM and SIGKILL at the deadline.")
 @click.option("--driver", help="The driver LLM of the agent, for the record.")
+@click.option("--driver-url", "driver_url", metavar="URL",
+              help="The driver API's root, e.g. http://127.0.0.1:8000 (a gateway, a proxy, a local server): each "
+                   "agent CLI is pointed at it its own way (docs/agent-clis.md); recorded. Default: the CLI's own.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--command", "command", help="Shell command line for the 'command' agent.")
 @click.option("--env", "env", multiple=True, help="KEY=VALUE for the agent's environment (repeatable).")
@@ -263,7 +266,7 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
               judge_url: str | None, judge_model: str | None, judge_key_env: str | None, judge_mode: str | None,
               judge_concurrency: int | None, search_url: str | None, search_key_env: str | None,
               search_corpus: Path | None, webshop_url: str | None, keep_submissions: bool, eval_memory: float | None,
-              detach: bool) -> None:
+              detach: bool, driver_url: str | None = None) -> None:
     """Start a run: workspace, baseline, agent under a budget, report."""
     try:
         engine_overrides = dict(_parse_pairs(engine_options, "--engine-option"))
@@ -283,7 +286,7 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
             search={k: v for k, v in (("url", search_url), ("key_env", search_key_env),
                                       ("corpus", str(search_corpus) if search_corpus else None)) if v} or None,
             store={"url": webshop_url} if webshop_url else None,
-            keep_submissions=keep_submissions, eval_memory_gib=eval_memory,
+            keep_submissions=keep_submissions, eval_memory_gib=eval_memory, driver_url=driver_url,
         )
         run_dir, pid = start_run(req)
     except USER_ERRORS as exc:

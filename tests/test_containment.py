@@ -186,7 +186,7 @@ def test_profiles_take_extra_paths_and_refuse_bad_ones(tmp_path: Path) -> None:
                     'writable_paths = ["~/.claude", "~/.cache/uv"]\n')
     mine = load_profiles(good)["mine"]
     assert mine.read_only_paths == ("~/datasets",) and mine.writable_paths == ("~/.claude", "~/.cache/uv")
-    assert load_profiles(good)["claude-code"].writable_paths == ("~/.claude", "~/.claude.json")
+    assert load_profiles(good)["claude-code"].writable_paths == ()  # the run's own home: no user folder
     bad = tmp_path / "bad.toml"
     bad.write_text('[agents.mine]\nextends = "codex"\nwritable_paths = "~/.codex"\n')
     with pytest.raises(ProfileError, match="writable_paths must be a list of strings"):

@@ -27,6 +27,7 @@ def test_builtin_command_lines_follow_the_documented_flags() -> None:
     assert "--model" not in BUILTIN_PROFILES["claude-code"].argv(prompt="P", model=None, workspace=WS)
     codex = BUILTIN_PROFILES["codex"].argv(prompt="P", model="gpt-5", workspace=WS)
     assert codex[:3] == ["codex", "exec", "--json"] and codex[-3:] == ["-m", "gpt-5", "P"]
+    assert codex[codex.index("-c") + 1] == "allow_login_shell=false"  # root's /etc/profile resets PATH
     gemini = BUILTIN_PROFILES["gemini-cli"].argv(prompt="P", model="gemini-2.5-pro", workspace=WS)
     assert gemini[-2:] == ["-p", "P"] and "--output-format" in gemini and "stream-json" in gemini
     opencode = BUILTIN_PROFILES["opencode"].argv(prompt="P", model="anthropic/claude", workspace=WS)
@@ -111,6 +112,9 @@ def test_the_prompt_holds_task_rules_listing_data_and_budget(tmp_path: Path, tin
 
 FAKE_CLAUDE = """#!{python}
 import json, os, sys, pathlib
+if sys.argv[1:] == ["--version"]:  # the pre-flight's check, inside the sandbox
+    print("2.1.0 (Claude Code, a stand-in)")
+    sys.exit(0)
 prompt = sys.argv[sys.argv.index("-p") + 1]
 pathlib.Path("code").mkdir(exist_ok=True)
 pathlib.Path("code/seen.json").write_text(json.dumps({{

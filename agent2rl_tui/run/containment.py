@@ -8,10 +8,14 @@ command line in /proc, or write ``../run.db`` and the grader's own code. Inside 
 
 - ``/`` is read-only: the system, Python, the venv and agent2rl-tui itself (the grader's code
   cannot be edited);
-- ``$HOME`` is a fresh folder of the run's own (``agent-home/``, read-write), into which only
-  the paths the agent's tools need come back: the profile's ``writable_paths`` (``~/.claude``,
-  ``~/.codex``: logins and sessions) and ``read_only_paths``, and the install prefixes of the
-  ``PATH`` entries under the real home (``~/.local/bin`` → ``~/.local``);
+- ``$HOME`` is a folder of the run's own (``agent-home/``, read-write, kept with the run),
+  into which the CLI's configuration and login files are copied before it starts
+  (:func:`prepare_home`; never its history or sessions, and the logins are removed when the
+  agent ends), and only the paths the agent's tools need come back read-only: what its
+  executable needs wherever it is installed (:func:`executable_paths`: the file behind each
+  link, its package or install prefix, the interpreter of a script, node for the npm CLIs),
+  the ``PATH`` entries under the real home (``~/.local/bin`` → its ``bin`` and ``lib``), the
+  profile's ``read_only_paths``, and ``writable_paths`` read-write where a profile asks;
 - the run folder, the runs root, sibling runs and the data cache are empty tmpfs; the workspace
   is bound back read-write, its ``data/`` and ``models/`` read-only;
 - a private /tmp (the run's ``agent-tmp/``, on disk, emptied when the agent ends), /var/tmp
@@ -36,10 +40,13 @@ it is.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,20 +138,198 @@ def _expand(path: str, home: Path) -> Path:
     return home / path[2:] if path.startswith("~/") else (home if path == "~" else Path(path))
 
 
+def _outermost(path: Path, name: str) -> Path | None:
+    """The outermost folder called ``name`` on ``path`` (``.../node_modules``), or None."""
+    parts = path.parts
+    return Path(*parts[: parts.index(name) + 1]) if name in parts else None
+
+
+def _prefix_parts(prefix: Path, home: Path) -> list[Path]:
+    """What to bind of an install prefix: all of it, but for ``~`` and ``~/.local``, whose
+    ``share`` and ``state`` hold other programs' data (sessions), only the programs."""
+    if prefix in (home, home / ".local"):
+        return [prefix / sub for sub in ("bin", "lib", "lib64")]
+    return [prefix]
+
+
+def _install_root(path: Path, home: Path) -> list[Path]:
+    """Where the install that ``path`` (a file or a PATH folder) belongs to lives: the outermost
+    ``node_modules`` (an npm prefix: every package the CLI may load), a ``bin`` folder's prefix
+    (a venv, node's prefix), else the folder itself (or the file's folder)."""
+    modules = _outermost(path, "node_modules")
+    if modules is not None:
+        return [modules]
+    folder = path if path.is_dir() else path.parent
+    if folder.name == "bin" and folder.parent != Path("/"):
+        return _prefix_parts(folder.parent, home)
+    return [folder]
+
+
+def _hidden_by_sandbox(path: Path, home: Path) -> bool:
+    """Under the home or /tmp, which the sandbox replaces (the rest of / is bound read-only)."""
+    return _under(path, home) or _under(path, Path("/tmp"))
+
+
 def _path_prefixes(path_var: str, home: Path) -> list[Path]:
-    """The install prefixes of PATH entries the new $HOME and /tmp would hide (bin/ → its parent)."""
+    """What the PATH entries the new $HOME and /tmp would hide need: each entry's install root
+    (``node_modules/.bin`` → the whole ``node_modules``; ``~/.local/bin`` → its ``bin`` and
+    ``lib``; a venv's ``bin`` → the venv)."""
     out: list[Path] = []
     for entry in path_var.split(os.pathsep):
-        if not entry:
+        if not entry or not os.path.isabs(entry):
             continue
         p = Path(entry)
         if p in (home, Path("/tmp")):  # the whole home or /tmp on PATH: not an install prefix
             continue
-        if _under(p, home) or _under(p, Path("/tmp")):
-            prefix = p.parent if p.name == "bin" and p.parent != home else p
-            if prefix not in out:
-                out.append(prefix)
+        if _hidden_by_sandbox(p, home):
+            for root in _install_root(p, home) if p.name in ("bin", ".bin") else [p]:
+                if root not in out:
+                    out.append(root)
     return out
+
+
+def _shebang(path: Path) -> list[str]:
+    """The interpreter line of a script (``#!/usr/bin/env node`` → ["/usr/bin/env", "node"])."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(256)
+    except OSError:
+        return []
+    if not head.startswith(b"#!"):
+        return []
+    return head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+
+
+def _interpreter(words: list[str]) -> str | None:
+    """The program a shebang runs: the interpreter, or what ``env`` is asked to find."""
+    if not words:
+        return None
+    if Path(words[0]).name != "env":
+        return words[0]
+    return next((w for w in words[1:] if not w.startswith("-") and "=" not in w), None)
+
+
+def executable_paths(exe: str, path_var: str, home: Path, *, _depth: int = 0) -> list[Path]:
+    """What the sandbox must bind read-only for ``exe`` (found on ``path_var``) to start where
+    the home and /tmp are replaced: each link on the way to the real file (an npm prefix's
+    ``node_modules/.bin/claude`` links into the package), the real file's install (its
+    package's ``node_modules``, a venv, a prefix), and the same for the interpreter a script
+    names (``#!/usr/bin/env node``: node as PATH finds it; a venv's python and the Python it
+    links to). Paths the sandbox shows anyway (outside the home and /tmp) are left out."""
+    found = exe if os.sep in exe else shutil.which(exe, path=path_var)
+    if not found:
+        return []
+    path = Path(os.path.abspath(found))
+    roots: list[Path] = []
+    for _ in range(40):  # each hop of a chain of links
+        roots += _install_root(path, home)
+        if not path.is_symlink():
+            break
+        target = Path(os.readlink(path))
+        path = target if target.is_absolute() else path.parent.resolve() / target
+    real = path.resolve()
+    roots += _install_root(real, home)
+    program = _interpreter(_shebang(real))
+    if program and _depth < 3:
+        roots += executable_paths(program, path_var, home, _depth=_depth + 1)
+    out: list[Path] = []
+    for root in roots:
+        if _hidden_by_sandbox(root, home) and root.exists() and root not in out:
+            out.append(root)
+    return out
+
+
+# --- the run's own home ------------------------------------------------------------------------
+
+DROPPED_KEYS = {".claude.json": ("projects",)}
+"""Keys left out of a copied JSON file: Claude Code keeps each project's history there."""
+XDG_DIRS = {"~/.config/": "XDG_CONFIG_HOME", "~/.local/share/": "XDG_DATA_HOME", "~/.local/state/": "XDG_STATE_HOME"}
+
+
+def home_source(name: str, home: Path, env: dict[str, str], config_dirs: dict[str, str]) -> Path:
+    """Where the user's copy of ``name`` (``~/...``) is: under a folder a variable moved it to
+    (``CODEX_HOME``, ``XDG_CONFIG_HOME``), else under the home."""
+    moved = {**{prefix: var for prefix, var in XDG_DIRS.items()},
+             **{prefix.rstrip("/") + "/": var for var, prefix in config_dirs.items()}}
+    for prefix, var in sorted(moved.items(), key=lambda kv: -len(kv[0])):
+        if name.startswith(prefix) and env.get(var):
+            return Path(env[var]).expanduser() / name[len(prefix):]
+    return _expand(name, home)
+
+
+def _merge(into: dict, settings: dict) -> dict:
+    for key, value in settings.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+    return into
+
+
+def prepare_home(agent_home: Path, *, home: Path, env: dict[str, str], files: Iterable[str] = (),
+                 logins: Iterable[str] = (), config_dirs: dict[str, str] | None = None,
+                 settings: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """Copy the CLI's configuration (``files``) and login (``logins``) into the run's own home,
+    then merge ``settings`` (a gateway's JSON settings) into theirs; the names written.
+
+    Regular files only (a link is followed to one); a missing file is skipped. Logins are made
+    readable by their owner only. Nothing else of the user's home comes in: no history, no
+    sessions, no other run's files."""
+    agent_home.mkdir(parents=True, exist_ok=True)
+    written: list[str] = []
+    login_names = set(logins)
+    for name in [*files, *logins]:
+        source = home_source(name, home, env, config_dirs or {})
+        target = _expand(name, agent_home)
+        try:
+            if not source.is_file():
+                continue
+            data = source.read_bytes()
+        except OSError:
+            continue
+        dropped = DROPPED_KEYS.get(source.name)
+        if dropped:
+            try:
+                obj = json.loads(data)
+                data = json.dumps({k: v for k, v in obj.items() if k not in dropped}, indent=2).encode()
+            except (ValueError, AttributeError):
+                continue  # not the JSON object it should be: better not copied than copied whole
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        target.chmod(0o600 if name in login_names else 0o644)
+        written.append(name)
+    for name, values in (settings or {}).items():
+        target = _expand(name, agent_home)
+        try:
+            current = json.loads(target.read_text(encoding="utf-8")) if target.is_file() else {}
+        except (OSError, ValueError):
+            current = {}
+        merged = _merge(current if isinstance(current, dict) else {}, values)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(merged, indent=2), encoding="utf-8")
+        if name not in written:
+            written.append(name)
+    return written
+
+
+def forget_logins(agent_home: Path, logins: Iterable[str]) -> list[str]:
+    """Remove the login files from the run's home once the agent has ended (a CLI may have
+    refreshed them: whatever is there goes); the names removed."""
+    removed = []
+    root = agent_home.resolve()
+    for name in logins:
+        target = _expand(name, agent_home)
+        try:
+            # The agent may have made a folder on the way a link to somewhere outside its home
+            # (``~/.claude`` → the user's real one, as seen from here): never follow it there.
+            if not _under(target.parent.resolve(), root):
+                continue
+            if target.is_symlink() or target.is_file():
+                target.unlink()
+                removed.append(name)
+        except OSError:
+            pass
+    return removed
 
 
 def _hidden_dirs(run_dir: Path, runs_root: Path, data_cache: Path, *more: Path, keep: list[Path]) -> list[Path]:
@@ -173,12 +358,15 @@ def build(
     writable_paths: tuple[str, ...] = (),
     read_only_paths: tuple[str, ...] = (),
     sources: tuple[Path, ...] = (),
+    executable: str | None = None,
     bwrap: str | None = None,
 ) -> Containment:
     """The sandbox for one run's agent, or a not-contained record saying why not.
 
     ``sources``: files or folders the task's data was prepared from (they hold the eval split):
-    hidden like the data cache (a file is covered by an empty one).
+    hidden like the data cache (a file is covered by an empty one). ``executable``: the agent's
+    program, found on the environment's PATH; what it needs is bound read-only
+    (:func:`executable_paths`).
     """
     why_not = probe(bwrap)
     if why_not is not None:
@@ -193,8 +381,11 @@ def build(
 
     package_dir = Path(agent2rl_tui.__file__).resolve().parent
     python_dirs = [Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), package_dir]
-    read_only = [*python_dirs, *_path_prefixes(env.get("PATH", ""), real_home),
+    path_var = env.get("PATH", "")
+    read_only = [*python_dirs, *_path_prefixes(path_var, real_home),
+                 *(executable_paths(executable, path_var, real_home) if executable else []),
                  *(_expand(p, real_home) for p in read_only_paths)]
+    read_only = list(dict.fromkeys(read_only))
     writable = [_expand(p, real_home) for p in writable_paths]
     keep = [*python_dirs, real_home, *(p for p in read_only + writable if p.exists())]
     hidden = _hidden_dirs(run_dir, runs_root, data_cache, *(s for s in sources if s.is_dir()), keep=keep)
@@ -233,10 +424,47 @@ def build(
         writable=[str(workspace), f"{real_home} (the run's {AGENT_HOME}/)", f"/tmp (the run's {AGENT_TMP}/)",
                   *(str(p) for p in writable if p.exists())],
         read_only=["/", *(str(workspace / s) for s in ("data", "models")),
-                   *(str(p) for p in read_only if p.exists() and _under(p, real_home))],
+                   *(str(p) for p in read_only if p.exists() and _hidden_by_sandbox(p, real_home))],
         prefix=args,
     )
 
 
 def not_contained(reason: str, *, requested: bool) -> Containment:
     return Containment(False, reason, requested=requested)
+
+
+CHECK_S = 120.0
+"""How long the pre-flight start check may take (Gemini CLI prints its version in ~2 s idle)."""
+
+
+def check_start(argv: list[str], *, env: dict[str, str], contain: bool, runs_root: Path, data_cache: Path,
+                writable_paths: tuple[str, ...] = (), read_only_paths: tuple[str, ...] = (),
+                timeout: float = CHECK_S) -> str | None:
+    """Run ``argv`` (an agent CLI's ``--version``) the way a run would start its agent: in a
+    sandbox built like the run's (its own empty home, the executable found on ``env``'s PATH
+    and bound as a run binds it), from an empty workspace. None when it exits 0; else what
+    happened, for the pre-flight's refusal. Without containment it runs plainly."""
+    with tempfile.TemporaryDirectory(prefix="agent2rl-check-") as tmp:
+        run_dir = Path(tmp) / "run"
+        workspace = run_dir / "workspace"
+        workspace.mkdir(parents=True)
+        made = (build(run_dir=run_dir, workspace=workspace, runs_root=runs_root, data_cache=data_cache, env=env,
+                      writable_paths=writable_paths, read_only_paths=read_only_paths, executable=argv[0])
+                if contain else not_contained("not contained", requested=False))
+        run_env = dict(env)
+        if not made.contained:
+            run_env["HOME"] = str(run_dir / AGENT_HOME)
+            (run_dir / AGENT_HOME).mkdir(exist_ok=True)
+        try:
+            proc = subprocess.run(made.wrap(argv), cwd=workspace, env=run_env, stdin=subprocess.DEVNULL,
+                                  capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return f"it did not exit within {timeout:.0f} s"
+        except OSError as exc:
+            return f"it could not be started: {exc}"
+        code = exit_code(proc.returncode, contained=made.contained)
+        if code == 0:
+            return None
+        said = (proc.stderr or proc.stdout).decode("utf-8", "replace").strip().splitlines()
+        where = "inside the sandbox" if made.contained else "here"
+        return f"it exited with code {code} {where}" + (f": {' / '.join(said[-3:])[:500]}" if said else "")

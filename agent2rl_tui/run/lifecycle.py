@@ -22,10 +22,18 @@ from typing import Any
 from agent2rl_tui.record.index import RunError, default_root
 from agent2rl_tui.record.report import write_report
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
-from agent2rl_tui.run.profiles import AgentProfile, get_profile, preflight
+from agent2rl_tui.run import containment
+from agent2rl_tui.run.profiles import AgentProfile, ProfileError, driver_setup, get_profile, preflight
 from agent2rl_tui.run.workspace import make_run_folder
 from agent2rl_tui.tasks.modelfiles import check_model_folder, check_model_loads
-from agent2rl_tui.tasks.registry import EVAL_SEED_KEY, TaskError, draw_eval_seed, engine_settings, load_task
+from agent2rl_tui.tasks.registry import (
+    EVAL_SEED_KEY,
+    TaskError,
+    cache_root,
+    draw_eval_seed,
+    engine_settings,
+    load_task,
+)
 from agent2rl_tui.util import procs
 from agent2rl_tui.util.timeutil import compact_utc, now
 
@@ -68,6 +76,9 @@ class RunRequest:
     """Keep the grader's copy of every submission (``intake/<n>/``) after it is scored."""
     eval_memory_gib: float | None = None
     """The eval worker's memory limit (all its processes); None: the grader's default for the model's size."""
+    driver_url: str | None = None
+    """The driver API's root (``--driver-url``), which the agent's profile points its CLI at (its
+    own variable or config, ``profiles.driver_setup``); None: the CLI's defaults."""
 
 
 AGENT_ENV_VAR = "AGENT2RL_AGENT_ENV"  # carries RunRequest.agent_env to the supervisor
@@ -213,12 +224,35 @@ def check_store(task: Any, store: dict[str, Any] | None) -> dict[str, Any] | Non
     return None
 
 
+def check_agent_starts(req: RunRequest, profile: AgentProfile, env: dict[str, str]) -> None:
+    """The agent's CLI starts the way the run will start it: its ``check_args`` (``--version``)
+    run through the same containment (docs/agent-clis.md). A CLI found on PATH whose install the
+    sandbox would not show (``env: 'claude': No such file or directory``, exit 127) is refused
+    here, before the run exists, and not after its budget has started."""
+    if not profile.check_args:
+        return
+    driver_setup(profile, req.driver_url, profile.driver(req.driver), env)  # a bad URL is refused too
+    agent_env = profile.agent_env(env, None)
+    why = containment.check_start(
+        [profile.executable, *profile.check_args], env=agent_env, contain=req.contain,
+        runs_root=(req.root or default_root()).resolve(), data_cache=cache_root(),
+        writable_paths=(*profile.writable_paths, *req.writable_paths),
+        read_only_paths=(*profile.read_only_paths, *req.read_only_paths))
+    if why is not None:
+        shown = " ".join([profile.executable, *profile.check_args])
+        raise ProfileError(
+            f"agent {profile.name}: `{shown}` failed ({why}). The run would not be able to start its agent. "
+            f"Check the install ({profile.install_hint or 'see docs/agent-clis.md'}); a CLI that needs files "
+            "the sandbox hides can be given them with --read-only-path PATH")
+
+
 def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfile, Path]:
     """Everything checkable before a run exists: task, agent CLI and key, model, GPUs, budget."""
     task = load_task(req.task)
     task.check_data()
     profile = get_profile(req.agent, req.profiles_path)
     preflight(profile, env, command=req.command, allow_missing_key=req.allow_missing_key)
+    check_agent_starts(req, profile, env)
     model = req.model.expanduser().resolve()
     problem = check_model_folder(model)
     if problem:
@@ -283,6 +317,7 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         "store": req.store or None,
         "keep_submissions": req.keep_submissions,
         "eval_memory_gib": req.eval_memory_gib,
+        "driver_url": req.driver_url,
         "gpus": req.gpus,
         "contain": req.contain,
         "read_only_paths": [str(Path(p).expanduser().resolve()) for p in req.read_only_paths],

@@ -7,6 +7,11 @@ the transcript normalizer). Built-in profiles cover Claude Code, Codex, Gemini C
 OpenCode, OpenHands, the scripted example agent and any shell command; a user TOML file
 overrides or adds profiles without touching code.
 
+A profile also says what its CLI needs to start inside the run's own home (the configuration
+and login files copied in, never its history or sessions), how a driver URL given with
+``run start --driver-url`` reaches it (``gateway``: each CLI has its own variable or config),
+and how to check that it starts at all (``check_args``, run in the sandbox at pre-flight).
+
 Flags follow each CLI's documentation as summarised in docs/agent-clis.md (checked there,
 not from memory); where a flag is deprecated or version-dependent, the profile sets the
 documented environment variable or config instead.
@@ -14,11 +19,13 @@ documented environment variable or config instead.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
 import sys
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -74,6 +81,22 @@ class AgentProfile:
     read_only_paths: tuple[str, ...] = ()
     """Paths the contained agent may read that containment would otherwise hide (under the
     home, the run's folder, /tmp): a tool's install, a shared dataset."""
+    home_files: tuple[str, ...] = ()
+    """Configuration files (``~/...``) copied from the user's home into the run's own home
+    before the agent starts, so the CLI starts as its user set it up. Never its history,
+    sessions or projects: those the CLI writes afresh in the run's home, part of the record."""
+    login_files: tuple[str, ...] = ()
+    """Login files (``~/...``: credentials, tokens), copied in like ``home_files`` and removed
+    from the run's folder once the agent has ended, so no login stays in the record."""
+    config_dirs: dict[str, str] = field(default_factory=dict)
+    """Variables that move the CLI's configuration folder (``CODEX_HOME``: ``~/.codex``): when
+    the caller sets one, the files above are read from there, and the agent does not get the
+    variable (its CLI uses the folder in its own home)."""
+    gateway: str | None = None
+    """How a driver URL (``run start --driver-url``) reaches this CLI: one of ``GATEWAYS``."""
+    check_args: tuple[str, ...] = ()
+    """Arguments that make the CLI print its version and exit (``--version``): pre-flight runs
+    the executable with them inside the sandbox, so a run whose agent cannot start is refused."""
 
     @property
     def executable(self) -> str:
@@ -82,17 +105,24 @@ class AgentProfile:
     def driver(self, requested: str | None) -> str | None:
         return requested or self.default_model
 
-    def argv(self, *, prompt: str, model: str | None, workspace: Path, command: str | None = None) -> list[str]:
-        """The command line, templates filled in."""
+    def argv(self, *, prompt: str, model: str | None, workspace: Path, command: str | None = None,
+             driver_args: Sequence[str] = ()) -> list[str]:
+        """The command line, templates filled in. ``driver_args`` (a gateway's, see
+        ``driver_setup``) go where ``{model_args}`` stands, else right after the executable."""
         values = {"prompt": prompt, "model": model or "", "workspace": str(workspace),
                   "python": sys.executable, "command": command or ""}
         out: list[str] = []
+        placed = False
         for token in self.command:
             if token == "{model_args}":
                 if model and self.model_flag:
                     out += [self.model_flag, model]
+                out += driver_args
+                placed = True
                 continue
             out.append(token.format(**values))
+        if driver_args and not placed:
+            out[1:1] = driver_args
         return out
 
     def agent_env(self, source: dict[str, str], model: str | None) -> dict[str, str]:
@@ -105,6 +135,113 @@ class AgentProfile:
         if model and self.model_env:
             env[self.model_env] = model
         return env
+
+    @property
+    def own_home(self) -> bool:
+        """The agent CLIs get a home of the run's own whether contained or not: one run never
+        reads another's sessions."""
+        return bool(self.home_files or self.login_files or self.gateway)
+
+
+# --- pointing a CLI at a driver URL ----------------------------------------------------------
+
+GATEWAY_PROVIDER = "agent2rl"
+"""The name of the provider a gateway adds to a CLI's configuration (Codex, OpenCode)."""
+GATEWAY_MODEL = "driver"
+"""The model name Codex and OpenCode are given through a gateway when the run names none."""
+
+
+@dataclass(frozen=True)
+class DriverSetup:
+    """What pointing one CLI at a driver URL takes: variables, arguments, files in its home."""
+
+    url: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    args: tuple[str, ...] = ()
+    """Command-line arguments, placed where ``{model_args}`` stands (after the model's)."""
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """JSON settings merged into files of the agent's home (``~/...`` → keys to set)."""
+    model: str | None = None
+    """The driver model as the CLI must be given it (OpenCode: ``provider/model``)."""
+
+
+def _root(url: str) -> str:
+    """The gateway's root: a trailing slash and API version (``/v1``, ``/v1beta``) dropped."""
+    root = url.strip().rstrip("/")
+    for suffix in ("/v1", "/v1beta"):
+        if root.endswith(suffix):
+            return root[: -len(suffix)]
+    return root
+
+
+def _anthropic(url: str, model: str | None, profile: AgentProfile, env: dict[str, str]) -> DriverSetup:
+    # The SDK adds /v1/messages itself.
+    return DriverSetup(url, env={"ANTHROPIC_BASE_URL": _root(url)}, model=model)
+
+
+def _codex(url: str, model: str | None, profile: AgentProfile, env: dict[str, str]) -> DriverSetup:
+    # Codex 0.169 ignores OPENAI_BASE_URL; a provider of its own (Responses API) on the command
+    # line overrides any in the user's config.toml. Its key is read from the variable named.
+    key = next((k for k in ("CODEX_API_KEY", "OPENAI_API_KEY") if env.get(k)), "CODEX_API_KEY")
+    p = f"model_providers.{GATEWAY_PROVIDER}"
+    settings = [f'model_provider="{GATEWAY_PROVIDER}"', f'{p}.name="agent2rl driver"',
+                f"{p}.base_url={json.dumps(_root(url) + '/v1')}", f'{p}.wire_api="responses"',
+                f'{p}.env_key="{key}"']
+    # Its own default model (gpt-6.1-sol in 0.169) sends no tools through a custom provider: a
+    # run that names no driver model gets one named "driver" (Codex warns it has no metadata).
+    return DriverSetup(url, args=tuple(a for s in settings for a in ("-c", s)), model=model or GATEWAY_MODEL)
+
+
+def _gemini(url: str, model: str | None, profile: AgentProfile, env: dict[str, str]) -> DriverSetup:
+    # With a base URL alone Gemini CLI 0.61 picks the auth type "gateway" and refuses it itself
+    # ("Invalid auth method selected.", exit 41): its settings must select the API key.
+    return DriverSetup(url, env={"GOOGLE_GEMINI_BASE_URL": _root(url)},
+                       files={"~/.gemini/settings.json": {"security": {"auth": {"selectedType": "gemini-api-key"}}}},
+                       model=model)
+
+
+def _opencode(url: str, model: str | None, profile: AgentProfile, env: dict[str, str]) -> DriverSetup:
+    # An OpenAI-compatible provider (Chat Completions) in the inline config, the model listed.
+    name = (model or GATEWAY_MODEL).removeprefix(f"{GATEWAY_PROVIDER}/")
+    options: dict[str, Any] = {"baseURL": _root(url) + "/v1"}
+    if env.get("OPENAI_API_KEY"):
+        options["apiKey"] = "{env:OPENAI_API_KEY}"
+    try:
+        config = json.loads(profile.env.get("OPENCODE_CONFIG_CONTENT") or "{}")
+    except ValueError:
+        config = {}
+    config = config if isinstance(config, dict) else {}
+    config.setdefault("provider", {})[GATEWAY_PROVIDER] = {
+        "npm": "@ai-sdk/openai-compatible", "name": "agent2rl driver", "options": options, "models": {name: {}}}
+    return DriverSetup(url, env={"OPENCODE_CONFIG_CONTENT": json.dumps(config)},
+                       model=f"{GATEWAY_PROVIDER}/{name}")
+
+
+def _openhands(url: str, model: str | None, profile: AgentProfile, env: dict[str, str]) -> DriverSetup:
+    # LiteLLM: an OpenAI-compatible endpoint takes a model named openai/<name>.
+    setup_env = {"LLM_BASE_URL": _root(url) + "/v1"}
+    if model and "/" not in model:
+        model = f"openai/{model}"
+    return DriverSetup(url, env=setup_env, model=model)
+
+
+GATEWAYS = {"anthropic": _anthropic, "codex": _codex, "gemini": _gemini, "opencode": _opencode,
+            "openhands": _openhands}
+"""How a driver URL reaches each kind of CLI; a profile names one as ``gateway``."""
+
+
+def driver_setup(profile: AgentProfile, url: str | None, model: str | None,
+                 env: dict[str, str] | None = None) -> DriverSetup:
+    """What the agent of ``profile`` needs to use the driver API at ``url`` (the gateway's root,
+    ``http://host:port``; a trailing ``/v1`` is accepted). No URL: the CLI's own defaults."""
+    if not url:
+        return DriverSetup(model=model)
+    if profile.gateway is None:
+        raise ProfileError(f"agent {profile.name} takes no --driver-url (its profile names no gateway; "
+                           f"one of {', '.join(GATEWAYS)})")
+    if not url.startswith(("http://", "https://")):
+        raise ProfileError(f"--driver-url {url!r}: give the driver API's root, e.g. http://127.0.0.1:8000")
+    return GATEWAYS[profile.gateway](url, model, profile, dict(env or {}))
 
 
 def _py(*args: str) -> tuple[str, ...]:
@@ -123,27 +260,40 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
             instructions_file="CLAUDE.md",
             model_flag="--model",
             env_pass=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL",
-                      "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX",
+                      "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX",
                       "AWS_REGION", "AWS_PROFILE", "ANTHROPIC_VERTEX_PROJECT_ID", "CLOUD_ML_REGION"),
             required_env=(("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK",
                            "CLAUDE_CODE_USE_VERTEX"),),
             # Bypass mode refuses to run as root unless IS_SANDBOX=1 (anthropics/claude-code#3490).
-            env={"IS_SANDBOX": "1", "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+            env={"IS_SANDBOX": "1", "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                 "DISABLE_AUTOUPDATER": "1"},
             install_hint="npm install -g @anthropic-ai/claude-code",
-            writable_paths=("~/.claude", "~/.claude.json"),
+            home_files=("~/.claude/settings.json",),
+            # ~/.claude.json holds the account (and an API key given to /login); its per-project
+            # history ("projects") is left out of the copy.
+            login_files=("~/.claude/.credentials.json", "~/.claude.json"),
+            config_dirs={"CLAUDE_CONFIG_DIR": "~/.claude"},
+            gateway="anthropic",
+            check_args=("--version",),
         ),
         AgentProfile(
             name="codex",
             description="OpenAI Codex CLI, `codex exec --json`",
+            # allow_login_shell=false: a login shell reads /etc/profile, which resets PATH for
+            # root (then the workspace's python is not found).
             command=("codex", "exec", "--json", "--dangerously-bypass-approvals-and-sandbox",
-                     "--skip-git-repo-check", "{model_args}", "{prompt}"),
+                     "--skip-git-repo-check", "-c", "allow_login_shell=false", "{model_args}", "{prompt}"),
             stream_format="codex-jsonl",
             instructions_file="AGENTS.md",
             model_flag="-m",
-            env_pass=("CODEX_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME"),
+            env_pass=("CODEX_API_KEY", "OPENAI_API_KEY"),
             required_env=(("CODEX_API_KEY", "OPENAI_API_KEY"),),
             install_hint="npm install -g @openai/codex",
-            writable_paths=("~/.codex",),
+            home_files=("~/.codex/config.toml",),
+            login_files=("~/.codex/auth.json",),
+            config_dirs={"CODEX_HOME": "~/.codex"},
+            gateway="codex",
+            check_args=("--version",),
         ),
         AgentProfile(
             name="gemini-cli",
@@ -154,13 +304,17 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
             instructions_file="GEMINI.md",
             model_flag="-m",
             env_pass=("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION",
-                      "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_APPLICATION_CREDENTIALS", "GEMINI_CLI_HOME"),
+                      "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_GEMINI_BASE_URL"),
             required_env=(("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS"),),
             # Folder trust: the docs and the source name different variables; set both.
             env={"GEMINI_TRUST_WORKSPACE": "true", "GEMINI_CLI_TRUST_WORKSPACE": "true",
                  "GEMINI_SANDBOX": "false"},
             install_hint="npm install -g @google/gemini-cli",
-            writable_paths=("~/.gemini",),
+            home_files=("~/.gemini/settings.json",),
+            login_files=("~/.gemini/oauth_creds.json", "~/.gemini/google_accounts.json", "~/.gemini/.env"),
+            config_dirs={"GEMINI_CLI_HOME": "~"},
+            gateway="gemini",
+            check_args=("--version",),
         ),
         AgentProfile(
             name="opencode",
@@ -176,7 +330,11 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
             env={"OPENCODE_CONFIG_CONTENT": '{"permission": "allow", "autoupdate": false, "share": "disabled"}',
                  "OPENCODE_DISABLE_AUTOUPDATE": "1"},
             install_hint="npm install -g opencode-ai",
-            writable_paths=("~/.config/opencode", "~/.local/share/opencode", "~/.local/state/opencode"),
+            home_files=("~/.config/opencode/opencode.json", "~/.config/opencode/opencode.jsonc",
+                        "~/.config/opencode/config.json"),
+            login_files=("~/.local/share/opencode/auth.json",),
+            gateway="opencode",
+            check_args=("--version",),
         ),
         AgentProfile(
             name="openhands",
@@ -185,11 +343,15 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
             stream_format="openhands-json",
             instructions_file="AGENTS.md",
             model_env="LLM_MODEL",
-            env_pass=("LLM_API_KEY", "LLM_BASE_URL", "LLM_MODEL", "OPENHANDS_CONVERSATIONS_DIR"),
+            env_pass=("LLM_API_KEY", "LLM_BASE_URL", "LLM_MODEL"),
             required_env=(("LLM_API_KEY",),),
             env={"OPENHANDS_SUPPRESS_BANNER": "1"},
             install_hint="uv tool install openhands --python 3.12",
-            writable_paths=("~/.openhands",),
+            home_files=("~/.openhands/mcp.json", "~/.openhands/cli_config.json"),
+            # agent_settings.json holds the LLM settings with their API key.
+            login_files=("~/.openhands/agent_settings.json",),
+            gateway="openhands",
+            check_args=("--version",),
         ),
         AgentProfile(
             name="example",
@@ -220,7 +382,7 @@ def user_profiles_path() -> Path:
 
 _FIELDS = {"command", "description", "stream_format", "instructions_file", "model_flag", "model_env",
            "default_model", "env_pass", "required_env", "env", "install_hint", "writable_paths",
-           "read_only_paths"}
+           "read_only_paths", "home_files", "login_files", "config_dirs", "gateway", "check_args"}
 
 
 def _from_toml(name: str, raw: dict[str, Any], known: dict[str, AgentProfile], source: Path) -> AgentProfile:
@@ -237,13 +399,15 @@ def _from_toml(name: str, raw: dict[str, Any], known: dict[str, AgentProfile], s
             continue
         if key == "command":
             value = tuple(shlex.split(value) if isinstance(value, str) else value)
-        elif key in ("env_pass", "writable_paths", "read_only_paths"):
+        elif key in ("env_pass", "writable_paths", "read_only_paths", "home_files", "login_files", "check_args"):
             if isinstance(value, str) or not all(isinstance(v, str) for v in value):
                 raise ProfileError(f"{source}: [agents.{name}] {key} must be a list of strings")
             value = tuple(value)
         elif key == "required_env":
             value = tuple(tuple([g] if isinstance(g, str) else g) for g in value)
-        elif key == "env":
+        elif key in ("env", "config_dirs"):
+            if not isinstance(value, dict):
+                raise ProfileError(f"{source}: [agents.{name}] {key} must be a table of strings")
             value = {str(k): str(v) for k, v in value.items()}
         values[key] = value
     if base_name is not None:
@@ -254,6 +418,8 @@ def _from_toml(name: str, raw: dict[str, Any], known: dict[str, AgentProfile], s
         profile = AgentProfile(name=name, **values)
     if profile.stream_format not in STREAM_FORMATS:
         raise ProfileError(f"{source}: [agents.{name}] stream_format must be one of {', '.join(STREAM_FORMATS)}")
+    if profile.gateway is not None and profile.gateway not in GATEWAYS:
+        raise ProfileError(f"{source}: [agents.{name}] gateway must be one of {', '.join(GATEWAYS)}")
     return profile
 
 

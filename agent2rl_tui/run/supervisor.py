@@ -36,7 +36,7 @@ from agent2rl_tui.record.store import RunStore, SubStatus
 from agent2rl_tui.run import containment
 from agent2rl_tui.run.agent_output import AgentOutput
 from agent2rl_tui.run.lifecycle import AGENT_ENV_VAR
-from agent2rl_tui.run.profiles import AgentProfile, get_profile
+from agent2rl_tui.run.profiles import AgentProfile, DriverSetup, driver_setup, get_profile
 from agent2rl_tui.run.prompt import build_prompt
 from agent2rl_tui.run.vitals import VitalsSampler
 from agent2rl_tui.run.watcher import RevisionWatcher
@@ -79,6 +79,7 @@ class Supervisor:
         self.output: AgentOutput | None = None
         self.vitals = VitalsSampler(self.run_dir)
         self.containment: containment.Containment | None = None
+        self.profile: AgentProfile | None = None
 
     # -- signals and heartbeat --------------------------------------------------------
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -196,7 +197,15 @@ class Supervisor:
         (self.run_dir / "prompt.md").write_text(prompt, encoding="utf-8")
         if profile.instructions_file:
             (self.ws / profile.instructions_file).write_text(prompt, encoding="utf-8")
-        argv = profile.argv(prompt=prompt, model=model, workspace=self.ws, command=self.cfg.get("agent_command"))
+        self.profile = profile
+        env = self.agent_env(profile, model)
+        # The driver URL (run start --driver-url) as this CLI takes it: a variable, arguments, settings.
+        setup = driver_setup(profile, self.cfg.get("driver_url"), model, env)
+        env.update(setup.env)
+        if profile.model_env and setup.model:
+            env[profile.model_env] = setup.model
+        argv = profile.argv(prompt=prompt, model=setup.model, workspace=self.ws,
+                            command=self.cfg.get("agent_command"), driver_args=setup.args)
         start = now()
         deadline = start + self.run["budget_s"]
         self.store.update_run(budget_start=start, deadline=deadline, status="running")
@@ -205,8 +214,10 @@ class Supervisor:
             {"task": self.run["task"], "base_model": self.run["base_model"], "start_time": start,
              "timeout_s": self.run["budget_s"], "end_time": deadline},
         )
-        env = self.agent_env(profile, model)
+        self.prepare_home(profile, setup)
         self.containment = self.contain(profile, env)
+        if profile.own_home and not self.containment.contained:  # its own home all the same
+            env["HOME"] = str(self.run_dir / containment.AGENT_HOME)
         argv = self.containment.wrap(argv)
         self.take_snapshot("start")
         self.watcher = RevisionWatcher(self.snapshotter)
@@ -248,6 +259,7 @@ class Supervisor:
                 env=env, writable_paths=(*profile.writable_paths, *self.cfg.get("writable_paths", ())),
                 read_only_paths=(*profile.read_only_paths, *self.cfg.get("read_only_paths", ())),
                 sources=tuple(source_paths(self.task)),
+                executable=profile.executable if profile.executable != "{python}" else None,
             )
         if made.contained:
             log.info("the agent runs contained: %s; hidden: %s", made.reason, ", ".join(made.hidden))
@@ -257,6 +269,33 @@ class Supervisor:
             message = f"agent not contained: {made.reason}"
         self.store.event("supervisor", "containment", message, made.record())
         return made
+
+    def prepare_home(self, profile: AgentProfile, setup: DriverSetup) -> None:
+        """The agent CLI's configuration and login copied into the run's own home (never its
+        history or sessions), and the gateway's settings merged in; recorded by name."""
+        if not profile.own_home:
+            return
+        home = Path(os.environ.get("HOME") or Path.home())
+        copied = containment.prepare_home(
+            self.run_dir / containment.AGENT_HOME, home=home, env=dict(os.environ), files=profile.home_files,
+            logins=profile.login_files, config_dirs=profile.config_dirs, settings=setup.files)
+        logins = [n for n in copied if n in profile.login_files]
+        log.info("the agent's home is the run's own; copied in: %s", ", ".join(copied) or "nothing")
+        self.store.event("supervisor", "agent_home",
+                         f"agent home: {len(copied)} file(s) copied in" + (f", driver {setup.url}" if setup.url else ""),
+                         {"copied": copied, "logins": logins, "driver_url": setup.url, "model": setup.model})
+
+    def _stderr_tail(self) -> list[str]:
+        """The agent's last stderr lines, from logs/agent.log (its last 64 KiB)."""
+        path = self.run_dir / "logs" / "agent.log"
+        try:
+            with path.open("rb") as fh:
+                fh.seek(max(0, path.stat().st_size - 65536))
+                data = fh.read()
+        except OSError:
+            return []
+        marker = b" [stderr] "
+        return [line.split(marker, 1)[1].decode("utf-8", "replace") for line in data.splitlines() if marker in line]
 
     def check_contamination(self) -> None:
         """Scan what the agent wrote for eval items (record/contamination.py); never fatal."""
@@ -396,6 +435,13 @@ class Supervisor:
             agent.kill()
             code = agent.wait()
         code = containment.exit_code(code, contained=bool(self.containment and self.containment.contained))
+        normalizer = self.output.recorder.normalizer if self.output is not None else None
+        if hasattr(normalizer, "agent_exited"):  # an agent failing silently gets an error step
+            normalizer.agent_exited(code, self._stderr_tail, now())
+        if self.profile is not None and self.profile.login_files:
+            removed = containment.forget_logins(self.run_dir / containment.AGENT_HOME, self.profile.login_files)
+            if removed:
+                log.info("login files removed from the run's home: %s", ", ".join(removed))
         self.vitals.agent_pgid = None  # gone by design from here on: not an "agent group gone" event
         shutil.rmtree(self.run_dir / containment.AGENT_TMP, ignore_errors=True)
         self.store.update_run(agent_exit_code=code, agent_ended_at=now())
@@ -470,6 +516,9 @@ class Supervisor:
         """The profile's environment, the benchmark's variables, the run's --env and GPUs."""
         source = {k: v for k, v in os.environ.items() if not k.startswith("AGENT2RL_")}
         env = profile.agent_env(source, model)
+        if profile.own_home:  # its folders are those of its own home: not moved elsewhere
+            for var in (*containment.XDG_DIRS.values(), *profile.config_dirs):
+                env.pop(var, None)
         assert self.grader_url is not None
         env.update(
             TASK=self.run["task"],
