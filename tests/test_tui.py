@@ -176,8 +176,9 @@ async def test_runs_screen_lists_filters_sorts_marks_and_compares(review_root: P
         await settle(pilot, lambda: isinstance(app.screen, CompareScreen), what="Compare")
         compare = table_rows(app.screen.query_one("#compare", DataTable))
         assert len(compare) == 1
-        task, profile, agent, driver, n, finished, best, improvement, ci, best3, subs = compare[0]
+        task, profile, agent, driver, n, finished, best, improvement, ci, best3, subs, *usage = compare[0]
         assert (task, profile, agent, driver, n, finished) == ("arith", "default", "example", "scripted", "2", "1")
+        assert len(usage) == 3  # tokens / run, cost / run, and where they come from (record.usage)
         assert best.endswith("± 0.00") and subs == "2.0"
         low, high = ci.strip("[]").split(", ")  # two copies of one run: the interval is that run's improvement
         assert low == high == improvement.split(" ± ")[0] and best3 == "-"  # 3 runs of 2: no expectation

@@ -17,13 +17,17 @@ from typing import Any
 
 from agent2rl_tui.record.index import RunSummary, summarize
 from agent2rl_tui.record.stats import Summary, expected_best_of, summarize_values
+from agent2rl_tui.record.usage import NONE, RunUsage
 from agent2rl_tui.util.timeutil import iso
 
 AUTORL_COLUMNS = ["run_id", "timestamp", "task", "agent", "driver_model", "base_model", "baseline", "best_score",
                   "improvement", "submissions", "duration_s", "success", "workspace"]
 """AutoRL-Bench's results.csv columns (RD-Agent ``autorl_bench/core/utils.py``), in its order."""
 OUR_COLUMNS = ["campaign", "cell", "seed", "attempt", "job_id", "status", "end_reason", "prompt_profile", "contained",
-               "contaminated", "revisions", "budget_s", "error"]
+               "contaminated", "revisions", "budget_s", "tokens_in", "tokens_out", "cached_tokens", "cost_usd",
+               "tokens_source", "error"]
+"""``tokens_*`` and ``cost_usd`` follow ``record.usage.run_usage`` (``tokens_source`` says which source:
+metered, or from the agent's stream); an empty ``cost_usd`` is an unknown cost."""
 
 
 def read_summary(row: Mapping[str, Any]) -> RunSummary | None:
@@ -119,9 +123,20 @@ def csv_rows(folder: Path, runs: list[CampaignRun]) -> list[dict[str, Any]]:
             "status": r.state, "end_reason": s.end_reason if s else "", "prompt_profile": s.prompt_profile if s else "",
             "contained": s.contained if s else "", "contaminated": s.contaminated if s else "",
             "revisions": s.n_revisions if s else "", "budget_s": s.budget_s if s else "",
+            **usage_columns(s.usage if s else None),
             "error": (s.error if s else None) or row.get("error") or "",
         })
     return rows
+
+
+def usage_columns(u: RunUsage | None) -> dict[str, Any]:
+    if u is None or u.source == NONE:
+        return {"tokens_in": "", "tokens_out": "", "cached_tokens": "", "cost_usd": "",
+                "tokens_source": u.label if u else ""}
+    return {"tokens_in": u.tokens_in, "tokens_out": u.tokens_out,
+            "cached_tokens": u.cached_tokens if u.cached_tokens is not None else "",
+            "cost_usd": round(u.cost_usd, 6) if u.cost_usd is not None and not u.unpriced_calls else "",
+            "tokens_source": u.label}
 
 
 def write_csv(folder: Path, path: Path) -> int:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from agent2rl_tui.record.index import RunSummary
 from agent2rl_tui.record.stats import bootstrap_ci, expected_best_of
+from agent2rl_tui.record.usage import NONE
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,13 @@ class Group:
     improvement_ci: tuple[float, float] | None = None
     best_of: dict[int, float | None] | None = None
     """Expected best score of k runs, for k = 1, 2, 3."""
+    tokens_mean: float | None = None
+    """Mean tokens (input + output) per run, of the runs that recorded any (``record.usage``)."""
+    cost_mean: float | None = None
+    """Mean cost per run, of the runs whose cost is known (``cost_runs`` of them)."""
+    cost_runs: int = 0
+    tokens_source: str = "-"
+    """Where the tokens come from: metered, from the agent's stream, or mixed."""
 
 
 def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
@@ -53,12 +61,27 @@ def compare(runs: list[RunSummary]) -> list[Group]:
         imp_mean, imp_sd = _mean_sd([r.improvement for r in members if r.improvement is not None])
         bests = [r.best for r in members if r.best is not None]
         improvements = [r.improvement for r in members if r.improvement is not None]
+        usages = [r.usage for r in members if r.usage is not None and r.usage.source != NONE]
+        costs = [u.cost_usd for u in usages if u.cost_usd is not None and not u.unpriced_calls]
+        sources = sorted({u.label for u in usages})
         out.append(Group(task, profile, agent, driver, len(members), best_mean, best_sd, imp_mean, imp_sd,
                          statistics.fmean(r.n_submissions for r in members),
                          sum(1 for r in members if r.status == "finished"),
                          bootstrap_ci(bests), bootstrap_ci(improvements),
-                         {k: expected_best_of(bests, k) for k in (1, 2, 3)}))
+                         {k: expected_best_of(bests, k) for k in (1, 2, 3)},
+                         statistics.fmean(u.tokens_in + u.tokens_out for u in usages) if usages else None,
+                         statistics.fmean(costs) if costs else None, len(costs),
+                         sources[0] if len(sources) == 1 else ("mixed: " + ", ".join(sources) if sources else "-")))
     return out
+
+
+def usage_text(g: Group) -> str:
+    """A group's mean tokens and cost per run, and their source."""
+    if g.tokens_mean is None:
+        return "-"
+    cost = f", ${g.cost_mean:.4f}" + (f" ({g.cost_runs} of {g.runs} runs priced)" if g.cost_runs < g.runs else "") \
+        if g.cost_mean is not None else ", cost unknown"
+    return f"{g.tokens_mean:,.0f} tokens{cost} per run ({g.tokens_source})"
 
 
 def ci_text(ci: tuple[float, float] | None) -> str:

@@ -24,6 +24,7 @@ from agent2rl_tui.record.store import (
     StoreError,
     SubStatus,
 )
+from agent2rl_tui.record.usage import RunUsage, run_usage
 from agent2rl_tui.util import procs
 from agent2rl_tui.util.timeutil import now
 
@@ -73,6 +74,8 @@ class RunSummary:
     prompt_profile: str | None = None
     """How the grader prompted and read answers (``store.prompt_profile_of``); scores under two
     profiles are two measurements."""
+    usage: RunUsage | None = None
+    """The run's tokens and cost (``record.usage.run_usage``: metered, else from the agent's stream)."""
 
     @property
     def flags(self) -> str:
@@ -132,6 +135,7 @@ def summarize(run_dir: Path) -> RunSummary:
     """One row of the runs list, in one query (listing a thousand runs opens a thousand dbs)."""
     with RunStore.of_run(run_dir) as store:
         row = store.conn.execute(_SUMMARY_SQL).fetchone()
+        usage = run_usage(store) if row is not None else None
     if row is None:
         raise StoreError(f"{run_dir / 'run.db'} holds no run")
     run = dict(row)
@@ -156,6 +160,7 @@ def summarize(run_dir: Path) -> RunSummary:
         contained=_flag(run["containment_json"], "contained", started=run["budget_start"] is not None),
         contaminated=_flag(run["contamination_json"], "contaminated", started=False),
         prompt_profile=run["scored_profile"] or run["config_profile"],
+        usage=usage,
     )
 
 

@@ -43,6 +43,7 @@ from agent2rl_tui.record.store import (
     strict_of,
 )
 from agent2rl_tui.record.transcripts import transcript_totals
+from agent2rl_tui.record.usage import RunUsage, run_usage, usage_line, usage_notes
 from agent2rl_tui.util.inert import md_code, md_escape
 from agent2rl_tui.util.timeutil import human_duration, iso, now
 
@@ -131,6 +132,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         subs = store.submissions(kind="agent")
         revisions = [dict(r) for r in store.conn.execute("SELECT * FROM revisions ORDER BY seq")]
         transcript = transcript_totals(store)
+        usage = run_usage(store)
         warnings = warning_events(store)
         contained = containment_of(store)
     base_score = scored_score(baseline)
@@ -187,6 +189,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "metrics": compute_metrics(run, subs, baseline),
         "revisions": revisions_summary(revisions),
         "transcript": transcript,
+        "usage": usage.as_json(),
         "vitals": summarize_samples(run_dir),
         "warnings": warnings,
         "containment": contained,
@@ -232,6 +235,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines.append(f"- containment: **contained** by {e(c['reason'])}" if c["contained"]
                  else f"- containment: **NOT CONTAINED**: {e(c['reason'])}")
     lines.append(contamination_line(report["contamination"]))
+    lines += usage_lines(report.get("usage"))
     lines += ["", "| # | at | status | score | vs baseline | eval s | revision | model |",
               "|---|---|---|---|---|---|---|---|"]
     for s in report["submissions"]:
@@ -251,10 +255,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         left = ", ".join(f"{e(reason)}: {n}" for reason, n in sorted(revs["left_out_at_end"].items()))
         lines.append(f"- left out of the last snapshot: {left}")
     t = report["transcript"]
-    cost = f", cost ${t['cost_usd']:.4f}" if t["cost_usd"] is not None else ""
     kinds = ", ".join(f"{e(k)} {n}" for k, n in sorted(t["by_kind"].items()))
-    lines += ["", f"## Transcript: {t['steps']} steps ({kinds or 'none'})",
-              f"- tokens in {t['tokens_in']:,}, out {t['tokens_out']:,}{cost}"]
+    lines += ["", f"## Transcript: {t['steps']} steps ({kinds or 'none'})"]
     v = report["vitals"]
     if v.get("samples"):
         gpus = v["gpus"] if isinstance(v["gpus"], str) else ", ".join(
@@ -273,6 +275,30 @@ def render_markdown(report: dict[str, Any]) -> str:
         if len(warnings) > 200:
             lines.append(f"- … and {len(warnings) - 200} more in run.db's events table")
     return "\n".join(lines) + "\n"
+
+
+def usage_lines(data: dict[str, Any] | None) -> list[str]:
+    """The run's tokens and cost (``record.usage``: metered, else from the agent's stream), what
+    the reader must know about them, and how the calls were metered."""
+    if data is None:  # a report.json written before the meter
+        return []
+    u = RunUsage.from_json(data)
+    lines = [f"- {usage_line(u)}"]  # numbers and our own words only
+    lines += [f"  - {md_escape(note)}" for note in usage_notes(u)]
+    meter = u.meter or {}
+    if meter.get("metered"):
+        caps = meter.get("caps") or {}
+        capped = []
+        if caps.get("max_tokens") is not None:
+            capped.append(f"{caps['max_tokens']:,} tokens")
+        if caps.get("max_cost_usd") is not None:
+            capped.append(f"${caps['max_cost_usd']:.2f}")
+        upstream = md_code(str(meter.get("upstream")), in_table=False)
+        lines.append(f"- metering: **metered** by the loopback meter, calls to {upstream}; "
+                     + (f"caps {', '.join(capped)}" if capped else "no caps"))
+    elif u.not_metered:
+        lines.append(f"- metering: **NOT METERED**: {md_escape(u.not_metered)}")
+    return lines
 
 
 def strict_lines(report: dict[str, Any]) -> list[str]:

@@ -24,6 +24,7 @@ from agent2rl_tui.record.transcripts import (
     steps_by_seq,
     transcript_totals,
 )
+from agent2rl_tui.record.usage import RunUsage, run_usage
 
 Kinds = tuple[str, ...] | None
 
@@ -39,6 +40,7 @@ class StepListing:
     totals: dict[str, Any]  # transcript_totals of the whole transcript
     near: float | None = None  # the time asked for, if any
     row: int | None = None  # the row of the last step at or before ``near``, if any
+    usage: RunUsage | None = None  # the run's tokens and cost (``record.usage``: metered, else the transcript's)
 
 
 def list_steps(run_dir: Path, kinds: Kinds = None, query: str = "", near: float | None = None) -> StepListing:
@@ -49,7 +51,8 @@ def list_steps(run_dir: Path, kinds: Kinds = None, query: str = "", near: float 
         search = search_steps(store, query, kinds, limit=1_000_000) if query.strip() else None
         count = len(search) if search is not None else count_steps(store, kinds)
         row = _row_near(store, near, kinds, search) if near is not None else None
-        return StepListing(kinds, query, count, search, transcript_totals(store), near, row)
+        totals = transcript_totals(store)
+        return StepListing(kinds, query, count, search, totals, near, row, run_usage(store, totals))
 
 
 def _row_near(store: RunStore, at: float, kinds: Kinds, search: list[int] | None) -> int | None:

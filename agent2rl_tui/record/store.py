@@ -17,8 +17,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
-
 from agent2rl_tui.util.timeutil import now
 
 SCHEMA_VERSION = 3
@@ -376,7 +374,6 @@ class RunStore:
     def __init__(self, path: Path, *, create: bool = False) -> None:
         self.path = Path(path)
         self.conn = connect(self.path, create=create)
-        self.db = sqlite_utils.Database(self.conn)
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
         if create and version == 0:
             self.conn.executescript(
@@ -428,7 +425,9 @@ class RunStore:
 
     # -- run row ----------------------------------------------------------------------
     def create_run(self, **fields: Any) -> None:
-        self.db["run"].insert(fields)
+        cols = ", ".join(fields)
+        marks = ", ".join("?" for _ in fields)
+        self.conn.execute(f"INSERT INTO run ({cols}) VALUES ({marks})", list(fields.values()))
 
     def run(self) -> dict[str, Any]:
         row = self.conn.execute("SELECT * FROM run LIMIT 1").fetchone()

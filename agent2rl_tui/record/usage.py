@@ -64,16 +64,24 @@ class RunUsage:
         out["unpriced_models"] = list(self.unpriced_models)
         return out
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunUsage:
+        known = {f for f in cls.__dataclass_fields__}
+        fields = {k: v for k, v in data.items() if k in known}
+        fields["unpriced_models"] = tuple(fields.get("unpriced_models") or ())
+        return cls(**fields)
 
-def run_usage(store: RunStore) -> RunUsage:
-    """The run's tokens and cost by the rule above."""
+
+def run_usage(store: RunStore, steps: dict[str, Any] | None = None) -> RunUsage:
+    """The run's tokens and cost by the rule above (``steps``: the transcript's totals, if the
+    caller has read them already)."""
     meter = store.last_event_data("meter")
     metered = meter is not None and bool(meter.get("metered", True))
     if metered or store.llm_call_count():
         t = store.llm_totals()
         return RunUsage(METERED, t.input_tokens, t.output_tokens, t.cached_tokens, t.cost_usd, t.calls, t.refused,
                         t.incomplete, t.failed, t.unpriced_calls, t.unpriced_models, t.no_usage, meter)
-    steps = transcript_totals(store)
+    steps = steps if steps is not None else transcript_totals(store)
     if steps["tokens_in"] or steps["tokens_out"] or steps["cost_usd"] is not None:
         return RunUsage(TRANSCRIPT, steps["tokens_in"], steps["tokens_out"], None, steps["cost_usd"], meter=meter)
     return RunUsage(NONE, meter=meter)

@@ -22,6 +22,7 @@ from textual.widgets import Input, Static
 
 from agent2rl_tui.record.runview import RunView
 from agent2rl_tui.record.transcripts import StepRow
+from agent2rl_tui.record.usage import usage_line
 from agent2rl_tui.ui.format import literal, literal_line
 from agent2rl_tui.ui.messages import StepsCounted, StepsPage
 from agent2rl_tui.ui.widgets.steps_view import StepsView
@@ -86,10 +87,10 @@ class TranscriptPane(Vertical):
         if totals is None:
             self.query_one("#transcript-filter", Static).update(f"kind: {label} · reading the transcript…")
             return
-        cost = f" · ${totals['cost_usd']:.4f}" if totals["cost_usd"] is not None else ""
+        usage = steps.listing.usage if steps.listing is not None else None
         self.query_one("#transcript-filter", Static).update(
-            f"kind: {label} · {steps.count} shown of {totals['steps']} · tokens {totals['tokens_in']:,} in, "
-            f"{totals['tokens_out']:,} out{cost}")
+            f"kind: {label} · {steps.count} shown of {totals['steps']}"
+            + (f" · {usage_line(usage)}" if usage is not None else ""))
 
     def _apply(self) -> None:
         """Ask for the listing of the filter and search; the line above follows when it is read."""
