@@ -104,7 +104,7 @@ def revisions_summary(revisions: list[dict[str, Any]]) -> dict[str, Any]:
 
 WARNING_KINDS = {
     "snapshot_failed", "recovered", "stale_lock", "watch_failed", "agent_killed", "strays_killed",
-    "workers_killed", "grader_restarted", "grader_died", "report_failed",
+    "workers_killed", "grader_restarted", "grader_died", "report_failed", "meter_died",
 }
 """Events a reader of the report should see (with every event the vitals sampler raises)."""
 
