@@ -51,7 +51,10 @@ CLIS = {
     "codex": ("codex", "@openai/codex", "CODEX_API_KEY"),
     "gemini-cli": ("gemini", "@google/gemini-cli", "GEMINI_API_KEY"),
     "opencode": ("opencode", "opencode-ai", "OPENAI_API_KEY"),
+    "openhands": ("openhands", None, "LLM_API_KEY"),  # pip (Python 3.12): not installed by make
 }
+OPENHANDS = shutil.which("openhands") or next(
+    (str(p) for p in [AGENT_CLIS / "openhands" / "bin" / "openhands"] if p.exists()), None)
 
 
 def installed(exe: str) -> bool:
@@ -121,7 +124,8 @@ def start_run(name: str, driver: Driver, tiny_model: Path, root: Path, env: dict
 def cli_env(name: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "CODEX_", "GEMINI_",
                                                                      "GOOGLE_", "LLM_"))}
-    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
+    where = Path(OPENHANDS).parent if name == "openhands" and OPENHANDS else BIN
+    env["PATH"] = f"{where}{os.pathsep}{env['PATH']}"
     env[CLIS[name][2]] = "sk-scripted-not-a-key"
     env.update(extra)
     return env
@@ -159,7 +163,9 @@ def check_run(run: Path, name: str, driver: Driver) -> dict:
     # The tokens the stream reported are those the driver served (a normal end): every call for
     # Claude Code (its result's usage), Codex (per turn) and Gemini CLI (its result's stats);
     # OpenCode's stream reports its steps only, not the side call that titles the session.
-    billed = [c for c in driver.calls() if c.get("usage") and (name != "opencode" or c.get("step") is not None)]
+    # OpenHands' events carry no usage at all.
+    billed = [c for c in driver.calls() if c.get("usage") and (name != "opencode" or c.get("step") is not None)
+              and name != "openhands"]
     assert (report["transcript"]["tokens_in"], report["transcript"]["tokens_out"]) == (
         sum(c["usage"]["input_tokens"] for c in billed), sum(c["usage"]["output_tokens"] for c in billed))
     return report
@@ -228,6 +234,20 @@ def test_an_npm_cli_runs_contained_against_the_scripted_driver(name: str, tmp_pa
     sessions = {"codex": ".codex/sessions", "gemini-cli": ".gemini/tmp", "opencode": ".local/share/opencode"}[name]
     assert any(p.is_file() for p in (home / sessions).rglob("*")), f"{name} kept no session in the run's home"
     print(f"{name}: run start to end {took:.0f} s")
+
+
+@pytest.mark.slow
+@needs_bwrap
+@pytest.mark.skipif(OPENHANDS is None, reason=(
+    "openhands is not installed (it is not installed by make: a Python 3.12 install of ~800 MB): "
+    "uv tool install openhands==1.16.0 --python 3.12, or python3.12 -m venv .agent-clis/openhands && "
+    ".agent-clis/openhands/bin/pip install openhands==1.16.0"))
+def test_openhands_runs_contained_against_the_scripted_driver(tmp_path: Path, tiny_model: Path, driver_for) -> None:
+    driver = driver_for("openhands")
+    run, took = start_run("openhands", driver, tiny_model, tmp_path / "runs", cli_env("openhands"))
+    check_run(run, "openhands", driver)
+    assert any((run / containment.AGENT_HOME / ".openhands" / "conversations").rglob("*"))  # kept with the run
+    print(f"openhands: run start to end {took:.0f} s")
 
 
 # --- pointing each CLI at the driver ------------------------------------------------------------

@@ -440,6 +440,31 @@ def test_openhands_compact_events_one_per_line_are_read() -> None:
     assert [(s.kind, s.line) for s in unmarked] == [("message", 1)]
 
 
+def test_openhands_1_16_as_it_printed_here() -> None:
+    """A real stream: OpenHands CLI 1.16.0 (SDK 1.21.0), contained, against the scripted driver
+    (tests/test_agent_clis.py), byte for byte: prose with terminal colours, and each event as
+    one compact JSON line with no marker."""
+    text = (STREAMS / "openhands-1.16-live.txt").read_bytes().decode("utf-8", errors="replace")
+    lines = text.split("\n")[:-1]
+    assert not any(line == "--JSON Event--" for line in lines)
+    steps = normalize_lines("openhands-json", [(line, ARRIVAL + i) for i, line in enumerate(lines)])
+    read = [(s.line, s.kind, s.tool) for s in steps if s.kind != "raw"]
+    assert read == [(5, "message", None), (7, "reasoning", None), (7, "tool_call", "terminal"),
+                    (8, "tool_result", "terminal"), (9, "tool_call", "file_editor"), (10, "tool_result", "file_editor"),
+                    (11, "tool_call", "terminal"), (12, "tool_result", "terminal"), (13, "message", None),
+                    (24, "system", None)]
+    calls = [s for s in steps if s.kind == "tool_call"]
+    assert [s.call_id for s in calls] == ["call_scripted_1", "call_scripted_2", "call_scripted_3"]
+    assert calls[0].args["command"].startswith("cp -r models/$BASE_MODEL output/v1")
+    assert calls[1].args["command"] == "create" and calls[1].args["path"].endswith("/code/hello_openhands.py")
+    assert only(steps, kind="tool_result", call_id="call_scripted_3").text == "written by openhands\nsubmit answered 202"
+    assert steps[4].role == "user"
+    assert only(steps, kind="system").text == "Conversation ID: 35ba18c7787c4dd280b273460bea4488"
+    assert only(steps, kind="message", line=13).role == "assistant"
+    assert steps[4].at == utc(2026, 11, 25, 9, 56, 26, 688911)  # its own stamp, read as UTC
+    assert totals(steps)["tokens_in"] == 0  # no usage on its events
+
+
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_an_agent_failing_with_nothing_on_stdout_gets_an_error_step_from_its_stderr(fmt: str) -> None:
     """Gemini CLI's own auth check exits 41 with stdout empty: the transcript says why."""

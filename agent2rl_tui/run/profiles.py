@@ -148,7 +148,7 @@ class AgentProfile:
 GATEWAY_PROVIDER = "agent2rl"
 """The name of the provider a gateway adds to a CLI's configuration (Codex, OpenCode)."""
 GATEWAY_MODEL = "driver"
-"""The model name Codex and OpenCode are given through a gateway when the run names none."""
+"""The model name Codex, OpenCode and OpenHands are given through a gateway when the run names none."""
 
 
 @dataclass(frozen=True)
@@ -218,11 +218,12 @@ def _opencode(url: str, model: str | None, profile: AgentProfile, env: dict[str,
 
 
 def _openhands(url: str, model: str | None, profile: AgentProfile, env: dict[str, str]) -> DriverSetup:
-    # LiteLLM: an OpenAI-compatible endpoint takes a model named openai/<name>.
-    setup_env = {"LLM_BASE_URL": _root(url) + "/v1"}
-    if model and "/" not in model:
+    # LiteLLM: an OpenAI-compatible endpoint takes a model named openai/<name>; without one the
+    # CLI would look for its settings file, which a run's own home does not have.
+    model = model or GATEWAY_MODEL
+    if "/" not in model:
         model = f"openai/{model}"
-    return DriverSetup(url, env=setup_env, model=model)
+    return DriverSetup(url, env={"LLM_BASE_URL": _root(url) + "/v1"}, model=model)
 
 
 GATEWAYS = {"anthropic": _anthropic, "codex": _codex, "gemini": _gemini, "opencode": _opencode,
