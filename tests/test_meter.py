@@ -486,6 +486,7 @@ def test_headers_pass_through_both_ways_without_hop_by_hop_ones(run_dir: Path) -
                                                          "messages": [{"role": "user", "content": "x"}]},
                        headers={"anthropic-beta": "tools-2025", "Connection": "keep-alive, x-hop",
                                 "x-hop": "dropped", "Proxy-Authorization": "Basic abc", "x-api-key": "k"})
+        listed = httpx.get(meter.url + "/v1/models", headers={"x-api-key": "k"})  # no driver API's path: passed on
     assert r.status_code == 200 and r.json() == reply_body  # the client got the bytes, gzip and all
     assert r.headers["request-id"] == "req_upstream_1" and "keep-alive" not in {k.lower() for k in r.headers}
     seen = {k.lower(): v for k, v in srv.seen[0]["headers"].items()}
@@ -493,8 +494,11 @@ def test_headers_pass_through_both_ways_without_hop_by_hop_ones(run_dir: Path) -
     assert seen["anthropic-beta"] == "tools-2025" and seen["x-api-key"] == "k" and seen["accept-encoding"] == "identity"
     assert seen["host"] == url.removeprefix("http://")
     assert not {"x-hop", "proxy-authorization", "connection", "keep-alive"} & set(seen)
-    (row,) = rows_of(run_dir)
+    row, other = rows_of(run_dir)
     assert usage_of(row) == usage and row.complete and not row.streamed and row.model == "claude-haiku-4-5"
+    assert listed.status_code == 200 and srv.seen[1]["path"] == "/v1/models"
+    assert (other.method, other.path, other.protocol, other.endpoint, other.input_tokens, other.cost_usd) == \
+        ("GET", "/v1/models", None, None, None, None)
     assert Upstream.parse("https://openrouter.ai/api/v1").target("/v1/chat/completions?x=1") == \
         "/api/v1/chat/completions?x=1"
     with pytest.raises(ValueError, match="no user"):

@@ -8,9 +8,11 @@ without the meter have: some CLIs report usage only at their end, so a run kille
 deadline loses it, and some report it wrongly. The rule: the meter's rows when the run was
 metered (its ``meter`` event, or any row), else the transcript's totals; and say which.
 
-Every place that shows a run's tokens or cost (the report, the TUI's Report pane and
-Transcript bar, the run header, the campaign CSV, Compare, the CLI) asks `run_usage` and
-labels the figures with `RunUsage.label`.
+Every reader of a run's tokens or cost asks `run_usage` and labels the figures with
+`RunUsage.label`: the report (report.json ``usage``, report.md, so also the TUI's Report pane),
+the TUI's Transcript bar (``steplist.StepListing.usage``), the run index (``RunSummary.usage``)
+and through it the campaign CSV and Compare. The transcript's own totals
+(``transcripts.transcript_totals``) remain what they are: the agent's count, per step.
 """
 
 from __future__ import annotations
