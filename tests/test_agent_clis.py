@@ -326,8 +326,10 @@ def test_the_sandbox_starts_a_cli_wherever_it_is_installed(tmp_path: Path) -> No
     needed = containment.executable_paths("oh", path, home)
     assert venv in needed and home / ".local" / "bin" in needed
     assert not any(p in (home / ".local", home / ".local" / "share") for p in needed)
+    loose = executable(home / "claude", "#!/bin/sh\necho loose\n")  # a program lying loose in the home
+    assert containment.executable_paths("claude", str(home), home) == [loose]  # bound alone, never the home
     runs, cache = tmp_path / "runs", tmp_path / "cache"
-    for argv in (["tool", "--version"], ["oh", "--version"]):
+    for argv in (["tool", "--version"], ["oh", "--version"], [str(loose)]):
         assert containment.check_start(argv, env=env, contain=True, runs_root=runs, data_cache=cache) is None, argv
 
     run = tmp_path / "runs" / "r"

@@ -145,24 +145,32 @@ def _outermost(path: Path, name: str) -> Path | None:
 
 
 def _prefix_parts(prefix: Path, home: Path) -> list[Path]:
-    """What to bind of an install prefix: all of it, but for ``~`` and ``~/.local``, whose
-    ``share`` and ``state`` hold other programs' data (sessions), only the programs."""
-    if prefix in (home, home / ".local"):
+    """What to bind of an install prefix: all of it, but for ``~``, ``~/.local`` and ``/tmp``,
+    which hold other programs' data (``~/.local/share``: sessions), only the programs."""
+    if prefix in (home, home / ".local", Path("/tmp")):
         return [prefix / sub for sub in ("bin", "lib", "lib64")]
     return [prefix]
+
+
+def _too_wide(root: Path, home: Path) -> bool:
+    """The home, /tmp or a folder above them: bound, it would cover the run's own home or /tmp."""
+    return _under(home, root) or _under(Path("/tmp"), root)
 
 
 def _install_root(path: Path, home: Path) -> list[Path]:
     """Where the install that ``path`` (a file or a PATH folder) belongs to lives: the outermost
     ``node_modules`` (an npm prefix: every package the CLI may load), a ``bin`` folder's prefix
-    (a venv, node's prefix), else the folder itself (or the file's folder)."""
+    (a venv, node's prefix), else the folder itself (or the file's folder). Never the home or
+    /tmp themselves: a program lying loose there is bound alone."""
     modules = _outermost(path, "node_modules")
-    if modules is not None:
-        return [modules]
     folder = path if path.is_dir() else path.parent
-    if folder.name == "bin" and folder.parent != Path("/"):
-        return _prefix_parts(folder.parent, home)
-    return [folder]
+    if modules is not None:
+        roots = [modules]
+    elif folder.name == "bin" and folder.parent != Path("/"):
+        roots = _prefix_parts(folder.parent, home)
+    else:
+        roots = [folder]
+    return [path if _too_wide(root, home) else root for root in roots if not _too_wide(path, home)]
 
 
 def _hidden_by_sandbox(path: Path, home: Path) -> bool:
