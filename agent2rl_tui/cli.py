@@ -407,8 +407,9 @@ def runs_cmd(ctx: click.Context, as_json: bool) -> None:
     runs = list_runs(ctx.obj["root"])
     if as_json:
         for r in runs:
-            click.echo(json.dumps({**{k: v for k, v in r.__dict__.items() if k != "path"},
-                                   "path": str(r.path), "improvement": r.improvement}))
+            fields = {k: v for k, v in r.__dict__.items() if k not in ("path", "usage")}
+            click.echo(json.dumps({**fields, "path": str(r.path), "improvement": r.improvement,
+                                   "usage": r.usage.as_json() if r.usage else None}))
         return
     _print_runs(runs)
 

@@ -182,8 +182,10 @@ class Campaign:
         return int(cur.lastrowid or 0)
 
     def scheduler_alive(self) -> bool:
+        """True while the scheduler loops: it has not written ``ended_at`` (it may take a second
+        to exit after that), its process lives and its heartbeat is recent."""
         meta = self.meta()
-        return bool(meta["scheduler_pid"] and procs.pid_alive(meta["scheduler_pid"])
+        return bool(meta["ended_at"] is None and meta["scheduler_pid"] and procs.pid_alive(meta["scheduler_pid"])
                     and now() - (meta["heartbeat_at"] or 0) < SCHEDULER_LOST_AFTER_S)
 
 
@@ -271,10 +273,25 @@ def serve(folder: Path) -> None:
         while True:
             counts = schedule_once(campaign)
             campaign.db.execute("UPDATE campaign SET heartbeat_at = ?", (now(),))
-            if not any(counts.get(s, 0) for s in ("queued", "created", "preparing", "running", "ending")):
-                campaign.db.execute("UPDATE campaign SET ended_at = ?", (now(),))
+            if not any(counts.get(s, 0) for s in ("queued", "created", "preparing", "running", "ending")) \
+                    and _end_unless_queued(campaign):
                 return
             time.sleep(SCHEDULER_BEAT_S)
+
+
+def _end_unless_queued(campaign: Campaign) -> bool:
+    """Write ``ended_at`` unless a run was queued since the last look, in one write transaction:
+    a requeue that commits first keeps this scheduler going; one that commits after reads
+    ``ended_at`` and starts a new scheduler (the process may still be exiting)."""
+    campaign.db.execute("BEGIN IMMEDIATE")
+    try:
+        queued = campaign.db.execute("SELECT COUNT(*) FROM runs WHERE superseded = 0 AND run_dir IS NULL "
+                                     "AND job_id IS NULL").fetchone()[0]
+        if not queued:
+            campaign.db.execute("UPDATE campaign SET ended_at = ?", (now(),))
+    finally:
+        campaign.db.execute("COMMIT")
+    return not queued
 
 
 def launch_scheduler(folder: Path) -> int:
