@@ -211,6 +211,15 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--driver-url", "driver_url", metavar="URL",
               help="The driver API's root, e.g. http://127.0.0.1:8000 (a gateway, a proxy, a local server): each "
                    "agent CLI is pointed at it its own way (docs/agent-clis.md); recorded. Default: the CLI's own.")
+@click.option("--no-meter", "no_meter", is_flag=True,
+              help="Let the agent call its driver API directly, for an endpoint the loopback meter cannot stand in "
+                   "front of: tokens and cost are then the agent's own account (the report says 'not metered').")
+@click.option("--max-tokens", "max_tokens", type=int, metavar="N",
+              help="Refuse the agent's driver calls once the run has used N tokens (input + output, metered).")
+@click.option("--max-cost", "max_cost", type=float, metavar="USD",
+              help="Refuse the agent's driver calls once the run has cost USD dollars (metered, by the price table).")
+@click.option("--prices", "prices", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="A price file (TOML, as agent2rl_tui/llm/prices.toml) over the package's table and your own.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--command", "command", help="Shell command line for the 'command' agent.")
 @click.option("--env", "env", multiple=True, help="KEY=VALUE for the agent's environment (repeatable).")
@@ -266,7 +275,8 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
               judge_url: str | None, judge_model: str | None, judge_key_env: str | None, judge_mode: str | None,
               judge_concurrency: int | None, search_url: str | None, search_key_env: str | None,
               search_corpus: Path | None, webshop_url: str | None, keep_submissions: bool, eval_memory: float | None,
-              detach: bool, driver_url: str | None = None) -> None:
+              detach: bool, driver_url: str | None = None, no_meter: bool = False, max_tokens: int | None = None,
+              max_cost: float | None = None, prices: Path | None = None) -> None:
     """Start a run: workspace, baseline, agent under a budget, report."""
     try:
         engine_overrides = dict(_parse_pairs(engine_options, "--engine-option"))
@@ -287,6 +297,7 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
                                       ("corpus", str(search_corpus) if search_corpus else None)) if v} or None,
             store={"url": webshop_url} if webshop_url else None,
             keep_submissions=keep_submissions, eval_memory_gib=eval_memory, driver_url=driver_url,
+            meter=not no_meter, max_tokens=max_tokens, max_cost_usd=max_cost, prices_path=prices,
         )
         run_dir, pid = start_run(req)
     except USER_ERRORS as exc:

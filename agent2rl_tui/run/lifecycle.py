@@ -23,6 +23,7 @@ from agent2rl_tui.record.index import RunError, default_root
 from agent2rl_tui.record.report import write_report
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
 from agent2rl_tui.run import containment
+from agent2rl_tui.run.metering import check_caps, plan_meter
 from agent2rl_tui.run.profiles import AgentProfile, ProfileError, driver_setup, get_profile, preflight
 from agent2rl_tui.run.workspace import make_run_folder
 from agent2rl_tui.tasks.modelfiles import check_model_folder, check_model_loads
@@ -79,6 +80,15 @@ class RunRequest:
     driver_url: str | None = None
     """The driver API's root (``--driver-url``), which the agent's profile points its CLI at (its
     own variable or config, ``profiles.driver_setup``); None: the CLI's defaults."""
+    meter: bool = True
+    """Put the loopback meter between the agent and its driver API (``run/metering.py``);
+    False (``--no-meter``) is recorded as "not metered"."""
+    max_tokens: int | None = None
+    """Refuse the agent's driver calls once the run has used this many tokens (the meter's cap)."""
+    max_cost_usd: float | None = None
+    """Refuse the agent's driver calls once the run has cost this much (the meter's cap)."""
+    prices_path: Path | None = None
+    """A price file over the package's table and the user's own (``llm/prices.py``)."""
 
 
 AGENT_ENV_VAR = "AGENT2RL_AGENT_ENV"  # carries RunRequest.agent_env to the supervisor
@@ -246,6 +256,19 @@ def check_agent_starts(req: RunRequest, profile: AgentProfile, env: dict[str, st
             "the sandbox hides can be given them with --read-only-path PATH")
 
 
+def check_metering(req: RunRequest, profile: AgentProfile, env: dict[str, str]) -> None:
+    """Caps the meter can enforce, and a price file that reads."""
+    from agent2rl_tui.llm.prices import PriceError, load_prices
+
+    plan = plan_meter(profile, req.driver_url, {**env, **req.agent_env}, enabled=req.meter)
+    check_caps(req.max_tokens, req.max_cost_usd, plan)
+    if req.prices_path is not None:
+        try:
+            load_prices(req.prices_path)
+        except (PriceError, OSError) as exc:
+            raise RunError(f"--prices: {exc}") from None
+
+
 def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfile, Path]:
     """Everything checkable before a run exists: task, agent CLI and key, model, GPUs, budget."""
     task = load_task(req.task)
@@ -270,6 +293,7 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfi
     req.judge = check_judge(task, req.judge, env)
     req.search = check_search(task, req.search, env)
     req.store = check_store(task, req.store)
+    check_metering(req, profile, env)
     if req.budget_s <= 0 or req.grace_s < 0:
         raise RunError("the budget must be positive and the grace period not negative")
     return task, profile, model
@@ -318,6 +342,10 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         "keep_submissions": req.keep_submissions,
         "eval_memory_gib": req.eval_memory_gib,
         "driver_url": req.driver_url,
+        "meter": req.meter,
+        "max_tokens": req.max_tokens,
+        "max_cost_usd": req.max_cost_usd,
+        "prices_path": str(Path(req.prices_path).expanduser().resolve()) if req.prices_path else None,
         "gpus": req.gpus,
         "contain": req.contain,
         "read_only_paths": [str(Path(p).expanduser().resolve()) for p in req.read_only_paths],

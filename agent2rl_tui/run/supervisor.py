@@ -36,6 +36,8 @@ from agent2rl_tui.record.store import RunStore, SubStatus
 from agent2rl_tui.run import containment
 from agent2rl_tui.run.agent_output import AgentOutput
 from agent2rl_tui.run.lifecycle import AGENT_ENV_VAR
+from agent2rl_tui.run.metering import RESTARTS as METER_RESTARTS
+from agent2rl_tui.run.metering import MeterError, MeterProcess, plan_meter
 from agent2rl_tui.run.profiles import AgentProfile, DriverSetup, driver_setup, get_profile
 from agent2rl_tui.run.prompt import build_prompt
 from agent2rl_tui.run.vitals import VitalsSampler
@@ -80,6 +82,7 @@ class Supervisor:
         self.vitals = VitalsSampler(self.run_dir)
         self.containment: containment.Containment | None = None
         self.profile: AgentProfile | None = None
+        self.meter: MeterProcess | None = None
 
     # -- signals and heartbeat --------------------------------------------------------
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -129,6 +132,7 @@ class Supervisor:
             log.exception("supervisor crashed")
         finally:
             self.shutdown_agent()
+            self.stop_meter()
             self.stop_watcher()
             self.stop_grader()
             self.vitals.stop()
@@ -199,8 +203,10 @@ class Supervisor:
             (self.ws / profile.instructions_file).write_text(prompt, encoding="utf-8")
         self.profile = profile
         env = self.agent_env(profile, model)
-        # The driver URL (run start --driver-url) as this CLI takes it: a variable, arguments, settings.
-        setup = driver_setup(profile, self.cfg.get("driver_url"), model, env)
+        # The driver URL as this CLI takes it (a variable, arguments, settings): the meter's, in
+        # front of --driver-url or the CLI's own API, else --driver-url itself.
+        agent_url = self.start_meter(profile) or self.cfg.get("driver_url")
+        setup = driver_setup(profile, agent_url, model, env)
         env.update(setup.env)
         if profile.model_env and setup.model:
             env[profile.model_env] = setup.model
@@ -283,7 +289,55 @@ class Supervisor:
         log.info("the agent's home is the run's own; copied in: %s", ", ".join(copied) or "nothing")
         self.store.event("supervisor", "agent_home",
                          f"agent home: {len(copied)} file(s) copied in" + (f", driver {setup.url}" if setup.url else ""),
-                         {"copied": copied, "logins": logins, "driver_url": setup.url, "model": setup.model})
+                         {"copied": copied, "logins": logins, "driver_url": self.cfg.get("driver_url"),
+                          "agent_url": setup.url, "model": setup.model})
+
+    def start_meter(self, profile: AgentProfile) -> str | None:
+        """The meter in front of the agent's driver API (``run/metering.py``); its URL, or None
+        for a run without one (the record says why)."""
+        user_env = {**os.environ, **json.loads(os.environ.get(AGENT_ENV_VAR, "{}"))}
+        plan = plan_meter(profile, self.cfg.get("driver_url"), user_env, enabled=self.cfg.get("meter", True))
+        if plan is None:
+            return None
+        if plan.upstream is None:
+            log.warning("the agent's calls are NOT METERED: %s", plan.reason)
+            self.store.event("supervisor", "meter", f"not metered: {plan.reason}", plan.record())
+            return None
+        meter = MeterProcess(self.run_dir, plan.upstream, max_tokens=self.cfg.get("max_tokens"),
+                             max_cost_usd=self.cfg.get("max_cost_usd"), prices=self.cfg.get("prices_path"))
+        try:
+            url = meter.start()
+        except (MeterError, OSError) as exc:
+            raise RunFailed(f"the meter did not start: {exc}") from exc
+        self.meter = meter
+        log.info("the agent's calls are metered: %s -> %s", url, plan.upstream)
+        return url
+
+    def check_meter(self) -> None:
+        """Start again, on the same port, a meter that died; the record says so."""
+        meter = self.meter
+        if meter is None or (code := meter.died()) is None:
+            return
+        meter.stop()
+        if meter.restarts >= METER_RESTARTS:
+            self.store.event("supervisor", "meter_died", f"the meter exited with code {code}; no restart left: "
+                             "the agent's driver calls fail from here", {"exit_code": code})
+            self.meter = None
+            return
+        meter.restarts += 1
+        try:
+            meter.start()
+            message = f"the meter exited with code {code}; restarted on the same port"
+        except (MeterError, OSError) as exc:
+            message = f"the meter exited with code {code} and did not start again: {exc}"
+            self.meter = None
+        log.error("%s", message)
+        self.store.event("supervisor", "meter_died", message, {"exit_code": code, "restarts": meter.restarts})
+
+    def stop_meter(self) -> None:
+        if self.meter is not None:
+            meter, self.meter = self.meter, None
+            meter.stop()
 
     def _stderr_tail(self) -> list[str]:
         """The agent's last stderr lines, from logs/agent.log (its last 64 KiB)."""
@@ -374,6 +428,7 @@ class Supervisor:
                 self.output.tick()
             if ticks % 5 == 0:
                 self.check_grader()
+                self.check_meter()
             time.sleep(0.2)
         self.store.update_run(end_reason=reason)
         log.info("agent phase over: %s", reason)
@@ -408,7 +463,8 @@ class Supervisor:
                          {"exit_code": code, "restarts": self.grader_restarts})
 
     def _popen_pids(self) -> set[int]:
-        return {p.pid for p in (self.agent, self.grader) if p is not None}
+        meter = self.meter.popen if self.meter is not None else None
+        return {p.pid for p in (self.agent, self.grader, meter) if p is not None}
 
     def shutdown_agent(self) -> None:
         """End the agent's group (TERM, grace, KILL) and any descendant that escaped it."""
@@ -423,8 +479,8 @@ class Supervisor:
                 self.store.event("supervisor", "agent_killed", "the agent ignored SIGTERM and was killed")
         if self.watcher is not None:  # its git must not be among the strays killed next
             self.watcher.stop()
-        grader_pid = self.grader.pid if self.grader else None
-        strays = self._strays(exclude={grader_pid} if grader_pid else set(), agent_pid=agent.pid)
+        keep = {p for p in (self.grader.pid if self.grader else None, self.meter.pid if self.meter else None) if p}
+        strays = self._strays(exclude=keep, agent_pid=agent.pid)
         if strays:
             procs.kill_pids(strays)
             self.store.event("supervisor", "strays_killed", f"killed {len(strays)} processes that left the agent's group",
@@ -442,6 +498,7 @@ class Supervisor:
             removed = containment.forget_logins(self.run_dir / containment.AGENT_HOME, self.profile.login_files)
             if removed:
                 log.info("login files removed from the run's home: %s", ", ".join(removed))
+        self.stop_meter()  # the calls the agent left under way are recorded as they stood
         self.vitals.agent_pgid = None  # gone by design from here on: not an "agent group gone" event
         shutil.rmtree(self.run_dir / containment.AGENT_TMP, ignore_errors=True)
         self.store.update_run(agent_exit_code=code, agent_ended_at=now())
