@@ -28,8 +28,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cli
+from conftest import cli, wait_for
 
+from agent2rl_tui.record.index import summarize
 from agent2rl_tui.record.revisions import file_at, list_revisions
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.run import containment
@@ -193,7 +194,9 @@ def driver_for(tmp_path: Path):
     made: list[Driver] = []
 
     def make(name: str, script: dict | None = None) -> Driver:
-        made.append(Driver(tmp_path, script or script_for(name)))
+        folder = tmp_path / f"driver-{len(made)}"  # its own script and log
+        folder.mkdir()
+        made.append(Driver(folder, script or script_for(name)))
         return made[-1]
 
     yield make
@@ -451,3 +454,41 @@ def test_an_agent_failing_with_only_stderr_gets_an_error_step_in_the_transcript(
     # The gateway's settings were in its home: the auth type selected, as Gemini CLI needs.
     settings = json.loads((run / containment.AGENT_HOME / ".gemini" / "settings.json").read_text())
     assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
+
+
+# --- at the deadline: the normal end of a long run --------------------------------------------------
+
+@pytest.mark.slow
+@needs_bwrap
+def test_each_cli_killed_at_its_deadline_is_metered_exactly(tmp_path: Path, tiny_model: Path, driver_for) -> None:
+    """The four npm CLIs at once, each killed at its deadline while its command runs: the run's
+    tokens are exactly what the driver served (the CLIs that report usage only at their end
+    lose it in their own stream), and Claude's cost is priced from its metered calls."""
+    names = [n for n in ("claude-code", "codex", "gemini-cli", "opencode") if installed(CLIS[n][0])]
+    if not names:
+        pytest.skip("no npm agent CLI is installed in .agent-clis/: `make agent-clis` installs them (needs npm)")
+    runs: dict[str, tuple[Path, Driver]] = {}
+    for name in names:
+        tag = name.replace("-", "_")
+        driver = driver_for(name, {"steps": [
+            {"write": {"path": f"code/long_{tag}.py", "content": "import time\ntime.sleep(600)\n"}},
+            *[{"run": f"python code/long_{tag}.py"}] * 20,  # a CLI whose command times out is given another
+            {"answer": "Never reached."}]})
+        proc = cli("run", "start", "--task", "arith", "--agent", name, "--model", str(tiny_model), "--driver-url",
+                   driver.url, "--budget", "45s", "--grace", "5s", "--detach", root=tmp_path / "runs",
+                   env=cli_env(name), timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        runs[name] = (run_folder(proc.stdout), driver)
+    for name, (run, driver) in runs.items():
+        wait_for(lambda: summarize(run).status == "finished", timeout=400, what=f"{name}'s run to end")
+        report = json.loads((run / "report" / "report.json").read_text())
+        assert report["end_reason"] == "deadline", (name, report["end_reason"])
+        served = {c["step"] for c in driver.calls() if c.get("step") is not None}
+        assert {0, 1} <= served, (name, driver.calls())  # it wrote its file and started the command
+        check_metered(run, driver)
+        stream = report["transcript"]
+        print(f"{name} at its deadline: metered {report['usage']['tokens_in']:,} in / "
+              f"{report['usage']['tokens_out']:,} out; its own stream said {stream['tokens_in']:,} / "
+              f"{stream['tokens_out']:,}")
+        if name == "claude-code":
+            assert report["usage"]["cost_usd"] > 0  # priced from the metered calls
