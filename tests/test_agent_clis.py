@@ -173,6 +173,11 @@ def check_run(run: Path, name: str, driver: Driver) -> dict:
     # The meter stood between the CLI and the driver: every call it served, side calls included,
     # is a row, and the run's tokens are exactly what was served, whatever the stream said.
     check_metered(run, driver)
+    # Its own sessions stayed with the run, and the report points at them.
+    sessions = report["agent_sessions"]
+    assert sessions["files"] >= 1 and sessions["folders"] == [
+        "agent-home/" + BUILTIN_PROFILES[name].session_dirs[0][2:]], sessions
+    assert "the agent CLI's own sessions, kept with the run: `agent-home/" in (run / "report" / "report.md").read_text()
     return report
 
 
@@ -492,3 +497,27 @@ def test_each_cli_killed_at_its_deadline_is_metered_exactly(tmp_path: Path, tiny
               f"{stream['tokens_out']:,}")
         if name == "claude-code":
             assert report["usage"]["cost_usd"] > 0  # priced from the metered calls
+
+
+def test_the_sessions_listing_follows_no_link_the_agent_made(tmp_path: Path) -> None:
+    """The run's home is the agent's: a session folder made a link to elsewhere, or a link
+    inside one, is not followed (nor counted as the target's files)."""
+    from agent2rl_tui.record.sessions import session_files
+
+    run = tmp_path / "run"
+    home = run / containment.AGENT_HOME
+    (home / ".codex" / "sessions" / "2026").mkdir(parents=True)
+    (home / ".codex" / "sessions" / "2026" / "rollout.jsonl").write_text("x" * 2048)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for n in range(5):
+        (elsewhere / f"f{n}").write_text("y" * 4096)
+    (home / ".codex" / "sessions" / "out").symlink_to(elsewhere)
+    (home / ".claude").mkdir()
+    (home / ".claude" / "projects").symlink_to(elsewhere)
+    with RunStore(run / "run.db", create=True) as store:
+        store.event("supervisor", "agent_home", "agent home", {"sessions": ["~/.codex/sessions", "~/.claude/projects",
+                                                                            "~/../../etc", "/etc"]})
+        found = session_files(run, store)
+    assert found is not None
+    assert (found.folders, found.files, found.bytes) == (("agent-home/.codex/sessions",), 1, 2048)

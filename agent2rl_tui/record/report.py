@@ -32,6 +32,7 @@ from typing import Any
 from agent2rl_tui.record.capture import DEFAULT_RULES
 from agent2rl_tui.record.contamination import read_contamination
 from agent2rl_tui.record.samples import summarize_samples
+from agent2rl_tui.record.sessions import session_files
 from agent2rl_tui.record.store import (
     RunStore,
     Submission,
@@ -135,6 +136,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         usage = run_usage(store)
         warnings = warning_events(store)
         contained = containment_of(store)
+        sessions = session_files(run_dir, store)
     base_score = scored_score(baseline)
     best = best_of(subs)
     start = run.get("budget_start")
@@ -189,6 +191,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "metrics": compute_metrics(run, subs, baseline),
         "revisions": revisions_summary(revisions),
         "transcript": transcript,
+        "agent_sessions": sessions.as_json() if sessions else None,
         "usage": usage.as_json(),
         "vitals": summarize_samples(run_dir),
         "warnings": warnings,
@@ -257,6 +260,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     t = report["transcript"]
     kinds = ", ".join(f"{e(k)} {n}" for k, n in sorted(t["by_kind"].items()))
     lines += ["", f"## Transcript: {t['steps']} steps ({kinds or 'none'})"]
+    if report.get("agent_sessions"):
+        lines += ["", f"- the agent CLI's own sessions, kept with the run: {sessions_text(report['agent_sessions'])}"]
     v = report["vitals"]
     if v.get("samples"):
         gpus = v["gpus"] if isinstance(v["gpus"], str) else ", ".join(
@@ -275,6 +280,13 @@ def render_markdown(report: dict[str, Any]) -> str:
         if len(warnings) > 200:
             lines.append(f"- … and {len(warnings) - 200} more in run.db's events table")
     return "\n".join(lines) + "\n"
+
+
+def sessions_text(data: dict[str, Any]) -> str:
+    """``agent-home/.codex/sessions`` (2 files, 41 KiB), the folders as code spans."""
+    more = "+" if data.get("capped") else ""
+    folders = ", ".join(md_code(str(f), in_table=False) for f in data.get("folders") or [])
+    return f"{folders} ({data.get('files', 0):,}{more} files, {data.get('bytes', 0) / 1024:,.0f}{more} KiB)"
 
 
 def usage_lines(data: dict[str, Any] | None) -> list[str]:

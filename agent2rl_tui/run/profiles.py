@@ -94,6 +94,9 @@ class AgentProfile:
     variable (its CLI uses the folder in its own home)."""
     gateway: str | None = None
     """How a driver URL (``run start --driver-url``) reaches this CLI: one of ``GATEWAYS``."""
+    session_dirs: tuple[str, ...] = ()
+    """Where the CLI keeps its own sessions (``~/...``, in the run's own home): recorded with the
+    run so the report can point at them (``record.sessions``)."""
     check_args: tuple[str, ...] = ()
     """Arguments that make the CLI print its version and exit (``--version``): pre-flight runs
     the executable with them inside the sandbox, so a run whose agent cannot start is refused."""
@@ -275,6 +278,7 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
             login_files=("~/.claude/.credentials.json", "~/.claude.json"),
             config_dirs={"CLAUDE_CONFIG_DIR": "~/.claude"},
             gateway="anthropic",
+            session_dirs=("~/.claude/projects",),
             check_args=("--version",),
         ),
         AgentProfile(
@@ -294,6 +298,7 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
             login_files=("~/.codex/auth.json",),
             config_dirs={"CODEX_HOME": "~/.codex"},
             gateway="codex",
+            session_dirs=("~/.codex/sessions",),
             check_args=("--version",),
         ),
         AgentProfile(
@@ -315,6 +320,7 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
             login_files=("~/.gemini/oauth_creds.json", "~/.gemini/google_accounts.json", "~/.gemini/.env"),
             config_dirs={"GEMINI_CLI_HOME": "~"},
             gateway="gemini",
+            session_dirs=("~/.gemini/tmp",),
             check_args=("--version",),
         ),
         AgentProfile(
@@ -335,6 +341,7 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
                         "~/.config/opencode/config.json"),
             login_files=("~/.local/share/opencode/auth.json",),
             gateway="opencode",
+            session_dirs=("~/.local/share/opencode",),
             check_args=("--version",),
         ),
         AgentProfile(
@@ -352,6 +359,7 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
             # agent_settings.json holds the LLM settings with their API key.
             login_files=("~/.openhands/agent_settings.json",),
             gateway="openhands",
+            session_dirs=("~/.openhands/conversations",),
             check_args=("--version",),
         ),
         AgentProfile(
@@ -383,7 +391,8 @@ def user_profiles_path() -> Path:
 
 _FIELDS = {"command", "description", "stream_format", "instructions_file", "model_flag", "model_env",
            "default_model", "env_pass", "required_env", "env", "install_hint", "writable_paths",
-           "read_only_paths", "home_files", "login_files", "config_dirs", "gateway", "check_args"}
+           "read_only_paths", "home_files", "login_files", "config_dirs", "gateway", "check_args",
+           "session_dirs"}
 
 
 def _from_toml(name: str, raw: dict[str, Any], known: dict[str, AgentProfile], source: Path) -> AgentProfile:
@@ -400,7 +409,8 @@ def _from_toml(name: str, raw: dict[str, Any], known: dict[str, AgentProfile], s
             continue
         if key == "command":
             value = tuple(shlex.split(value) if isinstance(value, str) else value)
-        elif key in ("env_pass", "writable_paths", "read_only_paths", "home_files", "login_files", "check_args"):
+        elif key in ("env_pass", "writable_paths", "read_only_paths", "home_files", "login_files", "check_args",
+                     "session_dirs"):
             if isinstance(value, str) or not all(isinstance(v, str) for v in value):
                 raise ProfileError(f"{source}: [agents.{name}] {key} must be a list of strings")
             value = tuple(value)

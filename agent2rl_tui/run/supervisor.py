@@ -290,7 +290,7 @@ class Supervisor:
         self.store.event("supervisor", "agent_home",
                          f"agent home: {len(copied)} file(s) copied in" + (f", driver {setup.url}" if setup.url else ""),
                          {"copied": copied, "logins": logins, "driver_url": self.cfg.get("driver_url"),
-                          "agent_url": setup.url, "model": setup.model})
+                          "agent_url": setup.url, "model": setup.model, "sessions": list(profile.session_dirs)})
 
     def start_meter(self, profile: AgentProfile) -> str | None:
         """The meter in front of the agent's driver API (``run/metering.py``); its URL, or None

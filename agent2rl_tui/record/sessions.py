@@ -1,0 +1,87 @@
+"""The agent CLI's own session files, kept with the run: where they are and how much they hold.
+
+Each agent CLI runs with a home of its run's own (``agent-home/``), so the sessions it writes
+(Claude Code's ``~/.claude/projects``, Codex's rollouts, Gemini CLI's chats, OpenCode's
+database, OpenHands' conversations) stay in the run folder, a second account of what the agent
+did beside its stream (``steps``). The supervisor records where its profile keeps them (the
+``agent_home`` event's ``sessions``); this lists what is there, for the report (so the TUI's
+Report pane). The folder is the agent's: links are not followed and the walk is capped.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent2rl_tui.record.store import RunStore
+
+AGENT_HOME = "agent-home"
+MAX_ENTRIES = 20_000
+
+
+@dataclass(frozen=True)
+class SessionFiles:
+    """The CLI's session folders (as ``agent-home/...`` paths that exist), their files and bytes."""
+
+    folders: tuple[str, ...]
+    files: int
+    bytes: int
+    capped: bool = False  # more entries than MAX_ENTRIES: the counts are a lower bound
+
+    def as_json(self) -> dict[str, object]:
+        return {"folders": list(self.folders), "files": self.files, "bytes": self.bytes, "capped": self.capped}
+
+
+def session_files(run_dir: Path, store: RunStore) -> SessionFiles | None:
+    """What the run's agent CLI kept of its sessions, or None when it keeps none there."""
+    home = store.last_event_data("agent_home") or {}
+    folders, files, size, seen = [], 0, 0, 0
+    for name in home.get("sessions") or []:
+        if not isinstance(name, str) or not name.startswith("~/") or ".." in Path(name).parts:
+            continue
+        folder = run_dir / AGENT_HOME / name[2:]
+        if not _is_real_dir(run_dir / AGENT_HOME, folder):
+            continue
+        folders.append(f"{AGENT_HOME}/{name[2:]}")
+        for entry, st in _walk(folder):
+            seen += 1
+            if seen > MAX_ENTRIES:
+                return SessionFiles(tuple(folders), files, size, capped=True)
+            if stat.S_ISREG(st.st_mode):
+                files += 1
+                size += st.st_size
+    return SessionFiles(tuple(folders), files, size) if folders else None
+
+
+def _is_real_dir(home: Path, folder: Path) -> bool:
+    """``folder`` is a directory reached from ``home`` through no link."""
+    path = home
+    for part in folder.relative_to(home).parts:
+        path = path / part
+        try:
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _walk(folder: Path) -> Iterator[tuple[str, os.stat_result]]:
+    stack = [folder]
+    while stack:
+        here = stack.pop()
+        try:
+            entries = list(os.scandir(here))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            yield entry.path, st
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(Path(entry.path))
