@@ -334,7 +334,27 @@ def test_malformed_requests_get_a_4xx_and_a_record_row(hostile_grader: LiveGrade
     resp = httpx.post(url, content=chunks(), timeout=60)
     assert (resp.status_code, resp.json()["error"]) == (413, "too_large")
     assert count() == before + 2
-    assert httpx.get(hostile_grader.url + "/submissions/99999999999999999999999").status_code == 400
+    # A folder of more entries than any model has: refused before anything lists it whole.
+    crowded = hostile_grader.workspace / "output" / "crowded"
+    crowded.mkdir(parents=True)
+    for n in range(10_001):
+        (crowded / f"f{n}").touch()
+    resp = httpx.post(url, json={"model_path": "output/crowded"}, timeout=60)
+    assert (resp.status_code, resp.json()["error"]) == (422, "too_many_files")
+    assert count() == before + 3
+    # Requests that are not submissions get their 4xx and an event each.
+    bad = [httpx.get(hostile_grader.url + "/submissions/99999999999999999999999"),
+           httpx.get(hostile_grader.url + "/submissions/424242"),
+           httpx.get(hostile_grader.url + "/%1b]0;forged%07nowhere"),
+           httpx.delete(hostile_grader.url + "/submit"),
+           httpx.get(hostile_grader.url.rsplit("/", 1)[0] + "/guessing-the-secret/submissions")]
+    assert [r.status_code for r in bad] == [400, 404, 404, 405, 404]
+    assert all(set(r.json()) == {"error", "detail"} for r in bad)
+    with hostile_grader.store() as store:
+        events = [e for e in store.events() if e["kind"] == "bad_request"]
+    assert [json.loads(e["data_json"])["code"] for e in events][-5:] == [
+        "invalid_id", "not_found", "not_found", "method_not_allowed", "not_found"]
+    assert all("\x1b" not in e["message"] for e in events)  # the path is recorded inert
 
 
 def test_the_queue_is_bounded(hostile_grader: LiveGrader) -> None:

@@ -275,6 +275,7 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfi
     task.check_data()
     profile = get_profile(req.agent, req.profiles_path)
     preflight(profile, env, command=req.command, allow_missing_key=req.allow_missing_key)
+    check_metering(req, profile, env)
     check_agent_starts(req, profile, env)
     model = req.model.expanduser().resolve()
     problem = check_model_folder(model)
@@ -293,7 +294,6 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfi
     req.judge = check_judge(task, req.judge, env)
     req.search = check_search(task, req.search, env)
     req.store = check_store(task, req.store)
-    check_metering(req, profile, env)
     if req.budget_s <= 0 or req.grace_s < 0:
         raise RunError("the budget must be positive and the grace period not negative")
     return task, profile, model

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.grader.server.validation import Rejection
+from agent2rl_tui.grader.server.validation import MAX_ENTRIES, Rejection
 from agent2rl_tui.record.capture import NotRegular, open_regular
 from agent2rl_tui.tasks.modelfiles import TOKENIZER_FILES, safetensors_header, tensor_names
 
@@ -53,8 +53,6 @@ SAFE, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
 BIN, BIN_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
 SMALL_FILE_LIMIT = 64 << 20
 """A config, tokenizer or index file larger than this is refused (real tokenizers are ~10-30 MB)."""
-MAX_ENTRIES = 10_000
-"""A model folder holds a dozen files; one with more entries than this is refused unread."""
 TOKEN_ID_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
 DECODING_KEYS = frozenset((
     "num_beams", "num_beam_groups", "num_return_sequences", "do_sample", "temperature", "top_k", "top_p", "min_p",

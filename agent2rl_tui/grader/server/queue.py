@@ -53,6 +53,7 @@ class Grader:
         self.intake_dir = config.run_dir / "intake"
         self.taking = 0  # intakes in progress (they count against max_queued too)
         self.rejected = self.store.rejected_count()
+        self.bad_requests = 0  # requests other than submissions answered 4xx (routes.bad_request)
         self.flood: dict[str, int] = {}
 
     @cached_property

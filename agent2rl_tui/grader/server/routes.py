@@ -27,12 +27,16 @@ from agent2rl_tui.grader.server.peer import is_owner
 from agent2rl_tui.grader.server.queue import Grader
 from agent2rl_tui.grader.server.validation import MAX_BODY_BYTES, Rejection
 from agent2rl_tui.record.store import BASELINE_ID, RunStore, Submission, SubStatus
+from agent2rl_tui.util.inert import one_line
 from agent2rl_tui.util.timeutil import iso, now
 
 log = logging.getLogger("agent2rl.grader")
 MAX_SUBMISSION_ID = 1 << 62
 FOREIGN_EVENTS_KEPT = 20
 """Requests from other users recorded one by one; after that every 100th (a flood must not fill run.db)."""
+BAD_REQUEST_EVENTS_KEPT = 100
+"""Bad requests other than a submission's (those are rows of their own) recorded one by one as
+``bad_request`` events; after that every 100th, with the count so far."""
 
 
 def error(status: int, code: str, detail: str) -> JSONResponse:
@@ -123,10 +127,11 @@ class Endpoints:
             if not 0 <= sub_id < MAX_SUBMISSION_ID:
                 raise ValueError(sub_id)
         except ValueError:
-            return error(400, "invalid_id", "Submission ids are integers from 0, as /submissions lists them.")
+            return bad_request(request, 400, "invalid_id", "Submission ids are integers from 0, as /submissions "
+                               "lists them.")
         sub = self.grader.store.submission(sub_id)
         if sub is None:
-            return error(404, "not_found", f"There is no submission {sub_id}.")
+            return bad_request(request, 404, "not_found", f"There is no submission {sub_id}.")
         return JSONResponse({**submission_json(sub), **self.grader.result_of(sub_id)})
 
     async def time(self, request: Request) -> JSONResponse:
@@ -170,16 +175,28 @@ class Endpoints:
         ]
 
 
+def bad_request(request: Request, status: int, code: str, detail: str) -> JSONResponse:
+    """A 4xx for a request that is not a submission, recorded (``bad_request`` events, capped)."""
+    grader = request.app.state.grader
+    grader.bad_requests += 1
+    n = grader.bad_requests
+    if n <= BAD_REQUEST_EVENTS_KEPT or n % 100 == 0:
+        try:
+            grader.store.event("grader", "bad_request", f"{status} {code}: {request.method} "
+                               f"{one_line(request.url.path[-200:])} ({n} so far)",
+                               {"status": status, "code": code, "count": n})
+        except Exception:  # noqa: BLE001 - the answer goes out whatever the record does
+            log.exception("could not record a bad request")
+    return error(status, code, detail)
+
+
 async def not_found(request: Request, exc: Exception) -> JSONResponse:
-    return error(
-        404,
-        "not_found",
-        "No such endpoint. Use $GRADING_SERVER_URL/submit, /submissions, /time or /health.",
-    )
+    return bad_request(request, 404, "not_found",
+                       "No such endpoint. Use $GRADING_SERVER_URL/submit, /submissions, /time or /health.")
 
 
 async def method_not_allowed(request: Request, exc: Exception) -> JSONResponse:
-    return error(405, "method_not_allowed", "Use POST for /submit and GET for the rest.")
+    return bad_request(request, 405, "method_not_allowed", "Use POST for /submit and GET for the rest.")
 
 
 async def server_error(request: Request, exc: Exception) -> JSONResponse:

@@ -122,14 +122,34 @@ def validate(body: Any, run: dict[str, Any], workspace: Path) -> Accepted:
     return Accepted(raw, check_model_path(raw, workspace), gpu)
 
 
+MAX_ENTRIES = 10_000
+"""A model folder holds a dozen files; one with more entries than this is refused unread."""
+
+
 def check_model_path(raw: str, workspace: Path) -> Path:
     """The real folder of ``raw``: inside the workspace, and what a full model's folder holds by
     name. The files themselves are checked as the intake copies them."""
     resolved = _resolve(raw, workspace)
+    check_entry_count(resolved)
     problem = check_model_folder(resolved)
     if problem:
         raise Rejection(404 if problem.code == "not_found" else 422, problem.code, problem.detail)
     return resolved
+
+
+def check_entry_count(folder: Path) -> None:
+    """Refuse a folder of more than ``MAX_ENTRIES`` entries before anything lists it whole."""
+    try:
+        with os.scandir(folder) as entries:
+            for n, _ in enumerate(entries, 1):
+                if n > MAX_ENTRIES:
+                    raise Rejection(422, "too_many_files", f"the folder holds over {MAX_ENTRIES:,} entries; submit "
+                                    "a folder that holds only the saved model (save_pretrained(DIR)).")
+    except (NotADirectoryError, FileNotFoundError):
+        return  # said by check_model_folder
+    except PermissionError:
+        raise Rejection(403, "unreadable", f"{folder} cannot be listed by the grader; make it readable "
+                        "(chmod -R a+rX) and submit it again.") from None
 
 
 def _resolve(raw: str, workspace: Path) -> Path:
