@@ -279,6 +279,24 @@ def test_a_config_that_eats_memory_fails_alone(hostile_grader: LiveGrader) -> No
         assert "GiB" in store.submission(bomb["submission_id"]).error
 
 
+def test_a_pickle_checkpoint_lacking_weights_fails_at_load_and_is_never_scored(hostile_grader: LiveGrader) -> None:
+    """The intake reads tensor names from safetensors headers only; a pytorch_model.bin lacking
+    a layer gets past it and is stopped where the engine loads it: failed, code missing_weights,
+    never scored with random weights."""
+    import torch
+
+    folder = hostile_grader.workspace / "output" / "pickled"
+    model_folder(base_of(hostile_grader), folder)
+    tensors = load_file(str(folder / "model.safetensors"))
+    (folder / "model.safetensors").unlink()
+    torch.save({k: v for k, v in tensors.items() if "layers.1." not in k}, folder / "pytorch_model.bin")
+    answer = hostile_grader.client.submit("output/pickled").json()
+    assert answer["status"] == "failed" and answer["error"] == "missing_weights", answer
+    assert answer.get("score") is None
+    with hostile_grader.store() as store:
+        assert "layers.1." in store.submission(answer["submission_id"]).error  # the full text, for the person
+
+
 def model_copy_of(grader: LiveGrader, name: str) -> str:
     if not (grader.workspace / "output" / name).exists():
         model_folder(base_of(grader), grader.workspace / "output" / name)
