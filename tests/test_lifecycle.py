@@ -194,3 +194,64 @@ def test_reaping_orphans_leaves_our_own_childrens_exit_codes_alone() -> None:
     assert own.wait(timeout=5) == 7  # not reaped behind its Popen's back (that would read as 0)
     assert other.pid not in procs.process_table()  # another session's zombie (an orphan's) is reaped
     other.returncode = 3  # reaped above; tell Popen so it does not wait again
+
+
+
+SUBMITTER = """
+import json, os, pathlib, shutil, time, urllib.request
+shutil.copytree(os.environ["MODEL_PATH"], "output/v1")
+
+def submit(wait):
+    req = urllib.request.Request(os.environ["GRADING_SERVER_URL"] + "/submit" + ("" if wait else "?wait=0"),
+                                 data=json.dumps({"model_path": "output/v1"}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.loads(r.read())
+
+print("first", submit(True)["status"], flush=True)
+while not pathlib.Path("go").exists():
+    time.sleep(0.1)
+for _ in range(3):
+    submit(False)
+print("submitted", flush=True)
+time.sleep(600)
+"""
+
+
+def test_evaluations_that_never_finish_cannot_hold_a_run_past_a_second_stop(tmp_path: Path, tiny_model: Path) -> None:
+    """The grader's eval workers frozen (as by weights that never finish loading): a second stop
+    cuts the wait for them, what was not scored is failed as run_ended, what was scored stays
+    scored, and --keep-submissions keeps the grader's copy of what it scored."""
+    import psutil
+
+    command = write_agent(tmp_path, SUBMITTER)
+    proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
+               "--read-only-path", str(tmp_path / "agent.py"), "--keep-submissions",
+               "--model", str(tiny_model), "--budget", "10m", "--grace", "5s", "--detach",
+               root=tmp_path / "runs", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    run_dir = run_dir_of(proc.stdout)
+    log, supervisor_log = run_dir / "logs" / "agent.log", run_dir / "logs" / "supervisor.log"
+    wait_for(lambda: log.exists() and "first scored" in log.read_text(), timeout=240, what="the first score")
+    with RunStore.of_run(run_dir) as store:
+        pid, grader_pid = store.run()["supervisor_pid"], store.run()["grader_pid"]
+    frozen = psutil.Process(grader_pid).children(recursive=True)
+    assert frozen, "the grader has its eval worker"
+    for p in frozen:
+        p.suspend()
+    (run_dir / "workspace" / "go").touch()
+    wait_for(lambda: "submitted" in log.read_text(), timeout=120, what="three more submissions")
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: "waiting for 3 submission(s)" in supervisor_log.read_text(), timeout=120, what="the drain")
+    os.kill(pid, signal.SIGTERM)  # the second stop: no more waiting
+    wait_for(lambda: summarize(run_dir).status not in ACTIVE_STATUSES, timeout=120, what="the run to end")
+    with RunStore.of_run(run_dir) as store:
+        subs = {s.id: s for s in store.submissions(kind="agent")}
+        run = store.run()
+    assert run["status"] == "stopped"
+    assert subs[1].status == "scored"
+    assert [(subs[i].status, subs[i].error_code, subs[i].score) for i in (2, 3, 4)] == [("failed", "run_ended", None)] * 3
+    assert (run_dir / "intake" / "1" / "model.safetensors").is_file()  # kept: --keep-submissions
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in frozen)  # none left behind
+    report = read_report(run_dir)
+    assert [s["status"] for s in report["submissions"]] == ["scored", "failed", "failed", "failed"]
