@@ -27,7 +27,7 @@ from agent2rl_tui.grader.launch import GraderProcess, spawn_grader  # noqa: E402
 from agent2rl_tui.record.store import RunStore  # noqa: E402
 from agent2rl_tui.run.lifecycle import RunRequest, create_run  # noqa: E402
 from agent2rl_tui.run.workspace import populate_workspace  # noqa: E402
-from agent2rl_tui.tasks.registry import load_task  # noqa: E402
+from agent2rl_tui.tasks.registry import EVAL_SEED_KEY, load_task  # noqa: E402
 from agent2rl_tui.util.timeutil import now  # noqa: E402
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -130,14 +130,24 @@ def wait_for(predicate, timeout: float, interval: float = 0.2, what: str = "cond
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def make_prepared_run(root: Path, model: Path, *, budget_s: float = 600, task: str = "arith", **kw) -> Path:
+PINNED_EVAL_SEED = 20261126
+"""The eval draw of the runs a test drives a grader on directly: the same items every time, so
+a score a test compares is not a different sample in each session (a real run draws its own)."""
+
+
+def make_prepared_run(root: Path, model: Path, *, budget_s: float = 600, task: str = "arith",
+                      eval_seed: int | None = PINNED_EVAL_SEED, **kw) -> Path:
     """A run folder with its workspace populated and the budget started, no supervisor.
 
     Used to drive a real grader directly; the supervisor's own path is tested end to end.
+    ``eval_seed``: the run's eval draw (None: drawn as a real run's is).
     """
     run_dir = create_run(RunRequest(task=task, agent="command", command="true", model=model,
                                     budget_s=budget_s, root=root, **kw))
     with RunStore.of_run(run_dir) as store:
+        if eval_seed is not None:
+            config = json.loads(store.run()["config_json"])
+            store.update_run(config_json=json.dumps({**config, EVAL_SEED_KEY: eval_seed}))
         run = store.run()
         populate_workspace(run_dir, load_task(task), Path(run["base_model_source"]), run["base_model"],
                            budget_s=budget_s, grace_s=run["grace_s"], prompt_profile=kw.get("prompt_profile"))

@@ -135,6 +135,17 @@ def snoop_runs(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> di
     return runs
 
 
+def default_draw(ws: Path, task) -> list[dict]:
+    """What an agent can work out from the package: the task's default eval draw. The agent's
+    own attempt (output/guessed_eval.json) is the same where it could load the task; a clone
+    under /tmp, which the sandbox hides, keeps even the task's definition from it."""
+    draw = json.loads(json.dumps(task.load_split("eval")))
+    attempt = ws / "output" / "guessed_eval.json"
+    if attempt.exists():
+        assert json.loads(attempt.read_text()) == draw
+    return draw
+
+
 @needs_bwrap
 def test_two_runs_draw_different_items_kept_in_the_record_only(snoop_runs: dict[str, list[Path]]) -> None:
     task = load_task("arith")
@@ -159,7 +170,7 @@ def test_two_runs_draw_different_items_kept_in_the_record_only(snoop_runs: dict[
                 assert str(seed) not in text, path
                 assert not [q for q in questions if q in text], path
         # What the agent can work out from the package (the task's default draw) is not its run's draw.
-        guessed = {key(r) for r in json.loads((ws / "output" / "guessed_eval.json").read_text())}
+        guessed = {key(r) for r in default_draw(ws, task)}
         assert guessed != {key(r) for r in own} and len(guessed & {key(r) for r in own}) < 50
 
 
@@ -206,7 +217,9 @@ def test_the_contamination_check_looks_for_the_runs_own_items(snoop_runs: dict[s
     run = snoop_runs["arith"][0]
     own = run_eval_items(run, task)
     other = task.eval_items(run_eval_seed(snoop_runs["arith"][1]))
-    guessed = json.loads((run / "workspace" / "output" / "guessed_eval.json").read_text())
+    # The agent's own guess is a file the check reads too, where it could write one.
+    attempt = run / "workspace" / "output" / "guessed_eval.json"
+    guessed = default_draw(run / "workspace", task) if attempt.exists() else []
     stash = run / "workspace" / "output" / "stash.txt"
     try:
         stash.write_text("\n".join(r["question"] for r in own))

@@ -529,11 +529,38 @@ def thief(paths: list[Path]) -> str:
     return build_program(item, item["prompt"], thief_reply(paths), {"extraction": "opencompass-humaneval-v2"})
 
 
+PRIVATE_TEMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+
+
+def copies_folder() -> Path:
+    """Where the copies can lie in plain sight: outside the shared temp folders (a sandbox's are
+    its own) and under folders every uid may enter (a separate uid alone must stop nothing). The
+    repository's folder where it is such a place; in a clone under /tmp, a folder of ours in
+    /var/lib (as root, which full mode needs anyway); else the test cannot be set up here."""
+    repo = Path(__file__).resolve().parents[1]
+
+    def open_to_all(folder: Path) -> bool:
+        inside_temp = any(str(folder) == t or str(folder).startswith(t + "/") for t in PRIVATE_TEMP)
+        return not inside_temp and all(p.stat().st_mode & 0o001 for p in [folder, *folder.parents])
+
+    if open_to_all(repo):
+        return repo
+    if os.geteuid() == 0:
+        folder = Path("/var/lib/agent2rl-tui/test-eval-copies")
+        folder.mkdir(parents=True, exist_ok=True)
+        for p in (folder, folder.parent):
+            p.chmod(0o755)
+        if open_to_all(folder):
+            return folder
+    pytest.skip(f"no folder every uid can read outside the temp folders ({repo} is not one): clone the "
+                "repository elsewhere to run these tests")
+
+
 @pytest.fixture(scope="module")
 def eval_copies() -> Iterator[dict[str, Path]]:
     """HumanEval where a grader's machine may keep it, outside /tmp (the shared temp folders are
     private in a mount namespace anyway) and world-readable (so a separate uid alone stops nothing)."""
-    base = Path(tempfile.mkdtemp(prefix=".sandbox-hidden-", dir=Path(__file__).resolve().parents[1]))
+    base = Path(tempfile.mkdtemp(prefix=".sandbox-hidden-", dir=copies_folder()))
     places = {
         "a folder nobody hides": base / "open" / "HumanEval.jsonl.gz",
         "the home folder": base / "home" / ".cache" / "huggingface" / "HumanEval.jsonl.gz",

@@ -167,7 +167,8 @@ def test_a_run_is_graded_on_vllm_and_the_engine_stays_warm(vllm_run: dict) -> No
     assert runs[0]["settings"]["engine_settings"]["engine"] == "vllm"  # recorded with each score
     assert "engine_start" in runs[0]["timings"] and "reload" in runs[ids[1]]["timings"]
     body = first.json()
-    assert body["status"] == "scored" and body["baseline_score"] < 5 and body["score"] >= body["baseline_score"] + 5
+    # The trained weights were the ones graded: the base model answers none of the draw, SFT some.
+    assert body["status"] == "scored" and body["baseline_score"] == 0 and body["score"] > body["baseline_score"]
 
 
 def test_a_warm_reload_scores_what_a_fresh_engine_scores(vllm_run: dict) -> None:
