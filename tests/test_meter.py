@@ -464,6 +464,33 @@ def test_the_api_key_passes_through_and_is_written_nowhere(run_dir: Path, tmp_pa
         assert key[8:24].encode() not in blob
 
 
+def test_another_user_of_the_machine_cannot_call_through_a_runs_meter(run_dir: Path) -> None:
+    """Its calls would spend the run's caps and forge its tokens: refused, never forwarded."""
+    import shutil
+
+    if os.getuid() != 0 or shutil.which("setpriv") is None or shutil.which("curl") is None:
+        pytest.skip("needs root and setpriv to act as another user (nobody): run the suite as root to test this")
+    with serve(script()) as driver:
+        proc, url = start_meter_process(run_dir, driver.url)
+        try:
+            out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "curl", "-s", "-w",
+                                  "\n%{http_code}", "-H", "x-api-key: k", "-H", "content-type: application/json",
+                                  "-d", json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 9,
+                                                    "messages": [{"role": "user", "content": "x"}]}),
+                                  url + "/v1/messages"], capture_output=True, text=True, timeout=60)
+            mine = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0).messages.create(
+                model="claude-sonnet-4-5", max_tokens=9, messages=[{"role": "user", "content": "x"}])
+        finally:
+            proc.terminate()
+            proc.communicate(timeout=30)
+    body, status = out.stdout.rsplit("\n", 1)
+    assert status == "403" and json.loads(body)["error"]["type"] == "permission_error", out
+    assert mine.usage.input_tokens > 0 and len(driver.calls) == 1  # the owner's call only
+    assert len(rows_of(run_dir)) == 1
+    with RunStore.of_run(run_dir) as store:
+        assert store.last_event_data("foreign_request") == {"refused": 1}
+
+
 def test_headers_pass_through_both_ways_without_hop_by_hop_ones(run_dir: Path) -> None:
     usage = Usage(input_tokens=70, output_tokens=7)
     reply_body = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-haiku-4-5",

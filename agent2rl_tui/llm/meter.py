@@ -71,6 +71,7 @@ from agent2rl_tui.llm.prices import PriceError, PriceTable, load_prices
 from agent2rl_tui.llm.protocols import COUNT_TOKENS, GENERATE, BadRequest, WireFormat, error_format, recognise, usage_reader
 from agent2rl_tui.llm.usage import Metered, UsageReader
 from agent2rl_tui.record.store import RunStore, StoreError
+from agent2rl_tui.util.peer import is_owner
 
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
                         "te", "trailer", "trailers", "transfer-encoding", "upgrade"})
@@ -81,6 +82,8 @@ MAX_CALLS = 64
 READ_SIZE = 64 << 10
 MAX_ERROR_BODY = 64 << 10
 NO_REPLY = 0  # the status of a call that ended before any reply reached the agent
+FOREIGN_EVENTS_KEPT = 20
+"""Requests from other users recorded one by one; after that every 100th."""
 
 
 @dataclass(frozen=True)
@@ -254,6 +257,7 @@ class Meter:
         self._server = _Server((host, port), self)
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self.foreign = 0  # requests refused from other users of the machine
 
     @property
     def url(self) -> str:
@@ -470,6 +474,9 @@ class _Handler(BaseHTTPRequestHandler):
     # -- one call ---------------------------------------------------------------------------
     def _proxy(self) -> None:
         meter = self.server.meter
+        if not is_owner(self.client_address[:2], self.server.server_address[:2]):
+            self._foreign(meter)
+            return
         target = self.path
         if target.startswith(("http://", "https://")):  # absolute form: keep the path and query
             parts = urlsplit(target)
@@ -651,6 +658,25 @@ class _Handler(BaseHTTPRequestHandler):
         if metered is not None and call.reader is not None and call.status < 400 and metered.errors:
             error = error or "; ".join(metered.errors)[:500]
         meter.record(call, metered, complete=complete, error=error)
+
+    def _foreign(self, meter: Meter) -> None:
+        """Another user of the machine: 403, never forwarded nor counted as the run's call (it could
+        spend the run's caps or forge its tokens); the first ones recorded as events."""
+        meter.foreign += 1
+        if meter.foreign <= FOREIGN_EVENTS_KEPT or meter.foreign % 100 == 0:
+            meter.recorder.event("foreign_request", f"refused a {self.command} from another user of this machine "
+                                 f"({meter.foreign} so far)", {"refused": meter.foreign})
+        data = b'{"error": {"type": "permission_error", "message": "this meter serves only the user of its run"}}'
+        self.close_connection = True
+        try:
+            self.send_response_only(403)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            pass
 
     def _answer(self, meter: Meter, call: _Call, fmt: WireFormat, status: int, message: str, *,
                 refused: bool = False) -> None:

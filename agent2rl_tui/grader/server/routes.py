@@ -23,11 +23,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from agent2rl_tui.grader.failures import advice
 from agent2rl_tui.grader.server import validation
 from agent2rl_tui.grader.server.config import GraderConfig
-from agent2rl_tui.grader.server.peer import is_owner
 from agent2rl_tui.grader.server.queue import Grader
 from agent2rl_tui.grader.server.validation import MAX_BODY_BYTES, Rejection
 from agent2rl_tui.record.store import BASELINE_ID, RunStore, Submission, SubStatus
 from agent2rl_tui.util.inert import one_line
+from agent2rl_tui.util.peer import is_owner
 from agent2rl_tui.util.timeutil import iso, now
 
 log = logging.getLogger("agent2rl.grader")

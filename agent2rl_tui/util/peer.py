@@ -1,6 +1,7 @@
 """Who is on the other end of a loopback connection: the user that owns the client's socket.
 
-The grader listens on 127.0.0.1 and its URL carries a per-run secret, but a URL leaks: an
+Every server of a run listens on 127.0.0.1 (the grader, the meter) and serves only the user the
+run is theirs. The grader's URL carries a per-run secret, but a URL leaks: an
 agent that follows its prompt's own ``curl $GRADING_SERVER_URL/submit`` example puts it on a
 command line, where any local user reads it with ``ps``. So the grader also asks the kernel who
 owns the connecting socket, and serves only the user it runs as. Loopback TCP has no
