@@ -205,6 +205,40 @@ class Pending:
     admissible: list[str] | None
 
 
+def opening(start: Start, index: int, game: str, fmt: EpisodeFormat,
+            header_for: Callable[[Start], str] | None = None) -> Pending:
+    """A game just reset: its episode and the first prompt. The grader's runner and the agent's
+    train-environment service (``trainenv``) both open every episode here."""
+    ep = Episode(index=index, game=game, goal=start.goal, first_observation=start.observation,
+                 kind=start.info.get("kind"))
+    return Pending(ep, fmt.first_prompt(start, header_for(start) if header_for else None), start.admissible)
+
+
+def act(env: Environment, pending: Pending, action: str, fmt: EpisodeFormat) -> Outcome:
+    """The game's answer to ``action``; a thought is not sent to the game (its answer would be replaced)."""
+    if fmt.is_thought(action):
+        ep = pending.episode
+        return Outcome(observation=fmt.think_reply, reward=0.0, done=False, won=ep.won, score=ep.score,
+                       admissible=pending.admissible)
+    return env.step(action)
+
+
+def advance(pending: Pending, completion: str, action: str, outcome: Outcome, fmt: EpisodeFormat,
+            max_steps: int) -> Pending | None:
+    """The turn played: recorded in the episode, the next prompt made; None when the episode is
+    over (won, the game done, or the step limit), its ``end`` and last ``prompt`` then set."""
+    ep = pending.episode
+    shown = fmt.shown_observation(action, outcome.observation)
+    ep.turns.append(Turn(action, shown, outcome.reward, completion))
+    ep.score, ep.won = outcome.score, outcome.won
+    prompt = fmt.after_turn(pending.prompt, ep, outcome.admissible)
+    if outcome.won or outcome.done or ep.steps >= max_steps:
+        ep.end = "won" if outcome.won else "done" if outcome.done else "step limit"
+        ep.prompt = prompt
+        return None
+    return Pending(ep, prompt, outcome.admissible)
+
+
 Policy = Callable[[list[Pending]], list[str]]
 """Completions for a batch of live episodes, in order (a model: one generate call)."""
 
@@ -253,20 +287,9 @@ def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Poli
         jobs = [(env, *queue.pop()) for env in free[:len(queue)]]
         starts = each(lambda job: job[0].reset(job[2]), jobs)
         for (env, index, game), start in zip(jobs, starts, strict=True):
-            ep = Episode(index=index, game=game, goal=start.goal, first_observation=start.observation,
-                         kind=start.info.get("kind"))
-            episodes[index] = ep
-            prompt = fmt.first_prompt(start, header_for(start) if header_for else None)
-            live.append((env, Pending(ep, prompt, start.admissible)))
-
-    def act(slot: tuple[Environment, Pending], action: str) -> Outcome:
-        """The game's answer; a thought is not sent to the game (its answer would be replaced)."""
-        env, pending = slot
-        if fmt.is_thought(action):
-            ep = pending.episode
-            return Outcome(observation=fmt.think_reply, reward=0.0, done=False, won=ep.won, score=ep.score,
-                           admissible=pending.admissible)
-        return env.step(action)
+            pending = opening(start, index, game, fmt, header_for)
+            episodes[index] = pending.episode
+            live.append((env, pending))
 
     def make(_: int) -> Environment | BaseException:
         try:
@@ -297,21 +320,16 @@ def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Poli
             if len(completions) != len(live):
                 raise ValueError(f"the policy gave {len(completions)} completions for {len(live)} episodes")
             actions = [fmt.action_from(c) for c in completions]
-            outcomes = each(lambda slot_action: act(*slot_action), zip(live, actions, strict=True))
+            outcomes = each(lambda slot_action: act(*slot_action[0], slot_action[1], fmt),
+                            zip(live, actions, strict=True))
             still: list[tuple[Environment, Pending]] = []
             freed: list[Environment] = []
             for (env, pending), completion, action, outcome in zip(live, completions, actions, outcomes, strict=True):
-                ep = pending.episode
-                shown = fmt.shown_observation(action, outcome.observation)
-                ep.turns.append(Turn(action, shown, outcome.reward, completion))
-                ep.score, ep.won = outcome.score, outcome.won
-                prompt = fmt.after_turn(pending.prompt, ep, outcome.admissible)
-                if outcome.won or outcome.done or ep.steps >= max_steps:
-                    ep.end = "won" if outcome.won else "done" if outcome.done else "step limit"
-                    ep.prompt = prompt
+                following = advance(pending, completion, action, outcome, fmt, max_steps)
+                if following is None:
                     freed.append(env)
                 else:
-                    still.append((env, Pending(ep, prompt, outcome.admissible)))
+                    still.append((env, following))
             live = still
             start_next(freed)
     finally:

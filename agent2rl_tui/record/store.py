@@ -19,7 +19,7 @@ from typing import Any
 
 from agent2rl_tui.util.timeutil import now
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _LLM_CALLS = """
 CREATE TABLE IF NOT EXISTS llm_calls (
@@ -49,12 +49,35 @@ CREATE TABLE IF NOT EXISTS llm_calls (
 CREATE INDEX IF NOT EXISTS llm_calls_at ON llm_calls(at);
 """
 
+_ENV_CALLS = """
+CREATE TABLE IF NOT EXISTS env_calls (
+    id INTEGER PRIMARY KEY,
+    at REAL NOT NULL,                  -- when the request reached the train-environment service
+    op TEXT NOT NULL,                  -- create | reset | step | close | games | refused
+    env_id INTEGER,                    -- the service's environment, NULL for a call about none
+    game TEXT,                         -- the train game, session or question played
+    status INTEGER NOT NULL,           -- the HTTP status the agent got
+    action TEXT,                       -- the action played (capped), the completion's when given one
+    reward REAL,
+    done INTEGER,
+    won INTEGER,
+    step INTEGER,                      -- the episode's turn this call played
+    searches INTEGER NOT NULL DEFAULT 0,  -- queries sent to the run's search backend
+    judge_calls INTEGER NOT NULL DEFAULT 0,  -- calls to the run's judge (a reward by judge)
+    latency_s REAL,
+    error TEXT                         -- a refusal's or a failure's code and text (capped)
+);
+CREATE INDEX IF NOT EXISTS env_calls_at ON env_calls(at);
+"""
+
 MIGRATIONS: dict[int, str] = {
     # 1 -> 2: a failure's code (what the agent was told) beside its full text, and the grader's
     # manifest of what it took of a submitted folder.
     1: "ALTER TABLE submissions ADD COLUMN error_code TEXT; ALTER TABLE submissions ADD COLUMN intake_json TEXT;",
     # 2 -> 3: the meter's record of every call the agent made to its driver API.
     2: _LLM_CALLS,
+    # 3 -> 4: the train-environment service's record of every call the agent made to it.
+    3: _ENV_CALLS,
 }
 
 class RunStatus(StrEnum):
@@ -188,7 +211,7 @@ END;
 CREATE INDEX IF NOT EXISTS samples_at ON samples(at);
 CREATE INDEX IF NOT EXISTS submissions_status ON submissions(status);
 CREATE INDEX IF NOT EXISTS events_at ON events(at);
-""" + _LLM_CALLS
+""" + _LLM_CALLS + _ENV_CALLS
 
 
 class StoreError(RuntimeError):
@@ -546,6 +569,35 @@ class RunStore:
             return 0
         return self.conn.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0]
 
+    def add_env_calls(self, rows: list[dict[str, Any]]) -> None:
+        """Record the train-environment service's calls (its rows, in one transaction)."""
+        if not rows:
+            return
+        for row in rows:
+            unknown = set(row) - set(ENV_CALL_COLUMNS)
+            if unknown:
+                raise ValueError(f"env_calls has no columns {sorted(unknown)}")
+        with self.transaction() as conn:
+            for row in rows:
+                cols = ", ".join(row)
+                conn.execute(f"INSERT INTO env_calls ({cols}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))
+
+    def env_calls(self, *, offset: int = 0, limit: int = -1) -> list[dict[str, Any]]:
+        if not self.has_table("env_calls"):
+            return []
+        rows = self.conn.execute("SELECT * FROM env_calls ORDER BY id LIMIT ? OFFSET ?", (limit, offset))
+        return [dict(r) for r in rows]
+
+    def env_totals(self) -> EnvTotals:
+        if not self.has_table("env_calls"):
+            return EnvTotals()
+        row = self.conn.execute("""
+            SELECT COUNT(*), COALESCE(SUM(op = 'reset' AND status = 200), 0), COALESCE(SUM(op = 'step' AND status = 200), 0),
+                   COALESCE(SUM(op = 'step' AND won = 1 AND done = 1), 0), COALESCE(SUM(status >= 400), 0),
+                   COALESCE(SUM(searches), 0), COALESCE(SUM(judge_calls), 0)
+            FROM env_calls""").fetchone()
+        return EnvTotals(*row)
+
     def llm_totals(self) -> LlmTotals:
         """The sums of every recorded call, by SQL (a run may make tens of thousands of calls)."""
         if not self.has_table("llm_calls"):
@@ -564,6 +616,23 @@ class RunStore:
                          output_tokens=row[5], cached_tokens=row[6], cache_write_tokens=row[7], reasoning_tokens=row[8],
                          cost_usd=row[9], unpriced_calls=row[10] or 0, unpriced_models=models, no_usage=row[13] or 0,
                          first_at=row[11], last_at=row[12])
+
+
+ENV_CALL_COLUMNS = ("at", "op", "env_id", "game", "status", "action", "reward", "done", "won", "step", "searches",
+                    "judge_calls", "latency_s", "error")
+
+
+@dataclass(frozen=True)
+class EnvTotals:
+    """The sums of a run's ``env_calls``: how much the agent played its train environments."""
+
+    calls: int = 0
+    episodes: int = 0             # resets
+    steps: int = 0
+    won: int = 0                  # episodes that ended won
+    refused: int = 0              # calls answered 4xx (an eval game, a flood, a bad body)
+    searches: int = 0
+    judge_calls: int = 0
 
 
 def _llm_call(row: sqlite3.Row) -> LlmCall:
