@@ -277,6 +277,10 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
               help="Refuse the agent's driver calls once the run has cost USD dollars (metered, by the price table).")
 @click.option("--prices", "prices", type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="A price file (TOML, as agent2rl_tui/llm/prices.toml) over the package's table and your own.")
+@click.option("--eval-seed", "eval_seed", type=click.IntRange(0, (1 << 63) - 1), metavar="N",
+              help="Grade on the eval draw of this seed (another run's, from `run show --eval-seed`, to compare two "
+                   "agents on the same items). Default: a new secret draw. An agent that knows the seed can "
+                   "compute its eval items: keep it from the agent.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--command", "command", help="Shell command line for the 'command' agent.")
 @click.option("--env", "env", multiple=True, help="KEY=VALUE for the agent's environment (repeatable).")
@@ -333,7 +337,7 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
               judge_concurrency: int | None, search_url: str | None, search_key_env: str | None,
               search_corpus: Path | None, webshop_url: str | None, keep_submissions: bool, eval_memory: float | None,
               detach: bool, driver_url: str | None = None, no_meter: bool = False, max_tokens: int | None = None,
-              max_cost: float | None = None, prices: Path | None = None) -> None:
+              max_cost: float | None = None, prices: Path | None = None, eval_seed: int | None = None) -> None:
     """Start a run: workspace, baseline, agent under a budget, report."""
     try:
         engine_overrides = dict(_parse_pairs(engine_options, "--engine-option"))
@@ -355,6 +359,7 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
             store={"url": webshop_url} if webshop_url else None,
             keep_submissions=keep_submissions, eval_memory_gib=eval_memory, driver_url=driver_url,
             meter=not no_meter, max_tokens=max_tokens, max_cost_usd=max_cost, prices_path=prices,
+            eval_seed=eval_seed,
         )
         run_dir, pid = start_run(req)
     except USER_ERRORS as exc:
@@ -485,14 +490,22 @@ def runs_cmd(ctx: click.Context, as_json: bool) -> None:
 @run_group.command("show")
 @click.argument("run")
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
+@click.option("--eval-seed", "eval_seed", is_flag=True,
+              help="Print only the seed of the run's eval draw (for another run's --eval-seed).")
 @click.pass_context
-def run_show(ctx: click.Context, run: str, as_json: bool) -> None:
+def run_show(ctx: click.Context, run: str, as_json: bool, eval_seed: bool = False) -> None:
     """Print one run: status, budget, submissions, result."""
     try:
         run_dir = find_run(run, ctx.obj["root"])
         s = summarize(run_dir)
     except USER_ERRORS as exc:
         _fail(exc)
+    if eval_seed:
+        from agent2rl_tui.record.evalset import run_eval_seed
+
+        seed = run_eval_seed(run_dir)
+        click.echo("-" if seed is None else str(seed))
+        return
     if as_json:
         from agent2rl_tui.record.report import build_report
 

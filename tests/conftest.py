@@ -51,7 +51,8 @@ def example_run(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> t
 
     root = tmp_path_factory.mktemp("runs")
     proc = cli("run", "start", "--task", "arith", "--agent", "example", "--model", str(tiny_model),
-               "--budget", "20m", "--grace", "5s", "--driver", "scripted", root=root, timeout=1500)
+               "--budget", "20m", "--grace", "5s", "--driver", "scripted", "--eval-seed", str(PINNED_EVAL_SEED),
+               root=root, timeout=1500)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
     return run_dir, proc.stdout

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import cli, read_report
+from conftest import PINNED_EVAL_SEED, cli, read_report
 
 from agent2rl_tui.record.evalset import run_eval_items
 from agent2rl_tui.record.revisions import diff, file_at, files_at, get_revision, list_revisions, submission_revisions
@@ -84,7 +84,10 @@ def test_the_example_agent_trains_and_improves_contained(example_run: tuple[Path
 def test_the_eval_split_never_enters_the_workspace(example_run: tuple[Path, str]) -> None:
     run_dir, _ = example_run
     task = load_task("arith")
-    # The run's own draw (its eval seed is in run.db), not the task's default one.
+    # The run's own draw (its eval seed is in run.db, given here with --eval-seed), not the task's default one.
+    shown = cli("run", "show", str(run_dir), "--eval-seed")
+    assert shown.stdout.strip() == str(PINNED_EVAL_SEED)
+    assert run_eval_items(run_dir, task) == task.eval_items(PINNED_EVAL_SEED)
     eval_questions = {item["question"] for item in run_eval_items(run_dir, task)}
     assert eval_questions != {item["question"] for item in task.load_split("eval")}
     train_rows = [json.loads(line) for line in (run_dir / "workspace" / "data" / "train.jsonl").open()]

@@ -32,6 +32,14 @@ def spawn_grader(run_dir: Path, log_path: Path, *, keep_socket: bool = False, gp
                  successor_of: GraderProcess | None = None) -> GraderProcess:
     """Start a grader; ``successor_of`` a dead one: the same socket and secret, so the agent's
     URL keeps working (connections made meanwhile wait in the socket's backlog)."""
+    return spawn_service("agent2rl_tui.grader.server", SECRET_ENV, run_dir, log_path, keep_socket=keep_socket,
+                         gpus=gpus, successor_of=successor_of)
+
+
+def spawn_service(module: str, secret_env: str, run_dir: Path, log_path: Path, *, keep_socket: bool = False,
+                  gpus: str | None = None, successor_of: GraderProcess | None = None) -> GraderProcess:
+    """Start ``python -m MODULE --run-dir RUN --fd N`` on a loopback socket bound here, its secret in
+    ``secret_env``: the grader, and the train-environment service beside it (``trainenv``)."""
     if successor_of is not None and successor_of.sock is not None:
         sock, secret = successor_of.sock, successor_of.secret
     else:
@@ -40,7 +48,7 @@ def spawn_grader(run_dir: Path, log_path: Path, *, keep_socket: bool = False, gp
         sock.listen(64)
         secret = secrets.token_urlsafe(16)
     keep = keep_socket or successor_of is not None
-    env = {**os.environ, SECRET_ENV: secret}
+    env = {**os.environ, secret_env: secret}
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = gpus  # the run's GPUs only, not every GPU of the machine
     try:
@@ -48,7 +56,7 @@ def spawn_grader(run_dir: Path, log_path: Path, *, keep_socket: bool = False, gp
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as logfh:
             popen = subprocess.Popen(
-                [sys.executable, "-m", "agent2rl_tui.grader.server", "--run-dir", str(run_dir),
+                [sys.executable, "-m", module, "--run-dir", str(run_dir),
                  "--fd", str(sock.fileno())],
                 pass_fds=(sock.fileno(),),
                 stdin=subprocess.DEVNULL,

@@ -59,7 +59,7 @@ SCHEDULER_BEAT_S = 1.0
 SCHEDULER_LOST_AFTER_S = 30.0
 RUN_OPTIONS = ("eval_limit", "eval_timeout_s", "prompt_profile", "env", "judge", "search", "store", "engine",
                "contain", "read_only_paths", "writable_paths", "allow_missing_key", "grace", "keep_submissions",
-               "eval_memory_gib", "driver_url", "meter", "max_tokens", "max_cost_usd", "prices_path")
+               "eval_memory_gib", "driver_url", "meter", "max_tokens", "max_cost_usd", "prices_path", "eval_seed")
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,9 @@ class RunRequest:
     driver_url: str | None = None
     """The driver API's root (``--driver-url``), which the agent's profile points its CLI at (its
     own variable or config, ``profiles.driver_setup``); None: the CLI's defaults."""
+    eval_seed: int | None = None
+    """The seed of the run's eval draw (``--eval-seed``): another run's, to grade two agents on the
+    same items; None: drawn afresh and kept from the agent (the default)."""
     meter: bool = True
     """Put the loopback meter between the agent and its driver API (``run/metering.py``);
     False (``--no-meter``) is recorded as "not metered"."""
@@ -354,7 +357,7 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         "agent_env": names_only(req.agent_env),
         "profile": {**asdict(profile), "env": redacted(profile.env)},
         # The seed of the run's eval draw (tasks/registry.py): here only, never in the workspace.
-        EVAL_SEED_KEY: draw_eval_seed(),
+        EVAL_SEED_KEY: draw_eval_seed() if req.eval_seed is None else int(req.eval_seed),
     }
     with RunStore(run_dir / "run.db", create=True) as store:
         store.create_run(

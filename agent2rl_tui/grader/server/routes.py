@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -77,18 +77,38 @@ def wants_no_wait(request: Request) -> bool:
     return request.query_params.get("wait", "1") in ("0", "false", "no")
 
 
+DRAIN_BYTES = 16 << 20
+"""A body a little over the limit is read to its end and dropped before the 413 goes out, so an
+ordinary client still sending reads the answer instead of a broken pipe; a longer one is
+answered at once (its sender may see its send fail), never read."""
+
+
 async def read_body(request: Request) -> bytes:
-    """The request body, read no further than ``MAX_BODY_BYTES`` (a declared length over it is
-    refused before anything is read)."""
+    """The request body, kept no further than ``MAX_BODY_BYTES``: a longer one is refused, read to
+    its end and dropped when it is at most ``DRAIN_BYTES``, else refused before it is read."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        if int(declared) <= DRAIN_BYTES:
+            await drain(request, 0)
         raise validation.too_large()
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > MAX_BODY_BYTES:
+            await drain(request, len(body))
             raise validation.too_large()
     return bytes(body)
+
+
+async def drain(request: Request, seen: int) -> None:
+    """Read and drop the rest of a body, up to ``DRAIN_BYTES`` in all (a client gone is fine)."""
+    try:
+        async for chunk in request.stream():
+            seen += len(chunk)
+            if seen > DRAIN_BYTES:
+                return
+    except ClientDisconnect:
+        return
 
 
 class Endpoints:
