@@ -1,0 +1,26 @@
+"""The train-environment service: the agent's side of an interactive task, over HTTP.
+
+On a Level-3 task the agent must collect its own trajectories, and for some tasks the game is
+out of its reach: WebShop's store and DeepSearchQA's search backend (and its key) live with the
+grader, outside the sandbox. So every run of an interactive task starts this service beside
+the grader: its own process on 127.0.0.1, the run's secret in its URL (``$TRAIN_ENV_URL``),
+served to the run's user only, every call recorded in run.db (``env_calls``). It plays the
+task's **train** split only, exactly as the grader plays its eval games: the same environment,
+the same transcript, the same action rule and step limit (``grader.episodes``), so what the
+agent trains on is what it is graded on. One protocol for every interactive task:
+
+    GET    /games                          the train games, the limits, the reward modes
+    POST   /envs                           -> {"env_id": N}
+    POST   /envs/N/reset  {"game": G[, "reward": MODE]}   -> the first prompt
+    POST   /envs/N/step   {"completion": TEXT} | {"action": TEXT}   -> the turn and the next prompt
+    DELETE /envs/N
+
+A step takes the model's whole completion (the grader's rule reads the action from it) or an
+action as it is. DeepSearchQA's searches go to the run's search backend from here (counted,
+rate-limited, recorded; the key never enters the sandbox), and its answers get a reward the
+agent chooses at reset: ``exact`` or ``f1`` against the gold answer, or ``judge`` (the run's
+judge, every call recorded and capped). The workspace's ``data/play.py`` is a client of it.
+"""
+
+SECRET_ENV = "AGENT2RL_TRAINENV_SECRET"
+"""The variable the service's secret path prefix travels in (never its command line)."""
