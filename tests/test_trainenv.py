@@ -374,3 +374,66 @@ def test_a_game_task_gives_the_same_episode_as_the_workspaces_play_kit(prepared_
     finally:
         service.close()
         sys.modules.pop("play", None)
+
+
+# -- through `run start`: the agent's own route ------------------------------------------------------
+
+EXAMPLE_ENV = {"EXAMPLE_SFT_STEPS": "4", "EXAMPLE_GRPO_STEPS": "1", "EXAMPLE_GAMES": "4", "EXAMPLE_GENERATIONS": "2"}
+
+
+def example_run(tmp_path: Path, tiny_model: Path, task: str, *extra: str, env: dict[str, str] | None = None) -> Path:
+    import re
+
+    from conftest import cli
+
+    args = ["run", "start", "--task", task, "--agent", "example", "--model", str(tiny_model), "--budget", "15m",
+            "--grace", "5s", "--eval-limit", "2", *extra]
+    for key, value in EXAMPLE_ENV.items():
+        args += ["--env", f"{key}={value}"]
+    proc = cli(*args, root=tmp_path / "runs", timeout=1200, env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
+
+
+def check_route(run: Path) -> tuple[str, list[dict[str, Any]]]:
+    log = (run / "logs" / "agent.log").read_text()
+    with RunStore.of_run(run) as store:
+        subs = store.submissions(kind="agent")
+        calls = store.env_calls()
+        events = {e["kind"] for e in store.events()}
+    assert [(s.model_path.rsplit("/", 1)[-1], s.status) for s in subs] == [("v1", "scored"), ("v2", "scored")], log[-3000:]
+    assert "train_envs" in events and "GRPO step 1/1" in log
+    assert not (run / "workspace" / "code" / "NOTES.md").read_text().count("failed")
+    return log, calls
+
+
+@pytest.mark.slow
+def test_the_example_agent_trains_online_on_a_searching_task_through_the_service(dsqa: dict[str, Any], tiny_model: Path,
+                                                                                 tmp_path: Path) -> None:
+    run = example_run(tmp_path, tiny_model, "deepsearchqa", "--search-url", dsqa["search_url"], "--search-key-env",
+                      "TEST_TRAIN_SEARCH_KEY", "--judge-url", dsqa["judge_url"], "--judge-model", "local-judge",
+                      env={"TEST_TRAIN_SEARCH_KEY": SEARCH_KEY})
+    log, calls = check_route(run)
+    assert "demonstrations: 4 games played through the service, 4 rewarded above 0.0" in log
+    resets = [c for c in calls if c["op"] == "reset" and c["status"] == 200]
+    assert len(resets) == 4 + 2 * 2 and all(c["game"].startswith("train:") for c in resets)  # SFT's 4, GRPO's 2x2
+    assert sum(c["searches"] for c in calls) >= 4
+    env_text = (run / "workspace" / "output").rglob("*")
+    assert SEARCH_KEY not in json.dumps(calls) and not any(SEARCH_KEY in p.read_text(errors="replace")
+                                                         for p in env_text if p.is_file() and p.suffix == ".json")
+
+
+@pytest.mark.slow
+def test_the_example_agent_trains_online_on_a_shopping_task_through_the_service(prepared_data: Path, tiny_model: Path,
+                                                                               tmp_path: Path) -> None:
+    store, port = local_server.start("webshop_server.py", tmp_path)
+    try:
+        prepare(load_task("webshop"))
+        run = example_run(tmp_path, tiny_model, "webshop", "--webshop-url", f"http://127.0.0.1:{port}")
+    finally:
+        store.kill()
+        store.wait()
+    log, calls = check_route(run)
+    assert "demonstrations: 4 games played through the service" in log
+    assert all(c["game"].startswith("session:") and int(c["game"].split(":")[1]) >= 100
+               for c in calls if c["op"] == "reset")  # the train sessions only

@@ -136,4 +136,6 @@ def test_a_run_grades_its_baseline_in_the_store_it_names(store_url: str, tiny_mo
     assert baseline.status == "scored" and baseline.n_items == 2, baseline.error
     played = json.loads(baseline.settings_json)["episodes"]
     assert played["games"] == 2 and "success_rate_at_1.0" in played and "mean_reward" in played
-    assert (run / "workspace" / "data" / "env.json").exists() and not (run / "workspace" / "data" / "play.py").exists()
+    kit = (run / "workspace" / "data" / "play.py").read_text()  # a client of the run's train-environment service
+    assert (run / "workspace" / "data" / "env.json").exists() and "TRAIN_ENV_URL" in kit
+    assert "TRAIN_ENV_URL" in (run / "workspace" / "instructions.md").read_text()

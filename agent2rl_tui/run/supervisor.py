@@ -40,6 +40,9 @@ from agent2rl_tui.run.metering import RESTARTS as METER_RESTARTS
 from agent2rl_tui.run.metering import MeterError, MeterProcess, plan_meter
 from agent2rl_tui.run.profiles import AgentProfile, DriverSetup, driver_setup, get_profile
 from agent2rl_tui.run.prompt import build_prompt
+from agent2rl_tui.run.train_envs import RESTARTS as TRAIN_ENV_RESTARTS
+from agent2rl_tui.run.train_envs import URL_VAR as TRAIN_ENV_URL
+from agent2rl_tui.run.train_envs import TrainEnvError, TrainEnvProcess
 from agent2rl_tui.run.vitals import VitalsSampler
 from agent2rl_tui.run.watcher import RevisionWatcher
 from agent2rl_tui.run.workspace import make_run_folder, populate_workspace, write_run_meta
@@ -83,6 +86,7 @@ class Supervisor:
         self.containment: containment.Containment | None = None
         self.profile: AgentProfile | None = None
         self.meter: MeterProcess | None = None
+        self.train_envs: TrainEnvProcess | None = None
 
     # -- signals and heartbeat --------------------------------------------------------
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -133,6 +137,7 @@ class Supervisor:
         finally:
             self.shutdown_agent()
             self.stop_meter()
+            self.stop_train_envs()
             self.stop_watcher()
             self.stop_grader()
             self.vitals.stop()
@@ -203,6 +208,8 @@ class Supervisor:
             (self.ws / profile.instructions_file).write_text(prompt, encoding="utf-8")
         self.profile = profile
         env = self.agent_env(profile, model)
+        if self.task.level == 3:  # the agent plays its train games through the service
+            env[TRAIN_ENV_URL] = self.start_train_envs()
         # The driver URL as this CLI takes it (a variable, arguments, settings): the meter's, in
         # front of --driver-url or the CLI's own API, else --driver-url itself.
         agent_url = self.start_meter(profile) or self.cfg.get("driver_url")
@@ -334,6 +341,44 @@ class Supervisor:
         log.error("%s", message)
         self.store.event("supervisor", "meter_died", message, {"exit_code": code, "restarts": meter.restarts})
 
+    def start_train_envs(self) -> str:
+        """The run's train-environment service (``run/train_envs.py``), ready; its URL."""
+        service = TrainEnvProcess(self.run_dir)
+        self.train_envs = service
+        try:
+            url = service.start()
+        except TrainEnvError as exc:
+            raise RunFailed(f"the train-environment service did not start: {exc}") from exc
+        log.info("train environments served at 127.0.0.1:%s (pid %s)", url.split(":")[2].split("/")[0], service.pid)
+        self.store.event("supervisor", "train_envs", f"train-environment service started (pid {service.pid})",
+                         {"pid": service.pid})
+        return url
+
+    def check_train_envs(self) -> None:
+        """Start again, on the same URL, a service that died; the record says so."""
+        service = self.train_envs
+        if service is None or (code := service.died()) is None:
+            return
+        if service.restarts >= TRAIN_ENV_RESTARTS:
+            self.store.event("supervisor", "train_envs_died", f"the train-environment service exited with code "
+                             f"{code}; no restart left", {"exit_code": code})
+            service.stop()
+            self.train_envs = None
+            return
+        service.restarts += 1
+        try:
+            service.start()
+            message = f"the train-environment service exited with code {code}; restarted on the same URL"
+        except TrainEnvError as exc:
+            message = f"the train-environment service exited with code {code} and did not start again: {exc}"
+        log.error("%s", message)
+        self.store.event("supervisor", "train_envs_died", message, {"exit_code": code, "restarts": service.restarts})
+
+    def stop_train_envs(self) -> None:
+        if self.train_envs is not None:
+            service, self.train_envs = self.train_envs, None
+            service.stop()
+
     def stop_meter(self) -> None:
         if self.meter is not None:
             meter, self.meter = self.meter, None
@@ -429,6 +474,7 @@ class Supervisor:
             if ticks % 5 == 0:
                 self.check_grader()
                 self.check_meter()
+                self.check_train_envs()
             time.sleep(0.2)
         self.store.update_run(end_reason=reason)
         log.info("agent phase over: %s", reason)
@@ -464,7 +510,8 @@ class Supervisor:
 
     def _popen_pids(self) -> set[int]:
         meter = self.meter.popen if self.meter is not None else None
-        return {p.pid for p in (self.agent, self.grader, meter) if p is not None}
+        envs = self.train_envs.process.popen if self.train_envs is not None and self.train_envs.process else None
+        return {p.pid for p in (self.agent, self.grader, meter, envs) if p is not None}
 
     def shutdown_agent(self) -> None:
         """End the agent's group (TERM, grace, KILL) and any descendant that escaped it."""
@@ -479,7 +526,8 @@ class Supervisor:
                 self.store.event("supervisor", "agent_killed", "the agent ignored SIGTERM and was killed")
         if self.watcher is not None:  # its git must not be among the strays killed next
             self.watcher.stop()
-        keep = {p for p in (self.grader.pid if self.grader else None, self.meter.pid if self.meter else None) if p}
+        keep = {p for p in (self.grader.pid if self.grader else None, self.meter.pid if self.meter else None,
+                            self.train_envs.pid if self.train_envs else None) if p}
         strays = self._strays(exclude=keep, agent_pid=agent.pid)
         if strays:
             procs.kill_pids(strays)
@@ -499,6 +547,7 @@ class Supervisor:
             if removed:
                 log.info("login files removed from the run's home: %s", ", ".join(removed))
         self.stop_meter()  # the calls the agent left under way are recorded as they stood
+        self.stop_train_envs()  # no training after the deadline
         self.vitals.agent_pgid = None  # gone by design from here on: not an "agent group gone" event
         shutil.rmtree(self.run_dir / containment.AGENT_TMP, ignore_errors=True)
         self.store.update_run(agent_exit_code=code, agent_ended_at=now())

@@ -19,6 +19,7 @@ from typing import Any
 from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.tasks import grading_rules
 from agent2rl_tui.tasks.registry import InferenceSettings, Task, task_cache, write_jsonl
+from agent2rl_tui.trainenv import DEFAULT_MAX_ENVS
 from agent2rl_tui.util.timeutil import human_duration, iso
 
 RECORD_DIRS = ("logs", "evals", "report")
@@ -135,22 +136,48 @@ def populate_workspace(
         _make_read_only(data_dir)
     (ws / "description.md").write_text(task.description_for(settings.prompt_profile), encoding="utf-8")
     data_files = ", ".join(f"`{p.name}`" for p in sorted(data_dir.iterdir()))
-    (ws / "instructions.md").write_text(
-        INSTRUCTIONS.format(
-            task=task.name,
-            base_model=base_model,
-            data_files=data_files,
-            budget=human_duration(budget_s),
-            grace=human_duration(grace_s),
-        ),
-        encoding="utf-8",
-    )
+    text = INSTRUCTIONS.format(task=task.name, base_model=base_model, data_files=data_files,
+                               budget=human_duration(budget_s), grace=human_duration(grace_s))
+    if task.level == 3:
+        text += train_env_section(task)
+    (ws / "instructions.md").write_text(text, encoding="utf-8")
     return ws
 
 
 PLAY_PROGRAMS = {"textworld-express": Path(__file__).with_name("play_twx.py"),
-                 "alfworld": Path(__file__).with_name("play_alfworld.py")}
-"""The program an interactive task's agent gets as data/play.py, by the kind of its [env]."""
+                 "alfworld": Path(__file__).with_name("play_alfworld.py"),
+                 "webshop": Path(__file__).with_name("play_service.py"),
+                 "search-qa": Path(__file__).with_name("play_service.py")}
+"""The program an interactive task's agent gets as data/play.py, by the kind of its [env]: the
+games it can hold itself are played in process, the others (a store, a search engine and its
+key) through the run's train-environment service (``$TRAIN_ENV_URL``)."""
+
+TRAIN_ENV_SECTION = """
+## Playing the train games
+This task is interactive: you collect your own trajectories. `$TRAIN_ENV_URL` serves the train
+split's games as the grader plays its own (the same prompt turn by turn, action rule and step
+limit); `data/play.py` is a client of it ({play_note}). Every call is recorded.
+- `GET $TRAIN_ENV_URL/games`: the train games and the limits.
+- `POST $TRAIN_ENV_URL/envs`: a new environment, `{{"env_id": N}}` (at most {max_envs} at once;
+  `DELETE $TRAIN_ENV_URL/envs/N` closes one).
+- `POST $TRAIN_ENV_URL/envs/N/reset` with `{{"game": GAME}}`: the first prompt.{reward_note}
+- `POST $TRAIN_ENV_URL/envs/N/step` with `{{"completion": TEXT}}` (the model's whole completion;
+  the grader's rule reads the action from it) or `{{"action": TEXT}}`: the observation, reward,
+  `done`, `won` and the next `prompt`.
+Only train games are served; the grader's games are refused.
+"""
+
+
+def train_env_section(task: Task) -> str:
+    """How an interactive task's agent reaches its train games (``TRAIN_ENV_SECTION``)."""
+    spec = EnvSpec.from_table(task.raw.get("env", {}))
+    in_process = PLAY_PROGRAMS.get(spec.kind) not in (None, Path(__file__).with_name("play_service.py"))
+    play_note = ("it also plays them in this process, faster, with the same episodes" if in_process
+                 else "`python data/play.py games` lists them")
+    reward_note = ("" if spec.kind != "search-qa" else " A question's answer is rewarded as "
+                   "`\"reward\"` asks: `exact` (default) or `f1` against the gold answer, or `judge` (the run's judge; "
+                   "its calls are capped). Searches go to the run's search engine (a budget a minute).")
+    return TRAIN_ENV_SECTION.format(play_note=play_note, reward_note=reward_note, max_envs=DEFAULT_MAX_ENVS)
 
 
 GRADING_PROGRAM = Path(grading_rules.__file__)

@@ -24,3 +24,5 @@ judge, every call recorded and capped). The workspace's ``data/play.py`` is a cl
 
 SECRET_ENV = "AGENT2RL_TRAINENV_SECRET"
 """The variable the service's secret path prefix travels in (never its command line)."""
+DEFAULT_MAX_ENVS = 64
+"""Environments one run's agent may hold at once (``core.Limits``)."""

@@ -26,7 +26,7 @@ from agent2rl_tui.grader.episodes import EpisodeFormat, Pending, act, advance, o
 from agent2rl_tui.grader.evaluators.episodes import episode_format, header_maker
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.tasks.registry import Task, load_task, task_cache
-from agent2rl_tui.trainenv import rewards
+from agent2rl_tui.trainenv import DEFAULT_MAX_ENVS, rewards
 
 MAX_TEXT = 16_384
 """Characters of a completion or an action the service takes (a turn's completion is at most the
@@ -50,7 +50,7 @@ class Refusal(Exception):
 class Limits:
     """What one run's agent may use of the service."""
 
-    max_envs: int = 64
+    max_envs: int = DEFAULT_MAX_ENVS
     """Environments alive at once (an ALFWorld one is a process, a TextWorldExpress one a JVM's game)."""
     searches_per_minute: int = 60
     """Queries to the run's search backend (a paid API) per minute; more wait for the next minute (429)."""

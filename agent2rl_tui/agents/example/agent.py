@@ -13,7 +13,10 @@ EXAMPLE_MAX_COMPLETION (GRPO's completion length, 8 for arith; GSM8K needs hundr
 EXAMPLE_SEED, and for interactive tasks EXAMPLE_GAMES (train games to use, 0: all) and
 EXAMPLE_GENERATIONS (episodes per game in a GRPO group).
 
-An interactive task (its play kit ``data/play.py`` + ``data/env.json`` in the workspace)
+An interactive task whose games the run serves (WebShop, DeepSearchQA: ``data/play.py`` is a
+client of ``$TRAIN_ENV_URL``) takes it with ``service_sft.py`` (SFT on scripted demonstrations
+the service rewarded) -> v1 and ``service_grpo.py`` (GRPO, rollouts through the service) -> v2.
+Another interactive task (its play kit ``data/play.py`` + ``data/env.json`` in the workspace)
 takes the paper's route instead: ``episodes_sft.py`` (SFT on the gold paths of the train
 games, in the grader's transcript format) -> v1, then ``episodes_grpo.py`` (GRPO whose
 rollouts play the game online) -> v2. A judge-graded task (Level 2: ``level`` 2 in
@@ -112,6 +115,8 @@ def main() -> int:
             "has no route for it and stops (the baseline stands)")
         note(workspace, "# No plan: no data/play.py for this task\n")
         return 0
+    if (data_path / "env.json").exists() and served_task(data_path):  # games behind $TRAIN_ENV_URL
+        return service_route(workspace, api, model_path, data_path, output_dir, sft_steps, grpo_steps, seed)
     if (data_path / "env.json").exists():  # an interactive task: its play kit is in data/
         return interactive_route(workspace, api, model_path, data_path, output_dir, sft_steps, grpo_steps, seed)
     if judge_graded(data_path):  # no exact answer to reward: SFT on the good responses, then stop
@@ -163,6 +168,37 @@ def interactive_route(workspace: Path, api: GraderAPI, model_path: Path, data_pa
              "--generations", os.environ.get("EXAMPLE_GENERATIONS", "4")) is None:
         return 1
     return 0
+
+
+def served_task(data_path: Path) -> bool:
+    """An interactive task whose games the run serves (a store, a search engine): its kit is a client."""
+    try:
+        return json.loads((data_path / "env.json").read_text(encoding="utf-8")).get("kind") in ("webshop", "search-qa")
+    except (OSError, ValueError):
+        return False
+
+
+def service_route(workspace: Path, api: GraderAPI, model_path: Path, data_path: Path, output_dir: Path,
+                  sft_steps: int, grpo_steps: int, seed: int) -> int:
+    """The paper's route where the games are served: SFT on demonstrations the service rewarded,
+    then GRPO with online rollouts through the service."""
+    games = os.environ.get("EXAMPLE_GAMES", "0")
+    note(workspace, f"# Plan (interactive task, games served at $TRAIN_ENV_URL)\n- SFT {sft_steps} steps on "
+                    "scripted demonstrations the service rewarded, in the grader's prompts -> output/v1\n"
+                    f"- GRPO {grpo_steps} steps, rollouts through the service, reward = the service's, from v1 -> "
+                    "output/v2\n")
+    v1 = output_dir / "v1"
+    stage(workspace, api, "SFT", "service_sft.py", v1, "--model", str(model_path), "--data", str(data_path),
+          "--steps", str(sft_steps), "--games", games, "--seed", str(seed))
+    start = v1 if (v1 / "config.json").exists() else model_path
+    if start == model_path:
+        say("no SFT model: GRPO starts from the base model")
+    if grpo_steps <= 0:
+        return 0
+    done = stage(workspace, api, "GRPO online", "service_grpo.py", output_dir / "v2", "--model", str(start),
+                 "--data", str(data_path), "--steps", str(grpo_steps), "--games", games, "--seed", str(seed),
+                 "--generations", os.environ.get("EXAMPLE_GENERATIONS", "4"))
+    return 0 if done is not None else 1
 
 
 def stage(workspace: Path, api: GraderAPI, name: str, script: str, out: Path, *args: str,
