@@ -363,3 +363,32 @@ def test_bad_games_and_missing_data_say_what_to_do(cache: Path, tmp_path: Path) 
         EnvSpec.from_table({"kind": "alfworld"}).factory()
     with pytest.raises(EnvError, match="transcript 'chat' is not known"):
         EnvSpec.from_table({"kind": "alfworld", "transcript": "chat"})
+
+
+def test_the_train_environment_service_plays_the_train_game_as_the_kit_does(task: Task, expert_run: tuple,
+                                                                          tiny_model: Path, tmp_path: Path) -> None:
+    """The run's service (``$TRAIN_ENV_URL``) gives the episode the grader and the workspace's kit
+    give: ReAct's prompt, the thought answered "OK.", the planner's plan won; eval games refused."""
+    from conftest import make_prepared_run
+    from test_trainenv import Service
+
+    _, seen, _, _ = expert_run
+    gold, start = seen[TRAIN]["gold"], seen[TRAIN]["start"]
+    service = Service(make_prepared_run(tmp_path / "runs", tiny_model, task="alfworld"))
+    try:
+        env = service.new_env()
+        assert service.call("POST", f"/envs/{env}/reset", {"game": EVAL[0]})[1]["error"] == "not_a_train_game"
+        status, first = service.call("POST", f"/envs/{env}/reset", {"game": TRAIN})
+        expected = react_first_prompt(TRAIN, start.observation)
+        assert status == 200 and first["prompt"] == expected
+        status, turn = service.call("POST", f"/envs/{env}/step", {"completion": f" {THOUGHT}\nmore text"})
+        assert (turn["action"], turn["observation"]) == (THOUGHT, "OK.")
+        expected += react_turn(THOUGHT, "")
+        for (action, outcome), planned in zip(seen[TRAIN]["raw"], gold, strict=False):
+            assert action == planned
+            status, turn = service.call("POST", f"/envs/{env}/step", {"completion": f" {action}"})
+            assert status == 200, turn
+            expected += react_turn(action, outcome.observation)
+        assert turn["won"] and turn["done"] and turn["prompt"] == expected
+    finally:
+        service.close()

@@ -437,3 +437,55 @@ def test_the_example_agent_trains_online_on_a_shopping_task_through_the_service(
     assert "demonstrations: 4 games played through the service" in log
     assert all(c["game"].startswith("session:") and int(c["game"].split(":")[1]) >= 100
                for c in calls if c["op"] == "reset")  # the train sessions only
+
+
+AGENT = """
+import json, os, pathlib, time, urllib.request
+url = os.environ["TRAIN_ENV_URL"]
+def get(path, body=None):
+    req = urllib.request.Request(url + path, data=None if body is None else json.dumps(body).encode(),
+                                 method="GET" if body is None else "POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read())
+print("games", len(get("/games")["games"]), flush=True)
+while not pathlib.Path("go").exists():
+    time.sleep(0.1)
+env = get("/envs", {})["env_id"]
+print("reset", get(f"/envs/{env}/reset", {"game": "train:0"})["step"], flush=True)
+"""
+
+
+def test_a_service_that_dies_is_started_again_on_the_same_url_and_ends_with_the_agent(dsqa: dict[str, Any],
+                                                                                      tiny_model: Path,
+                                                                                      tmp_path: Path) -> None:
+    import re
+    import signal
+
+    from conftest import cli, processes_with, wait_for
+
+    from agent2rl_tui.record.index import summarize
+
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    proc = cli("run", "start", "--task", "deepsearchqa", "--agent", "command", "--command", f"{sys.executable} {script}",
+               "--read-only-path", str(script), "--model", str(tiny_model), "--budget", "5m", "--grace", "5s",
+               "--eval-limit", "1", "--search-url", dsqa["search_url"], "--search-key-env", "TEST_TRAIN_SEARCH_KEY",
+               "--judge-url", dsqa["judge_url"], "--judge-model", "local-judge", "--detach", root=tmp_path / "runs",
+               timeout=300, env={**os.environ, "TEST_TRAIN_SEARCH_KEY": SEARCH_KEY})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
+    log = run / "logs" / "agent.log"
+    wait_for(lambda: log.exists() and "games 100" in log.read_text(), timeout=240, what="the agent's first call")
+    with RunStore.of_run(run) as store:
+        pid = store.last_event_data("train_envs")["pid"]
+    os.kill(pid, signal.SIGKILL)
+    with RunStore.of_run(run) as store:
+        died = wait_for(lambda: store.last_event_data("train_envs_died"), timeout=60, what="the supervisor to see it")
+    assert died == {"exit_code": -9, "restarts": 1}
+    (run / "workspace" / "go").touch()
+    wait_for(lambda: summarize(run).status == "finished", timeout=240, what="the run to end")
+    assert "reset 0" in log.read_text()  # the same URL answered after the restart
+    with RunStore.of_run(run) as store:
+        ops = [(c["op"], c["status"]) for c in store.env_calls()]
+    assert ops == [("games", 200), ("create", 201), ("reset", 200)]
+    assert processes_with(f"agent2rl_tui.trainenv --run-dir {run}") == []  # it ended with the agent's phase

@@ -59,7 +59,7 @@ class TrainEnvProcess:
             if self.process.popen.poll() is not None:
                 raise TrainEnvError(f"it exited with code {self.process.popen.returncode}; see logs/trainenv.log")
             try:
-                with urllib.request.urlopen(self.process.url + "/games", timeout=10) as resp:
+                with urllib.request.urlopen(self.process.url + "/health", timeout=10) as resp:
                     json.loads(resp.read())
                 return
             except (urllib.error.URLError, OSError, ValueError):

@@ -146,8 +146,13 @@ class Endpoints:
             return {"env_id": env_id, "closed": True}, 200
         return await self.call(request, "close", work)
 
+    async def health(self, request: Request) -> JSONResponse:
+        """Whether the service answers (the supervisor's readiness check: not the agent's call, not recorded)."""
+        return JSONResponse({"status": "ok", "task": self.envs.task.name})
+
     def routes(self) -> list[Route]:
-        return [Route("/games", self.games, methods=["GET"]),
+        return [Route("/health", self.health, methods=["GET"]),
+                Route("/games", self.games, methods=["GET"]),
                 Route("/envs", self.create, methods=["POST"]),
                 Route("/envs/{env_id}/reset", self.reset, methods=["POST"]),
                 Route("/envs/{env_id}/step", self.step, methods=["POST"]),
