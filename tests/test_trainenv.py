@@ -489,3 +489,21 @@ def test_a_service_that_dies_is_started_again_on_the_same_url_and_ends_with_the_
         ops = [(c["op"], c["status"]) for c in store.env_calls()]
     assert ops == [("games", 200), ("create", 201), ("reset", 200)]
     assert processes_with(f"agent2rl_tui.trainenv --run-dir {run}") == []  # it ended with the agent's phase
+
+
+def test_a_flood_of_refused_calls_is_recorded_one_in_a_hundred_past_ten_thousand(tmp_path: Path) -> None:
+    from agent2rl_tui.trainenv.core import REFUSALS_RECORDED, Recorder
+
+    db = tmp_path / "run.db"
+    RunStore(db, create=True).close()
+    recorder = Recorder(db)
+    for n in range(REFUSALS_RECORDED + 250):
+        recorder.add({"at": float(n), "op": "refused", "status": 404, "error": "not_found"})
+    recorder.add({"at": 0.0, "op": "games", "status": 200})  # the agent's real calls are always kept
+    recorder.flush()
+    recorder.close()
+    with RunStore(db) as store:
+        totals = store.env_totals()
+        ops = [c["op"] for c in store.env_calls(offset=REFUSALS_RECORDED - 1)]
+    assert totals.refused == REFUSALS_RECORDED + 2 and totals.calls == REFUSALS_RECORDED + 3
+    assert ops == ["refused", "refused", "refused", "games"]  # the 10,000th, the 10,100th, the 10,200th
