@@ -45,12 +45,11 @@ def question(i: int) -> dict[str, str]:
     return {"problem": f"What is the code name of project {i}?", "answer": code_name(i), "answer_type": "Single Answer"}
 
 
-@pytest.fixture(scope="module")
-def dsqa(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    folder = tmp_path_factory.mktemp("dsqa")
-    csv = folder / "deepsearchqa.csv"
+def write_questions(folder: Path) -> tuple[Path, Path]:
+    """The invented questions as DeepSearchQA's CSV, and the corpus that answers them (JSONL)."""
     import csv as csv_module
 
+    csv = folder / "deepsearchqa.csv"
     with csv.open("w", newline="", encoding="utf-8") as fh:
         writer = csv_module.DictWriter(fh, fieldnames=["problem", "answer", "answer_type", "problem_category"])
         writer.writeheader()
@@ -61,6 +60,13 @@ def dsqa(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
         for i in list(range(N_QUESTIONS)) + list(range(1000, 1000 + N_QUESTIONS)):
             fh.write(json.dumps({"title": f"Project {i}", "text": f"Project {i} is code-named {code_name(i)}.",
                                  "url": f"https://example.org/{i}"}) + "\n")
+    return csv, corpus
+
+
+@pytest.fixture(scope="module")
+def dsqa(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    folder = tmp_path_factory.mktemp("dsqa")
+    csv, corpus = write_questions(folder)
     meta = prepare(load_task("deepsearchqa"), [csv])
     return {"csv": csv, "corpus": corpus, "meta": meta, "folder": folder}
 

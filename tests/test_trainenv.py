@@ -22,7 +22,7 @@ import httpx
 import local_server
 import pytest
 from conftest import make_prepared_run
-from test_deepsearchqa import N_QUESTIONS, code_name, question
+from test_deepsearchqa import write_questions
 
 from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.envs.search import HTTPSearch, SearchQA
@@ -80,19 +80,9 @@ def with_limits(run_dir: Path, **limits: int) -> Path:
 
 @pytest.fixture(scope="module")
 def dsqa(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    import csv
-
     folder = tmp_path_factory.mktemp("trainenv-dsqa")
-    with (folder / "deepsearchqa.csv").open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["problem", "answer", "answer_type", "problem_category"])
-        writer.writeheader()
-        for i in range(N_QUESTIONS):
-            writer.writerow({**question(i), "problem_category": "invented"})
-    corpus = folder / "corpus.jsonl"
-    with corpus.open("w", encoding="utf-8") as fh:
-        for i in list(range(N_QUESTIONS)) + list(range(1000, 1000 + N_QUESTIONS)):
-            fh.write(json.dumps({"title": f"Project {i}", "text": f"Project {i} is code-named {code_name(i)}."}) + "\n")
-    prepare(load_task("deepsearchqa"), [folder / "deepsearchqa.csv"])
+    csv, corpus = write_questions(folder)
+    prepare(load_task("deepsearchqa"), [csv])
     queries = folder / "queries.jsonl"
     queries.touch()
     search, search_port = local_server.start("search_server.py", folder, "--corpus", str(corpus), "--log", str(queries),

@@ -34,6 +34,7 @@ from typing import IO, Any
 
 from agent2rl_tui.record.index import RunError
 from agent2rl_tui.run.profiles import AgentProfile
+from agent2rl_tui.util import procs
 
 START_TIMEOUT_S = 30.0
 STOP_GRACE_S = 5.0
@@ -161,13 +162,7 @@ class MeterProcess:
         popen, self.popen = self.popen, None
         if popen is None:
             return
-        if popen.poll() is None:
-            popen.terminate()
-            try:
-                popen.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                popen.kill()
-                popen.wait()
+        procs.stop_process(popen, grace_s)
         if self._stdout is not None:
             self._stdout.close()
             self._stdout = None

@@ -10,7 +10,6 @@ after the deadline). A run whose service cannot start stops before its budget, s
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from agent2rl_tui.grader.launch import GraderProcess, spawn_service
 from agent2rl_tui.trainenv import SECRET_ENV
+from agent2rl_tui.util import procs
 
 URL_VAR = "TRAIN_ENV_URL"
 START_TIMEOUT_S = 120.0
@@ -75,13 +75,6 @@ class TrainEnvProcess:
         process, self.process = self.process, None
         if process is None:
             return
-        popen = process.popen
-        if popen.poll() is None:
-            popen.terminate()
-            try:
-                popen.wait(timeout=STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                popen.kill()
-                popen.wait()
+        procs.stop_process(process.popen, STOP_GRACE_S)
         if process.sock is not None:
             process.sock.close()

@@ -16,8 +16,10 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import psutil
 
@@ -211,3 +213,15 @@ def kill_pids(pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def stop_process(popen: subprocess.Popen[Any], grace_s: float) -> int:
+    """SIGTERM a child of ours, SIGKILL it if it has not ended after ``grace_s``; its exit code."""
+    if popen.poll() is None:
+        popen.terminate()
+        try:
+            popen.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait()
+    return popen.returncode
