@@ -6,6 +6,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -51,8 +52,23 @@ def time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+@dataclass
+class PrefillCount:
+    """Prompt tokens an engine was given and how many of them it did not compute again (a prefix
+    it had cached): what each turn of an episode costs beyond its new tokens."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def prefilled(self) -> int:
+        return self.prompt_tokens - self.cached_tokens
+
+
 class Engine(Protocol):
     name: str
+    prefill: PrefillCount
 
     def load(self, model_path: Path) -> None:
         """Load weights and tokenizer from a model folder (replacing any loaded model)."""

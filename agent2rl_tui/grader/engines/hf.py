@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.grader.engines.base import EngineError, Messages, check_fit, cut_at_stop, render_chat
+from agent2rl_tui.grader.engines.base import EngineError, Messages, PrefillCount, check_fit, cut_at_stop, render_chat
 from agent2rl_tui.tasks.modelfiles import load_tokenizer
 from agent2rl_tui.tasks.registry import InferenceSettings
 
@@ -21,6 +21,7 @@ class TransformersEngine:
         self.model: Any = None
         self.tokenizer: Any = None
         self.device = "cpu"
+        self.prefill = PrefillCount()
 
     def load(self, model_path: Path) -> None:
         import torch
@@ -50,6 +51,8 @@ class TransformersEngine:
         tok = self.tokenizer
         with_template = settings.chat and bool(getattr(tok, "chat_template", None))
         lengths = [len(ids) for ids in tok(prompts, add_special_tokens=not with_template)["input_ids"]]
+        self.prefill.calls += 1
+        self.prefill.prompt_tokens += sum(lengths)  # every prompt computed whole, every call
         limit = self.context_limit()
         check_fit(lengths, limit, settings)
         order = sorted(range(len(prompts)), key=lambda i: lengths[i])

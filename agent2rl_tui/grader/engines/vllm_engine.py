@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.grader.engines.base import EngineError, Messages, check_fit, cut_at_stop, render_chat
+from agent2rl_tui.grader.engines.base import EngineError, Messages, PrefillCount, check_fit, cut_at_stop, render_chat
 from agent2rl_tui.tasks.modelfiles import TOKENIZER_FILES, load_tokenizer
 from agent2rl_tui.tasks.registry import EngineSettings, InferenceSettings
 
@@ -121,6 +121,7 @@ class VLLMEngine:
         self.tokenizer: Any = None
         self.asleep = False
         self.max_model_len: int | None = None
+        self.prefill = PrefillCount()
 
     @property
     def on_cpu(self) -> bool:
@@ -142,6 +143,8 @@ class VLLMEngine:
         kwargs: dict[str, Any] = {
             "model": str(model_path), "tokenizer": str(tok_dir), "seed": s.seed, "enforce_eager": s.enforce_eager,
             "tensor_parallel_size": tensor_parallel_size(model_path, s.tensor_parallel_size or 1, self.gpus),
+            # An episode's prompt is the last one and a turn: its KV is computed once (vLLM's default, stated).
+            "enable_prefix_caching": True,
         }
         if self.on_cpu:  # a GPU share means nothing here: the KV cache is sized in RAM
             kwargs.update(dtype=s.cpu_dtype, enforce_eager=True,
@@ -219,6 +222,9 @@ class VLLMEngine:
                   for p in prompts]
         check_fit([len(i["prompt_token_ids"]) for i in inputs], self.context_limit(), settings)
         outputs = self.llm.generate(inputs, params, use_tqdm=False)
+        self.prefill.calls += 1
+        self.prefill.prompt_tokens += sum(len(i["prompt_token_ids"]) for i in inputs)
+        self.prefill.cached_tokens += sum(o.num_cached_tokens or 0 for o in outputs)
         return [cut_at_stop(o.outputs[0].text, settings.stop) for o in outputs]
 
     def context_limit(self) -> int | None:

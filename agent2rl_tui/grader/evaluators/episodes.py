@@ -147,6 +147,8 @@ def play_task(task: Task, engine: Engine, items: list[dict[str, Any]], settings:
         return engine.generate([p.prompt for p in batch], settings)
 
     stats = PlayStats()
+    count = getattr(engine, "prefill", None)
+    before = (count.prompt_tokens, count.cached_tokens) if count is not None else None
     episodes = play([str(item["game"]) for item in items], spec.factory(), policy, fmt=fmt,
                     max_steps=spec.max_steps, pool_size=spec.pool_size, workers=spec.workers,
                     header_for=header_maker(task, spec, settings.prompt_template),
@@ -158,6 +160,9 @@ def play_task(task: Task, engine: Engine, items: list[dict[str, Any]], settings:
     if spec.kind == "webshop":
         judged = shopping_summary(episodes)
     summary = summarize(episodes) | {"generate_calls": stats.policy_calls, "largest_batch": stats.largest_batch}
+    if count is not None and before is not None:  # what re-reading the growing transcripts cost the engine
+        summary["prompt_tokens"] = count.prompt_tokens - before[0]
+        summary["prefilled_tokens"] = summary["prompt_tokens"] - (count.cached_tokens - before[1])
     results = [episode_result(ep) for ep in episodes]
     for r, extra in zip(results, extras):
         r.extra.update(extra)
