@@ -1,10 +1,14 @@
 """Level-3 grading speed: episodes per second on the twc task with the tiny model, batched
-(every live game's next action from one generate call) against one game at a time, and the
-environment alone (TextWorldExpress steps per second, gold paths).
+(every live game's next action from one generate call) against one game at a time, on each
+engine, and the environment alone (TextWorldExpress steps per second, gold paths). Per run: the
+prompt tokens the engine was given per turn and how many it computed again (prefilled): every
+turn's prompt is the last one and a turn, so an engine without a prefix cache re-reads the
+whole transcript each time; vLLM's prefix cache computes only the new turn.
 
-Run: ``python bench/episodes.py [GAMES] [MODEL]`` (default 64 games and a fresh, untrained
-tiny model, whose actions are noise until the step limit; give a trained model, e.g. the
-example agent's SFT output, to time episodes that end when they are won). Needs Java.
+Run: ``python bench/episodes.py [GAMES] [MODEL] [ENGINES]`` (default 64 games, a fresh, untrained
+tiny model, whose actions are noise until the step limit, and ``transformers,vllm``; give a
+trained model, e.g. the example agent's SFT output, to time episodes that end when they are
+won). Needs Java; vLLM where it is installed.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from agent2rl_tui.envs.twx import TextWorldExpress
 from agent2rl_tui.grader.engines.base import Engine
 from agent2rl_tui.grader.engines.hf import TransformersEngine
 from agent2rl_tui.grader.episodes import EpisodeFormat, Pending, PlayStats, play, summarize
-from agent2rl_tui.tasks.registry import InferenceSettings, load_task
+from agent2rl_tui.tasks.registry import InferenceSettings, Task, load_task
 from agent2rl_tui.tasks.tinymodel import build_tiny_model
 
 
@@ -58,37 +62,60 @@ def played(engine: Engine, task_games: list[str], pool: int, spec: EnvSpec, fmt:
         return out
 
     t = time.perf_counter()
+    before = (engine.prefill.prompt_tokens, engine.prefill.cached_tokens)
     episodes = play(task_games, make_env, policy, fmt=fmt, max_steps=spec.max_steps, pool_size=pool, stats=stats)
     dt = time.perf_counter() - t
     s = summarize(episodes)
-    print(f"pool {pool:3d}: {len(episodes)} episodes in {dt:6.1f} s = {len(episodes) / dt:6.2f} episodes/s "
-          f"(generate {spent['generate']:.1f} s, starting {pool} simulators {spent['start envs']:.1f} s, "
+    turns = sum(e.steps for e in episodes) or 1
+    given = engine.prefill.prompt_tokens - before[0]
+    computed = given - (engine.prefill.cached_tokens - before[1])
+    print(f"{engine.name:12} pool {pool:3d}: {len(episodes)} episodes in {dt:6.1f} s = {len(episodes) / dt:6.2f} "
+          f"episodes/s (generate {spent['generate']:.1f} s, starting {pool} simulators {spent['start envs']:.1f} s, "
           f"the rest {dt - sum(spent.values()):.1f} s); {stats.policy_calls} generate calls, "
-          f"mean {s['mean_steps']:.1f} steps, score {s['score']:.1f}")
+          f"mean {s['mean_steps']:.1f} steps; per turn {given / turns:.0f} prompt tokens, {computed / turns:.0f} "
+          "prefilled")
     return dt, spent["generate"]
 
 
+def make_engine(name: str, model: Path, task: Task) -> Engine:
+    if name == "vllm":
+        from agent2rl_tui.grader.engines import visible_gpus
+        from agent2rl_tui.grader.engines.vllm_engine import VLLMEngine
+        from agent2rl_tui.tasks.registry import engine_settings
+
+        engine: Engine = VLLMEngine(engine_settings(task.engine, {"engine": "vllm"}), visible_gpus())
+    else:
+        engine = TransformersEngine()
+    engine.load(model)
+    return engine
+
+
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 64
+    n = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] else 64
+    engines = sys.argv[3].split(",") if len(sys.argv) > 3 else ["transformers", "vllm"]
     task = load_task("twc")
     spec = EnvSpec.from_table(task.raw["env"])
     games = [f"test:{20000 + i}" for i in range(n)]
     environment_alone(spec.game, spec.params, games)
     with tempfile.TemporaryDirectory() as tmp:
-        model = Path(sys.argv[2]) if len(sys.argv) > 2 else build_tiny_model(Path(tmp) / "tiny", max_positions=2048)
+        model = (Path(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2]
+                 else build_tiny_model(Path(tmp) / "tiny", max_positions=2048))
         print(f"model: {model}")
-        engine = TransformersEngine()
-        engine.load(model)
         settings = task.inference
         fmt = EpisodeFormat(header=settings.prompt_template)
         sizes = sorted({min(n, 64), spec.pool_size, 1}, reverse=True)
-        pools = {pool: played(engine, games, pool, spec, fmt, settings) for pool in sizes}
-        one, one_gen = pools[1]
-        many, many_gen = pools[min(n, 64)]
-        task_pool, _ = pools[spec.pool_size]
-        print(f"generation, {min(n, 64)} at once vs one at a time: {one_gen / many_gen:.1f}x faster (goal: >= 5x)")
-        print(f"end to end: {min(n, 64)} at once {one / many:.1f}x, the task's pool of {spec.pool_size} "
-              f"{one / task_pool:.1f}x faster than one game at a time")
+        for name in engines:
+            try:
+                engine = make_engine(name, model, task)
+            except Exception as exc:  # noqa: BLE001 - a bench says what it could not measure
+                print(f"{name}: not measured ({type(exc).__name__}: {exc})")
+                continue
+            pools = {pool: played(engine, games, pool, spec, fmt, settings) for pool in sizes}
+            engine.close()
+            one, one_gen = pools[1]
+            many, many_gen = pools[min(n, 64)]
+            print(f"{name}: generation, {min(n, 64)} at once vs one at a time: {one_gen / many_gen:.1f}x faster; "
+                  f"end to end {one / many:.1f}x (goal: >= 5x)")
 
 
 if __name__ == "__main__":
