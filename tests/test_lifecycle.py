@@ -112,7 +112,7 @@ def test_detach_returns_at_once_and_stop_ends_the_run(tmp_path: Path, tiny_model
     assert proc.returncode == 0, proc.stderr
     run_dir = run_dir_of(proc.stdout)
     assert summarize(run_dir).status in ACTIVE_STATUSES  # it returned while the run goes on
-    wait_for(lambda: summarize(run_dir).status == "running", timeout=120, what="the agent to start")
+    wait_for(lambda: summarize(run_dir).status == "running", timeout=300, what="the agent to start")
     stop = cli("run", "stop", run_dir.name, "--wait", "60", root=tmp_path / "runs")
     assert stop.returncode == 0
     assert f"{run_dir.name}: stopped" in stop.stdout
@@ -129,7 +129,7 @@ def test_a_run_whose_supervisor_dies_is_lost_and_reconciled(tmp_path: Path, tiny
                "--read-only-path", str(tmp_path / "agent.py"),
                "--model", str(tiny_model), "--budget", "10m", "--detach", root=tmp_path / "runs", timeout=60)
     run_dir = run_dir_of(proc.stdout)
-    wait_for(lambda: summarize(run_dir).status == "running", timeout=120, what="the agent to start")
+    wait_for(lambda: summarize(run_dir).status == "running", timeout=300, what="the agent to start")
     with RunStore.of_run(run_dir) as store:
         run = store.run()
     os.kill(run["supervisor_pid"], signal.SIGKILL)
@@ -169,7 +169,7 @@ def test_a_grader_that_dies_is_restarted_on_the_same_url(tmp_path: Path, tiny_mo
         log = run / "logs" / "agent.log"
         return row["grader_pid"] if log.exists() and "ready" in log.read_text() else None
 
-    grader_pid = wait_for(agent_ready, timeout=120, what="the agent to be ready")
+    grader_pid = wait_for(agent_ready, timeout=300, what="the agent to be ready")
     os.kill(grader_pid, signal.SIGKILL)
     wait_for(lambda: RunStore.of_run(run).run()["grader_pid"] != grader_pid, timeout=30,
              what="a new grader")
@@ -240,11 +240,11 @@ def test_evaluations_that_never_finish_cannot_hold_a_run_past_a_second_stop(tmp_
     for p in frozen:
         p.suspend()
     (run_dir / "workspace" / "go").touch()
-    wait_for(lambda: "submitted" in log.read_text(), timeout=120, what="three more submissions")
+    wait_for(lambda: "submitted" in log.read_text(), timeout=300, what="three more submissions")
     os.kill(pid, signal.SIGTERM)
-    wait_for(lambda: "waiting for 3 submission(s)" in supervisor_log.read_text(), timeout=120, what="the drain")
+    wait_for(lambda: "waiting for 3 submission(s)" in supervisor_log.read_text(), timeout=300, what="the drain")
     os.kill(pid, signal.SIGTERM)  # the second stop: no more waiting
-    wait_for(lambda: summarize(run_dir).status not in ACTIVE_STATUSES, timeout=120, what="the run to end")
+    wait_for(lambda: summarize(run_dir).status not in ACTIVE_STATUSES, timeout=300, what="the run to end")
     with RunStore.of_run(run_dir) as store:
         subs = {s.id: s for s in store.submissions(kind="agent")}
         run = store.run()

@@ -102,11 +102,11 @@ def test_a_meter_that_dies_mid_run_is_started_again_on_the_same_port(tmp_path: P
     profiles, go = agent_profile(tmp_path, calls=2)
     run = start(tmp_path, tiny_model, profiles, url=url)
     with RunStore.of_run(run) as store:
-        wait_for(lambda: store.llm_call_count() == 1, timeout=120, what="the first call to be metered")
+        wait_for(lambda: store.llm_call_count() == 1, timeout=300, what="the first call to be metered")
         first = store.last_event_data("meter")
     os.kill(first["pid"], signal.SIGKILL)
     with RunStore.of_run(run) as store:
-        died = wait_for(lambda: store.last_event_data("meter_died"), timeout=60, what="the supervisor to see it")
+        died = wait_for(lambda: store.last_event_data("meter_died"), timeout=300, what="the supervisor to see it")
         second = wait_for(lambda: (m := store.last_event_data("meter")) and m["pid"] != first["pid"] and m,
                           timeout=60, what="a new meter")
     assert died == {"exit_code": -9, "restarts": 1}

@@ -470,7 +470,7 @@ def test_a_service_that_dies_is_started_again_on_the_same_url_and_ends_with_the_
         pid = store.last_event_data("train_envs")["pid"]
     os.kill(pid, signal.SIGKILL)
     with RunStore.of_run(run) as store:
-        died = wait_for(lambda: store.last_event_data("train_envs_died"), timeout=60, what="the supervisor to see it")
+        died = wait_for(lambda: store.last_event_data("train_envs_died"), timeout=300, what="the supervisor to see it")
     assert died == {"exit_code": -9, "restarts": 1}
     (run / "workspace" / "go").touch()
     wait_for(lambda: summarize(run).status == "finished", timeout=240, what="the run to end")
