@@ -19,7 +19,7 @@ from typing import Any
 from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.tasks import grading_rules
 from agent2rl_tui.tasks.registry import InferenceSettings, Task, task_cache, write_jsonl
-from agent2rl_tui.trainenv import DEFAULT_MAX_ENVS
+from agent2rl_tui.trainenv import default_max_envs
 from agent2rl_tui.util.timeutil import human_duration, iso
 
 RECORD_DIRS = ("logs", "evals", "report")
@@ -177,7 +177,8 @@ def train_env_section(task: Task) -> str:
     reward_note = ("" if spec.kind != "search-qa" else " A question's answer is rewarded as "
                    "`\"reward\"` asks: `exact` (default) or `f1` against the gold answer, or `judge` (the run's judge; "
                    "its calls are capped). Searches go to the run's search engine (a budget a minute).")
-    return TRAIN_ENV_SECTION.format(play_note=play_note, reward_note=reward_note, max_envs=DEFAULT_MAX_ENVS)
+    return TRAIN_ENV_SECTION.format(play_note=play_note, reward_note=reward_note,
+                                    max_envs=default_max_envs(spec.pool_size))
 
 
 GRADING_PROGRAM = Path(grading_rules.__file__)

@@ -25,4 +25,10 @@ judge, every call recorded and capped). The workspace's ``data/play.py`` is a cl
 SECRET_ENV = "AGENT2RL_TRAINENV_SECRET"
 """The variable the service's secret path prefix travels in (never its command line)."""
 DEFAULT_MAX_ENVS = 64
-"""Environments one run's agent may hold at once (``core.Limits``)."""
+"""The most environments one run's agent may hold at once (``core.Limits``)."""
+
+
+def default_max_envs(pool_size: int) -> int:
+    """Environments at once for a task whose grader plays ``pool_size`` games at once: as many (at
+    least 16, at most 64). An ALFWorld environment is a process of its own (hundreds of MB)."""
+    return min(DEFAULT_MAX_ENVS, max(16, pool_size))

@@ -26,7 +26,7 @@ from agent2rl_tui.grader.episodes import EpisodeFormat, Pending, act, advance, o
 from agent2rl_tui.grader.evaluators.episodes import episode_format, header_maker
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.tasks.registry import Task, load_task, task_cache
-from agent2rl_tui.trainenv import DEFAULT_MAX_ENVS, rewards
+from agent2rl_tui.trainenv import DEFAULT_MAX_ENVS, default_max_envs, rewards
 
 MAX_TEXT = 16_384
 """Characters of a completion or an action the service takes (a turn's completion is at most the
@@ -309,8 +309,9 @@ def load_train(task: Task) -> dict[str, dict[str, Any]]:
     return {str(row["game"]): row for row in task.load_split("train")}
 
 
-def build(run_dir: Path, recorder: Recorder, limits: Limits | None = None) -> TrainEnvs:
-    """The service of the run in ``run_dir``: its task, prompt profile, search backend, store and judge."""
+def build(run_dir: Path, recorder: Recorder, limits: dict[str, int] | None = None) -> TrainEnvs:
+    """The service of the run in ``run_dir``: its task, prompt profile, search backend, store and
+    judge; ``limits`` over the defaults (``Limits``; environments at once by the task's pool)."""
     with RunStore.of_run(run_dir) as store:
         run = store.run()
     cfg = json.loads(run["config_json"])
@@ -329,8 +330,9 @@ def build(run_dir: Path, recorder: Recorder, limits: Limits | None = None) -> Tr
     else:
         make_env = spec.factory()
     judge = judge_reward(task, cfg.get("judge")) if cfg.get("judge") and spec.kind == "search-qa" else None
+    chosen = Limits(**{"max_envs": default_max_envs(spec.pool_size), **(limits or {})})
     return TrainEnvs(task, spec, fmt, header_maker(task, spec, settings.prompt_template), make_env, train, recorder,
-                     limits=limits, judge=judge, max_new_tokens=settings.max_new_tokens)
+                     limits=chosen, judge=judge, max_new_tokens=settings.max_new_tokens)
 
 
 class TemplateRenderer:

@@ -225,11 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def limits_of(run_dir: Path) -> Limits:
-    """The run's own limits (``config.train_env``), over the defaults."""
+def limits_of(run_dir: Path) -> dict[str, int]:
+    """The run's own limits (``config.train_env``), to go over the defaults."""
     from agent2rl_tui.record.store import RunStore
 
     with RunStore.of_run(run_dir) as store:
         cfg = json.loads(store.run()["config_json"])
     given = cfg.get("train_env") or {}
-    return Limits(**{k: int(v) for k, v in given.items() if k in Limits.__dataclass_fields__})
+    return {k: int(v) for k, v in given.items() if k in Limits.__dataclass_fields__}
