@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.grader.engines.base import EngineError, Messages, PrefillCount, check_fit, cut_at_stop, render_chat
+from agent2rl_tui.grader.engines.turn_cache import TurnCache
 from agent2rl_tui.tasks.modelfiles import load_tokenizer
 from agent2rl_tui.tasks.registry import InferenceSettings
 
@@ -22,12 +23,14 @@ class TransformersEngine:
         self.tokenizer: Any = None
         self.device = "cpu"
         self.prefill = PrefillCount()
+        self.turns = TurnCache()
 
     def load(self, model_path: Path) -> None:
         import torch
         from transformers import AutoModelForCausalLM
 
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.turns.clear()  # another model's keys and values are not this one's
         dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
         try:
             self.tokenizer = load_tokenizer(model_path)
@@ -45,6 +48,21 @@ class TransformersEngine:
     def render(self, messages: Messages, *, require_template: bool = False) -> str:
         return render_chat(self.tokenizer, messages, require_template)
 
+    def _gen_kwargs(self, settings: InferenceSettings) -> dict[str, Any]:
+        greedy = settings.temperature <= 1e-5
+        gen_kwargs: dict[str, Any] = {
+            "max_new_tokens": settings.max_new_tokens,
+            "do_sample": not greedy,
+            "pad_token_id": self.tokenizer.pad_token_id,
+        }
+        if not greedy:
+            gen_kwargs["temperature"] = settings.temperature
+        else:  # silence "generation flags are not valid" for models with sampling defaults
+            gen_kwargs.update(temperature=None, top_p=None, top_k=None)
+        if settings.stop:  # a row stops at its first stop string; the batch when every row has
+            gen_kwargs.update(stop_strings=list(settings.stop), tokenizer=self.tokenizer)
+        return gen_kwargs
+
     def generate(self, prompts: list[str], settings: InferenceSettings) -> list[str]:
         import torch
 
@@ -57,18 +75,7 @@ class TransformersEngine:
         check_fit(lengths, limit, settings)
         order = sorted(range(len(prompts)), key=lambda i: lengths[i])
         outputs: list[str] = [""] * len(prompts)
-        greedy = settings.temperature <= 1e-5
-        gen_kwargs: dict[str, Any] = {
-            "max_new_tokens": settings.max_new_tokens,
-            "do_sample": not greedy,
-            "pad_token_id": tok.pad_token_id,
-        }
-        if not greedy:
-            gen_kwargs["temperature"] = settings.temperature
-        else:  # silence "generation flags are not valid" for models with sampling defaults
-            gen_kwargs.update(temperature=None, top_p=None, top_k=None)
-        if settings.stop:  # a row stops at its first stop string; the batch when every row has
-            gen_kwargs.update(stop_strings=list(settings.stop), tokenizer=tok)
+        gen_kwargs = self._gen_kwargs(settings)
         batch = max(1, settings.batch_size)
         for start in range(0, len(order), batch):
             idx = order[start : start + batch]
@@ -89,9 +96,45 @@ class TransformersEngine:
                 outputs[i] = cut_at_stop(text, settings.stop).rstrip("\ufffd")
         return outputs
 
+    def generate_turns(self, keys: list[Any], prompts: list[str], settings: InferenceSettings) -> list[str]:
+        """``generate`` for the next turn of episodes (``keys`` name them): each episode's prompt is
+        its last one and a turn, so its last turn's keys and values are reused (``TurnCache``) and
+        only the new tokens are computed; the text is ``generate``'s."""
+        import torch
+
+        tok = self.tokenizer
+        with_template = settings.chat and bool(getattr(tok, "chat_template", None))
+        ids = tok(prompts, add_special_tokens=not with_template)["input_ids"]
+        lengths = [len(row) for row in ids]
+        limit = self.context_limit()
+        check_fit(lengths, limit, settings)
+        self.turns.forget_others(keys)
+        gen_kwargs = self._gen_kwargs(settings)
+        order = sorted(range(len(prompts)), key=lambda i: lengths[i])
+        outputs: list[str] = [""] * len(prompts)
+        pad = tok.pad_token_id
+        self.prefill.calls += 1
+        self.prefill.prompt_tokens += sum(lengths)
+        for start in range(0, len(order), max(1, settings.batch_size)):
+            idx = order[start:start + max(1, settings.batch_size)]
+            batch_keys = [keys[i] for i in idx]
+            input_ids, mask, cache, cached = self.turns.inputs(batch_keys, [ids[i] for i in idx], pad)
+            self.prefill.cached_tokens += sum(cached)
+            room = limit - max(lengths[i] for i in idx) if limit else settings.max_new_tokens
+            with torch.inference_mode():
+                out = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
+                                          past_key_values=cache, return_dict_in_generate=True,
+                                          **{**gen_kwargs, "max_new_tokens": min(settings.max_new_tokens, room)})
+            self.turns.keep(batch_keys, out.sequences, mask.to(self.device), out.past_key_values, pad)
+            texts = tok.batch_decode(out.sequences[:, input_ids.shape[1]:], skip_special_tokens=True)
+            for i, text in zip(idx, texts):
+                outputs[i] = cut_at_stop(text, settings.stop).rstrip("\ufffd")
+        return outputs
+
     def context_limit(self) -> int | None:
         return getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
 
     def close(self) -> None:
         self.model = None
         self.tokenizer = None
+        self.turns.clear()

@@ -143,8 +143,14 @@ def play_task(task: Task, engine: Engine, items: list[dict[str, Any]], settings:
     spec = EnvSpec.from_table(task.raw.get("env", {}), data_dir=task_cache(task), search=search, store=store)
     fmt = episode_format(spec, settings, engine)
 
+    play_id = object()  # this evaluation's episodes, for an engine that keeps their turns' cache
+    turns = getattr(engine, "generate_turns", None)
+
     def policy(batch: list[Pending]) -> list[str]:
-        return engine.generate([p.prompt for p in batch], settings)
+        prompts = [p.prompt for p in batch]
+        if turns is not None:
+            return turns([(play_id, p.episode.index) for p in batch], prompts, settings)
+        return engine.generate(prompts, settings)
 
     stats = PlayStats()
     count = getattr(engine, "prefill", None)
