@@ -96,3 +96,19 @@ def test_whole_episodes_are_the_same_with_and_without_the_cache(engine: Transfor
     assert summary["prompt_tokens"] == plain_summary["prompt_tokens"]
     assert plain_summary["prefilled_tokens"] == plain_summary["prompt_tokens"]
     assert summary["prefilled_tokens"] < summary["prompt_tokens"] / 3
+
+
+def test_the_cache_keeps_to_its_memory_bound(engine: TransformersEngine) -> None:
+    from agent2rl_tui.grader.engines.turn_cache import row_bytes
+
+    settings = InferenceSettings(max_new_tokens=4, stop=("\n",))
+    prompts = [f"Your task: item {i} " + "take coin " * 20 + "\n>" for i in range(6)]
+    engine.generate_turns(list(range(6)), prompts, settings)
+    one = max(row_bytes(r) for r in engine.turns.rows.values())
+    engine.turns.max_bytes = 3 * one
+    try:
+        longer = [p + " look\nok\n>" for p in prompts]
+        assert engine.generate_turns(list(range(6)), longer, settings) == engine.generate(longer, settings)
+        assert len(engine.turns.rows) <= 3 and sum(row_bytes(r) for r in engine.turns.rows.values()) <= 3 * one + one
+    finally:
+        engine.turns.max_bytes = 2 << 30

@@ -14,8 +14,8 @@ attention mask (transformers numbers a row's tokens by its cumulative mask), so 
 keeps the position it had, and the greedy text is the uncached text (tested turn by turn). A
 cache is matched on token ids, not text: a tokenizer may merge across the old end of a prompt,
 and the tokens generated after the stop string are in the cache but not in the next prompt.
-Episodes not in a call are forgotten; the cache is bounded (``max_tokens``): past it, the call
-computes everything, as without a cache.
+Episodes not in a call are forgotten; the cache is bounded (``max_bytes``): an episode
+forgotten past it computes its whole prompt again, as without a cache.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ class RowState:
 
 @dataclass
 class TurnCache:
-    max_tokens: int = 4_000_000
-    """Cached tokens kept at most (all episodes, all layers count once per token)."""
+    max_bytes: int = 2 << 30
+    """Memory the kept keys and values may take (all episodes); past it the oldest are forgotten."""
     rows: dict[Any, RowState] = field(default_factory=dict)
 
     def prefix(self, key: Any, ids: list[int]) -> int:
@@ -94,7 +94,7 @@ class TurnCache:
         for i, key in enumerate(keys):
             real = full[i].nonzero().squeeze(1)
             self.rows[key] = RowState(sequences[i, real].tolist(), [(K[i][:, real], V[i][:, real]) for K, V in layers])
-        while sum(len(r.ids) for r in self.rows.values()) > self.max_tokens and self.rows:
+        while self.rows and sum(row_bytes(r) for r in self.rows.values()) > self.max_bytes:
             self.rows.pop(next(iter(self.rows)))
 
     def forget_others(self, keys: list[Any]) -> None:
@@ -104,3 +104,7 @@ class TurnCache:
 
     def clear(self) -> None:
         self.rows = {}
+
+
+def row_bytes(row: RowState) -> int:
+    return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in row.layers)
