@@ -122,7 +122,7 @@ def test_a_token_cap_refuses_the_call_past_it_and_the_report_says_so(tmp_path: P
                                                                     driver) -> None:
     url, log = driver
     profiles, go = agent_profile(tmp_path, calls=2)
-    (go / "1").touch()  # both calls at once
+    (go / "1").touch()  # call 1 the moment call 0's reply ends
     run = start(tmp_path, tiny_model, profiles, "--max-tokens", "10", url=url)
     report = finished(run)
     assert agent_lines(run) == ["call 0: 200", "call 1: 429 rate_limit_error"]

@@ -23,8 +23,9 @@ whether the reply reached its own end, and why not.
 - Caps (`Caps`): once the run's tokens (input + output, every recorded call) or its cost reach
   the cap, each further generation call is answered 429 in the API's own error shape, with
   ``x-should-retry: false`` (the Anthropic and OpenAI SDKs then do not retry; OpenAI's shape
-  says ``insufficient_quota``), and recorded as refused. Calls already under way finish, so a
-  cap can be passed by what was in flight when it was reached.
+  says ``insufficient_quota``), and recorded as refused. A call's tokens count before its
+  reply's last bytes reach the agent, so the next call is checked against them. Calls already
+  under way finish, so a cap can be passed by what was in flight when it was reached.
 - The upstream unreachable: 502 in the API's error shape, recorded.
 - Stopped (SIGTERM, or `Meter.stop`): no new connections; calls under way get a few seconds to
   end, then each is recorded as it stood (tokens as far as the reply came, ``complete`` 0).
@@ -69,7 +70,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from agent2rl_tui.llm.prices import PriceError, PriceTable, load_prices
 from agent2rl_tui.llm.protocols import COUNT_TOKENS, GENERATE, BadRequest, WireFormat, error_format, recognise, usage_reader
-from agent2rl_tui.llm.usage import Metered, UsageReader
+from agent2rl_tui.llm.usage import Metered, Usage, UsageReader
 from agent2rl_tui.record.store import RunStore, StoreError
 from agent2rl_tui.util.peer import is_owner
 
@@ -174,6 +175,8 @@ class _Call:
     ttfb_s: float | None = None
     streamed: bool = False
     reader: UsageReader | None = None
+    metered: Metered | None = None  # the reader's result, once closed before the reply's last bytes
+    counted: bool = False  # its tokens and cost already in the run's totals
     request_bytes: int = 0
     response_bytes: int = 0
     done: bool = False
@@ -329,7 +332,7 @@ class Meter:
             if call.done:
                 return
             call.done = True
-            metered = call.reader.close() if call.reader is not None else None
+            metered = call.reader.close() if call.reader is not None else call.metered
             sock = call.upstream_sock
         if sock is not None:
             try:
@@ -338,13 +341,30 @@ class Meter:
                 pass
         self.record(call, metered, complete=False, error=why)
 
-    def record(self, call: _Call, metered: Metered | None, *, complete: bool, error: str | None,
-               refused: bool = False) -> None:
+    def _priced(self, call: _Call, metered: Metered | None) -> tuple[Usage | None, str | None, float | None]:
         usage = metered.usage if metered is not None and call.endpoint == GENERATE else None
         model = (metered.model if metered is not None and metered.model else None) or call.model or None
         cost = self.prices.cost(model, usage)
         if cost is None and usage is not None and call.model and call.model != model:
             cost = self.prices.cost(call.model, usage)
+        return usage, model, cost
+
+    def count(self, call: _Call, metered: Metered | None) -> None:
+        """Add a call's tokens and cost to the run's totals now, before its reply's last bytes
+        reach the agent: an agent that calls again the moment a reply ends is checked against
+        totals that include it (the row is written after)."""
+        usage, _, cost = self._priced(call, metered)
+        with self._lock:
+            if call.counted:
+                return
+            call.counted = True
+            if usage is not None:
+                self._tokens += usage.input_tokens + usage.output_tokens
+            self._cost += cost or 0.0
+
+    def record(self, call: _Call, metered: Metered | None, *, complete: bool, error: str | None,
+               refused: bool = False) -> None:
+        usage, model, cost = self._priced(call, metered)
         row = {
             "at": call.at, "protocol": call.protocol, "endpoint": call.endpoint, "method": call.method,
             "path": call.path[:2000], "model": model, "status": call.status,
@@ -359,9 +379,11 @@ class Meter:
         }
         with self._lock:
             self._calls += 1
-            if usage is not None:
-                self._tokens += usage.input_tokens + usage.output_tokens
-            self._cost += cost or 0.0
+            if not call.counted:
+                call.counted = True
+                if usage is not None:
+                    self._tokens += usage.input_tokens + usage.output_tokens
+                self._cost += cost or 0.0
         self.recorder.row(row)
         if self.log is not None:
             tokens = f" in={usage.input_tokens} out={usage.output_tokens}" if usage else ""
@@ -622,12 +644,15 @@ class _Handler(BaseHTTPRequestHandler):
                     feed(chunk)
                 if error_buf is not None and len(error_buf) < MAX_ERROR_BODY:
                     error_buf += chunk[:MAX_ERROR_BODY - len(error_buf)]
+            if mode == "length" and resp.length == 0:
+                self._settle(meter, call)  # these are the reply's last bytes
             try:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if mode == "chunked" else chunk)
             except OSError:
                 gone = True
                 break
         if mode == "chunked" and cut is None and not gone:
+            self._settle(meter, call)
             try:
                 self.wfile.write(b"0\r\n\r\n")
             except OSError:
@@ -646,16 +671,25 @@ class _Handler(BaseHTTPRequestHandler):
             error = "the agent closed the connection before the reply ended"
         self._finish(meter, call, complete=cut is None and not gone, error=error, check_end=True)
 
+    def _settle(self, meter: Meter, call: _Call) -> None:
+        """Read the call's usage and count it before the reply's last bytes go to the agent."""
+        with call.lock:
+            if call.done or call.reader is None:
+                return
+            call.metered, call.reader = call.reader.close(), None
+        meter.count(call, call.metered)
+
     def _finish(self, meter: Meter, call: _Call, *, complete: bool, error: str | None, check_end: bool = False) -> None:
         with call.lock:
             if call.done:
                 return
             call.done = True
-            metered = call.reader.close() if call.reader is not None else None
+            settled = call.reader is None and call.metered is not None
+            metered = call.reader.close() if call.reader is not None else call.metered
         if check_end and complete and metered is not None and 200 <= call.status < 300 and not metered.complete:
             complete = False
             error = error or "the reply ended before its own end (no final event)"
-        if metered is not None and call.reader is not None and call.status < 400 and metered.errors:
+        if metered is not None and (call.reader is not None or settled) and call.status < 400 and metered.errors:
             error = error or "; ".join(metered.errors)[:500]
         meter.record(call, metered, complete=complete, error=error)
 
