@@ -3,7 +3,8 @@
 engine, and the environment alone (TextWorldExpress steps per second, gold paths). Per run: the
 prompt tokens the engine was given per turn and how many it computed again (prefilled): every
 turn's prompt is the last one and a turn, so an engine without a prefix cache re-reads the
-whole transcript each time; vLLM's prefix cache computes only the new turn.
+whole transcript each time; vLLM's prefix cache and the transformers engine's turn cache
+(``generate_turns``, timed with and without) compute only the new turn.
 
 Run: ``python bench/episodes.py [GAMES] [MODEL] [ENGINES]`` (default 64 games, a fresh, untrained
 tiny model, whose actions are noise until the step limit, and ``transformers,vllm``; give a
@@ -43,8 +44,11 @@ def environment_alone(game: str, params: str, games: list[str]) -> None:
 
 
 def played(engine: Engine, task_games: list[str], pool: int, spec: EnvSpec, fmt: EpisodeFormat,
-           settings: InferenceSettings) -> tuple[float, float]:
-    """Play the games with ``pool`` at once; (seconds in all, seconds in generate)."""
+           settings: InferenceSettings, *, turn_cache: bool = True) -> tuple[float, float]:
+    """Play the games with ``pool`` at once, as the grader does (an engine's ``generate_turns``
+    where it has one, unless ``turn_cache`` is off); (seconds in all, seconds in generate)."""
+    turns = getattr(engine, "generate_turns", None) if turn_cache else None
+    play_id = object()
     stats = PlayStats()
     spent = {"generate": 0.0, "start envs": 0.0}
     make = spec.factory()
@@ -57,7 +61,11 @@ def played(engine: Engine, task_games: list[str], pool: int, spec: EnvSpec, fmt:
 
     def policy(batch: list[Pending]) -> list[str]:
         t = time.perf_counter()
-        out = engine.generate([p.prompt for p in batch], settings)
+        prompts = [p.prompt for p in batch]
+        if turns is not None:
+            out = turns([(play_id, p.episode.index) for p in batch], prompts, settings)
+        else:
+            out = engine.generate(prompts, settings)
         spent["generate"] += time.perf_counter() - t
         return out
 
@@ -69,7 +77,8 @@ def played(engine: Engine, task_games: list[str], pool: int, spec: EnvSpec, fmt:
     turns = sum(e.steps for e in episodes) or 1
     given = engine.prefill.prompt_tokens - before[0]
     computed = given - (engine.prefill.cached_tokens - before[1])
-    print(f"{engine.name:12} pool {pool:3d}: {len(episodes)} episodes in {dt:6.1f} s = {len(episodes) / dt:6.2f} "
+    label = engine.name + (" (turn cache)" if turns is not None else "")
+    print(f"{label:26} pool {pool:3d}: {len(episodes)} episodes in {dt:6.1f} s = {len(episodes) / dt:6.2f} "
           f"episodes/s (generate {spent['generate']:.1f} s, starting {pool} simulators {spent['start envs']:.1f} s, "
           f"the rest {dt - sum(spent.values()):.1f} s); {stats.policy_calls} generate calls, "
           f"mean {s['mean_steps']:.1f} steps; per turn {given / turns:.0f} prompt tokens, {computed / turns:.0f} "
@@ -111,6 +120,8 @@ def main() -> None:
                 print(f"{name}: not measured ({type(exc).__name__}: {exc})")
                 continue
             pools = {pool: played(engine, games, pool, spec, fmt, settings) for pool in sizes}
+            if getattr(engine, "generate_turns", None) is not None:  # what the turn cache saves
+                played(engine, games, min(n, 64), spec, fmt, settings, turn_cache=False)
             engine.close()
             one, one_gen = pools[1]
             many, many_gen = pools[min(n, 64)]
