@@ -10,6 +10,7 @@ line (``one_line``): an agent's text never drives the terminal nor forges a row
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import sys
@@ -680,20 +681,34 @@ def run_steps(ctx: click.Context, run: str, kinds: tuple[str, ...], search: str 
                + (f", cost ${totals['cost_usd']:.4f}" if totals["cost_usd"] is not None else ""))
 
 
+DEMOS: dict[str, tuple[str, dict[str, str]]] = {
+    "arith": ("5m", {}),
+    "coin": ("15m", {"EXAMPLE_SFT_STEPS": "300", "EXAMPLE_GRPO_STEPS": "60", "EXAMPLE_GENERATIONS": "8"}),
+}
+"""The tasks `demo` runs on a laptop's CPU: each one's budget and the example agent's settings
+(its stages sized to end well inside the budget; bench/rl_vs_sft.py measures coin's)."""
+
+
 @main.command("demo")
-@click.option("--budget", default="5m", show_default=True)
+@click.option("--task", "task_name", type=click.Choice(sorted(DEMOS)), default="arith", show_default=True,
+              help="arith: SFT then GRPO on sums (about a minute); coin: SFT then GRPO with online rollouts on "
+                   "the coin collector text game, where GRPO's exploring beats imitation (minutes).")
+@click.option("--budget", help="The run's budget (default: the task's demo budget, 5m for arith).")
 @click.option("--no-tui", is_flag=True, help="Print progress instead of opening the TUI.")
 @click.pass_context
-def demo(ctx: click.Context, budget: str, no_tui: bool) -> None:
-    """Build the tiny model and run the example agent on the offline arith task.
+def demo(ctx: click.Context, task_name: str, budget: str | None, no_tui: bool) -> None:
+    """Build the tiny model and run the example agent on an offline task (arith by default).
 
     In a terminal the TUI opens on the live run; otherwise progress and the result are printed.
     """
     root = ctx.obj["root"] or default_root()
     model = _tiny_model(root)
     tui = sys.stdout.isatty() and not no_tui
+    default_budget, settings = DEMOS[task_name]
+    for key, value in settings.items():  # the example agent reads them; a user's own values win
+        os.environ.setdefault(key, value)
     try:
-        req = RunRequest(task="arith", agent="example", model=model, budget_s=parse_duration(budget),
+        req = RunRequest(task=task_name, agent="example", model=model, budget_s=parse_duration(budget or default_budget),
                          grace_s=10.0, root=root)
         run_dir, _pid = start_run(req)
     except USER_ERRORS as exc:

@@ -47,7 +47,7 @@ def played(engine: Engine, task_games: list[str], pool: int, spec: EnvSpec, fmt:
            settings: InferenceSettings, *, turn_cache: bool = True) -> tuple[float, float]:
     """Play the games with ``pool`` at once, as the grader does (an engine's ``generate_turns``
     where it has one, unless ``turn_cache`` is off); (seconds in all, seconds in generate)."""
-    turns = getattr(engine, "generate_turns", None) if turn_cache else None
+    next_turns = getattr(engine, "generate_turns", None) if turn_cache else None
     play_id = object()
     stats = PlayStats()
     spent = {"generate": 0.0, "start envs": 0.0}
@@ -62,8 +62,8 @@ def played(engine: Engine, task_games: list[str], pool: int, spec: EnvSpec, fmt:
     def policy(batch: list[Pending]) -> list[str]:
         t = time.perf_counter()
         prompts = [p.prompt for p in batch]
-        if turns is not None:
-            out = turns([(play_id, p.episode.index) for p in batch], prompts, settings)
+        if next_turns is not None:
+            out = next_turns([(play_id, p.episode.index) for p in batch], prompts, settings)
         else:
             out = engine.generate(prompts, settings)
         spent["generate"] += time.perf_counter() - t
@@ -77,13 +77,33 @@ def played(engine: Engine, task_games: list[str], pool: int, spec: EnvSpec, fmt:
     turns = sum(e.steps for e in episodes) or 1
     given = engine.prefill.prompt_tokens - before[0]
     computed = given - (engine.prefill.cached_tokens - before[1])
-    label = engine.name + (" (turn cache)" if turns is not None else "")
+    label = engine.name + (" (turn cache)" if next_turns is not None else "")
     print(f"{label:26} pool {pool:3d}: {len(episodes)} episodes in {dt:6.1f} s = {len(episodes) / dt:6.2f} "
           f"episodes/s (generate {spent['generate']:.1f} s, starting {pool} simulators {spent['start envs']:.1f} s, "
           f"the rest {dt - sum(spent.values()):.1f} s); {stats.policy_calls} generate calls, "
           f"mean {s['mean_steps']:.1f} steps; per turn {given / turns:.0f} prompt tokens, {computed / turns:.0f} "
           "prefilled")
     return dt, spent["generate"]
+
+
+def predict_alfworld_on_a_gpu(ms_per_decode_step: float = 12.0, tokens_per_action: int = 30,
+                              reset_s: float = 1.06, step_s: float = 0.042) -> None:
+    """What this code should take for ALFWorld's 134 games on one GPU: a prediction, not a
+    measurement (no GPU here). ``reset_s`` and ``step_s`` are bench/alfworld_env.py's figures on
+    this machine (one game's load + reset; one step), ``ms_per_decode_step`` a 7B model's decode
+    step at batch 16 on an H100 in bf16 (~14 GB of weights read at ~3 TB/s, with overhead);
+    with the prefix cache each turn prefills only its new tokens, so decoding dominates."""
+    task = load_task("alfworld")
+    env = task.raw["env"]
+    games, pool, max_steps = 134, int(env["pool_size"]), int(env["max_steps"])
+    waves = -(-games // pool)
+    rounds = waves * max_steps  # worst case: every game runs to its step limit
+    generate = rounds * tokens_per_action * ms_per_decode_step / 1000
+    environment = rounds * step_s + waves * reset_s  # the pool's processes step and reset in parallel
+    print(f"prediction, ALFWorld on one H100 (7B model, vLLM, prefix cache): {games} games, {pool} at once, at most "
+          f"{max_steps} steps: {rounds} rounds x {tokens_per_action} tokens x {ms_per_decode_step:.0f} ms = "
+          f"{generate / 60:.1f} min generating + {environment / 60:.1f} min in the environment = "
+          f"{(generate + environment) / 60:.1f} min at worst (games that end early take less)")
 
 
 def make_engine(name: str, model: Path, task: Task) -> Engine:
@@ -127,6 +147,7 @@ def main() -> None:
             many, many_gen = pools[min(n, 64)]
             print(f"{name}: generation, {min(n, 64)} at once vs one at a time: {one_gen / many_gen:.1f}x faster; "
                   f"end to end {one / many:.1f}x (goal: >= 5x)")
+    predict_alfworld_on_a_gpu()
 
 
 if __name__ == "__main__":
