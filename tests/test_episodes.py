@@ -269,3 +269,48 @@ def test_a_tasks_env_table_is_read_once_with_clear_errors() -> None:
         EnvSpec.from_table({"kind": "alfred", "game": "x"})
     with pytest.raises(EnvError, match="needs game"):
         EnvSpec.from_table({"kind": "textworld-express"})
+
+
+def test_the_coin_task_rewards_exploring_over_a_fixed_habit() -> None:
+    """The coin task (the laptop RL demo) is shaped as its description says: a policy that
+    remembers the rooms it has seen wins every game within the step limit, while the habit an
+    imitator falls into (always the first exit listed) loses where the coin is the other way."""
+    import re
+
+    from agent2rl_tui.envs import EnvSpec
+    from agent2rl_tui.tasks.registry import load_task
+
+    task = load_task("coin")
+    spec = EnvSpec.from_table(task.raw["env"])
+    games = [row["game"] for row in task.eval_items(7)][:40]
+
+    def last_observation(p: Pending) -> str:
+        return p.episode.turns[-1].observation if p.episode.turns else p.episode.first_observation
+
+    def exits(text: str) -> list[tuple[str, str]]:
+        return [(d.lower(), room) for d, room in re.findall(r"To the (\w+) you see the ([\w ]+?)\.", text)]
+
+    def explorer(batch: list[Pending]) -> list[str]:
+        out = []
+        for p in batch:
+            text = last_observation(p)
+            seen = {m.group(1) for t in [p.episode.first_observation, *(t.observation for t in p.episode.turns)]
+                    if (m := re.search(r"You are in the ([\w ]+?)\.", t))}
+            if "coin" in text:
+                out.append("take coin")
+                continue
+            ways = exits(text)
+            new = [d for d, room in ways if room not in seen]
+            out.append(f"move {(new or [d for d, _ in ways])[0]}")
+        return out
+
+    def habit(batch: list[Pending]) -> list[str]:
+        return ["take coin" if "coin" in last_observation(p) else f"move {exits(last_observation(p))[0][0]}"
+                for p in batch]
+
+    explored = play(games, spec.factory(), explorer, max_steps=spec.max_steps, pool_size=8)
+    habitual = play(games, spec.factory(), habit, max_steps=spec.max_steps, pool_size=8)
+    assert all(e.won for e in explored), [(e.game, [t.action for t in e.turns]) for e in explored if not e.won]
+    assert max(len(e.turns) for e in explored) <= 4  # one room, back, the other room, take
+    in_first_room = sum(e.won and len(e.turns) == 1 for e in habitual)
+    assert 0 < in_first_room < summarize(habitual)["won"] < len(games)  # it wins only where its habit leads
