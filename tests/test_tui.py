@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Group
 from rich.text import Text
-from synthetic import add_revisions, make_run
+from synthetic import T0, add_revisions, make_run
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input, Markdown, Static, TabbedContent
 from textual.widgets._footer import FooterKey
@@ -576,3 +576,48 @@ async def test_a_lost_runs_record_can_be_closed_from_its_run_screen(review_root:
     with RunStore.of_run(run_dir) as store:
         assert store.run()["status"] == "lost"
     assert json.loads((run_dir / "report" / "report.json").read_text())["status"] == "lost"
+
+
+async def test_the_transcript_pane_shows_the_agent_clis_own_sessions_inert(tmp_path: Path) -> None:
+    """``o`` in the Transcript pane: the session files the CLI kept in the run's home, newest
+    first, its text shown inert (an escape sequence as escapes), a database named, not dumped,
+    and a link the agent made to a file outside never followed."""
+    import os
+
+    run_dir = make_run(tmp_path, "20261122T233320-arith-claude")
+    projects = run_dir / "agent-home" / ".claude" / "projects" / "-workspace"
+    projects.mkdir(parents=True)
+    older = projects / "a1.jsonl"
+    older.write_text('{"type":"user","message":{"content":"first session"}}\n')
+    os.utime(older, (T0, T0))
+    (projects / "b2.jsonl").write_text('{"type":"assistant","message":{"content":"I ran \x1b]52;c;cGFzdGU=\x07 the SFT"}}\n')
+    (projects / "state.db").write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
+    secret = tmp_path / "outside.txt"
+    secret.write_text("THE GRADERS ANSWERS")
+    (projects / "link.jsonl").symlink_to(secret)
+    with RunStore.of_run(run_dir) as store:
+        store.event("supervisor", "agent_home", "agent home", {"sessions": ["~/.claude/projects"]})
+    app = Agent2RLApp(root=tmp_path, open_run=run_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, lambda: run_screen_ready(app), what="the Run screen")
+        run: RunScreen = app.screen
+        await pilot.press("3")
+        await settle(pilot, lambda: run.query_one(TabbedContent).active == "transcript", what="the Transcript pane")
+        await pilot.press("o")
+        detail = plain(run.query_one("#step-text", Static))
+    assert "agent-home/.claude/projects/-workspace/b2.jsonl" in detail and "first session" in detail
+    assert detail.index("b2.jsonl") < detail.index("a1.jsonl")  # the newest first
+    assert "\x1b" not in detail and "\\x1b]52" in detail  # the clipboard escape shown, not sent
+    assert "state.db" in detail and "SQLite database" in detail
+    assert "THE GRADERS ANSWERS" not in detail
+
+
+async def test_the_transcript_pane_says_when_the_agent_kept_no_sessions(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path, "20261122T233320-arith-example")
+    app = Agent2RLApp(root=tmp_path, open_run=run_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, lambda: run_screen_ready(app), what="the Run screen")
+        run: RunScreen = app.screen
+        await pilot.press("3")
+        await pilot.press("o")
+        assert "kept no session files" in plain(run.query_one("#step-text", Static))

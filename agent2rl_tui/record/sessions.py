@@ -5,7 +5,9 @@ Each agent CLI runs with a home of its run's own (``agent-home/``), so the sessi
 database, OpenHands' conversations) stay in the run folder, a second account of what the agent
 did beside its stream (``steps``). The supervisor records where its profile keeps them (the
 ``agent_home`` event's ``sessions``); this lists what is there, for the report (so the TUI's
-Report pane). The folder is the agent's: links are not followed and the walk is capped.
+Report pane), and reads the files for the Transcript pane (``o``), each as far as a cap. The
+folder is the agent's: links are not followed, FIFOs and devices are not opened, the walk and
+every read are capped.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from agent2rl_tui.record.store import RunStore
 
 AGENT_HOME = "agent-home"
 MAX_ENTRIES = 20_000
+MAX_SHOWN_FILES = 20
+MAX_SHOWN_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -85,3 +89,70 @@ def _walk(folder: Path) -> Iterator[tuple[str, os.stat_result]]:
             yield entry.path, st
             if stat.S_ISDIR(st.st_mode):
                 stack.append(Path(entry.path))
+
+
+@dataclass(frozen=True)
+class SessionText:
+    """One session file as the Transcript pane shows it: its path (``agent-home/...``), size and
+    its first ``MAX_SHOWN_BYTES`` as text (``binary``: a database or other non-text file, not shown)."""
+
+    path: str
+    size: int
+    text: str
+    binary: bool = False
+    sqlite: bool = False
+
+
+def session_texts(run_dir: Path, store: RunStore, *, max_files: int = MAX_SHOWN_FILES,
+                  max_bytes: int = MAX_SHOWN_BYTES) -> list[SessionText]:
+    """The CLI's session files, the newest first, each read to ``max_bytes`` (never through a
+    link, never blocking on a FIFO); at most ``max_files``."""
+    home = store.last_event_data("agent_home") or {}
+    found: list[tuple[float, str, os.stat_result]] = []
+    seen = 0
+    for name in home.get("sessions") or []:
+        if not isinstance(name, str) or not name.startswith("~/") or ".." in Path(name).parts:
+            continue
+        folder = run_dir / AGENT_HOME / name[2:]
+        if not _is_real_dir(run_dir / AGENT_HOME, folder):
+            continue
+        for entry, st in _walk(folder):
+            seen += 1
+            if seen > MAX_ENTRIES:
+                break
+            if stat.S_ISREG(st.st_mode):
+                found.append((st.st_mtime, entry, st))
+    out = []
+    for _, entry, st in sorted(found, key=lambda f: (-f[0], f[1]))[:max_files]:
+        head = _read_head(entry, max_bytes)
+        if head is None:
+            continue
+        rel = str(Path(entry).relative_to(run_dir))
+        if b"\0" in head[:4096]:
+            out.append(SessionText(rel, st.st_size, "", binary=True, sqlite=head.startswith(b"SQLite format 3")))
+        else:
+            out.append(SessionText(rel, st.st_size, head.decode("utf-8", errors="replace")))
+    return out
+
+
+def _read_head(path: str, max_bytes: int) -> bytes | None:
+    """A regular file's first bytes, opened without following a link or waiting on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, left = [], max_bytes
+        while left > 0:
+            chunk = os.read(fd, min(left, 65536))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

@@ -2,7 +2,9 @@
 
 Rows come from run.db a page at a time (StepsView, in thread workers), so a transcript of
 any length opens at once. ``k`` cycles the kind filter, ``/`` searches (words, prefixes, in
-text, tool names and tool arguments), enter shows the whole step below. The line above the
+text, tool names and tool arguments), enter shows the whole step below, ``o`` shows below the
+agent CLI's own session files kept in the run folder (``agent-home/``: Claude Code's projects,
+Codex's rollouts, ...), inert and capped. The line above the
 list is redrawn when a listing arrives (``StepsCounted``); a step asked for before its page
 was read is shown when the page arrives (``StepsPage``).
 """
@@ -42,6 +44,7 @@ class TranscriptPane(Vertical):
     BINDINGS = [
         Binding("k", "next_kind", "Kind filter", id="kind"),
         Binding("slash", "search", "Search", key_display="/", id="search"),
+        Binding("o", "own_sessions", "CLI sessions", id="own-sessions"),
         # Active (and shown) only while there is a search to clear or the search box has
         # focus; otherwise escape falls through to the screen's (back to Runs).
         Binding("escape", "clear_search", "Clear search", id="clear-search"),
@@ -152,6 +155,33 @@ class TranscriptPane(Vertical):
             parts.append(literal(s.text))
         if s.size and s.size > len(s.text):
             parts.append(Text(f"[{s.size - len(s.text):,} more characters not kept]", style="dim"))
+        self.query_one("#step-text", Static).update(Text("\n").join(parts))
+
+    def action_own_sessions(self) -> None:
+        """The agent CLI's own session files, below the list: a second account of the run."""
+        from agent2rl_tui.record.sessions import MAX_SHOWN_BYTES, session_texts
+        from agent2rl_tui.record.store import RunStore, StoreError
+
+        try:
+            with RunStore.of_run(self.run_dir) as store:
+                files = session_texts(self.run_dir, store)
+        except (OSError, StoreError) as exc:
+            self.query_one("#step-text", Static).update(literal_line(f"the record cannot be read: {exc}"))
+            return
+        if not files:
+            self.query_one("#step-text", Static).update(
+                "the agent kept no session files of its own in this run (its CLI keeps none, or it is no CLI)")
+            return
+        parts = [Text(f"the agent CLI's own session files, newest first ({len(files)} shown):", style="bold")]
+        for f in files:
+            parts.append(literal_line(f"{f.path} · {f.size:,} bytes", style="bold"))
+            if f.binary:
+                parts.append(Text("a SQLite database: open it with sqlite3" if f.sqlite else "not text", style="dim"))
+                continue
+            parts.append(literal(f.text))
+            if f.size > MAX_SHOWN_BYTES:
+                parts.append(Text(f"[{f.size - MAX_SHOWN_BYTES:,} more bytes in the file]", style="dim"))
+        self.detail_row = None
         self.query_one("#step-text", Static).update(Text("\n").join(parts))
 
     def jump_to_time(self, at: float) -> None:
