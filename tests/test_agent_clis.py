@@ -178,6 +178,13 @@ def check_run(run: Path, name: str, driver: Driver) -> dict:
     assert sessions["files"] >= 1 and sessions["folders"] == [
         "agent-home/" + BUILTIN_PROFILES[name].session_dirs[0][2:]], sessions
     assert "the agent CLI's own sessions, kept with the run: `agent-home/" in (run / "report" / "report.md").read_text()
+    # The Transcript pane can show them (``o``): the files are read, the text ones as text.
+    from agent2rl_tui.record.sessions import session_texts
+
+    with RunStore.of_run(run) as store:
+        shown = session_texts(run, store)
+    assert shown and all(f.path.startswith(sessions["folders"][0]) for f in shown)
+    assert any(f.text for f in shown) or all(f.sqlite for f in shown)  # OpenCode keeps a database
     return report
 
 
