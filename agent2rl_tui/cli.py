@@ -686,13 +686,14 @@ DEMOS: dict[str, tuple[str, dict[str, str]]] = {
     "coin": ("15m", {"EXAMPLE_SFT_STEPS": "300", "EXAMPLE_GRPO_STEPS": "60", "EXAMPLE_GENERATIONS": "8"}),
 }
 """The tasks `demo` runs on a laptop's CPU: each one's budget and the example agent's settings
-(its stages sized to end well inside the budget; bench/rl_vs_sft.py measures coin's)."""
+(its stages sized to end well inside the budget; bench/rl_vs_sft.py measures coin's stages
+against each other)."""
 
 
 @main.command("demo")
 @click.option("--task", "task_name", type=click.Choice(sorted(DEMOS)), default="arith", show_default=True,
-              help="arith: SFT then GRPO on sums (about a minute); coin: SFT then GRPO with online rollouts on "
-                   "the coin collector text game, where GRPO's exploring beats imitation (minutes).")
+              help="arith: SFT then GRPO on sums (about a minute); coin: the paper's Level-3 route on a text "
+                   "game, SFT on the gold paths then GRPO with online rollouts (about 10 minutes).")
 @click.option("--budget", help="The run's budget (default: the task's demo budget, 5m for arith).")
 @click.option("--no-tui", is_flag=True, help="Print progress instead of opening the TUI.")
 @click.pass_context

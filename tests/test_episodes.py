@@ -314,3 +314,30 @@ def test_the_coin_task_rewards_exploring_over_a_fixed_habit() -> None:
     assert max(len(e.turns) for e in explored) <= 4  # one room, back, the other room, take
     in_first_room = sum(e.won and len(e.turns) == 1 for e in habitual)
     assert 0 < in_first_room < summarize(habitual)["won"] < len(games)  # it wins only where its habit leads
+
+
+def test_the_coin_demo_runs_the_online_route_on_the_coin_task(tmp_path: Path) -> None:
+    """`agent2rl-tui demo --task coin`: the tiny model built, the example agent's Level-3 route
+    (SFT on gold paths, then GRPO with rollouts) on the coin task, both submissions graded on
+    held-out games; the stages' sizes are the demo's unless the user sets them (as here, small)."""
+    import json
+    import os
+    import re
+
+    from conftest import cli
+
+    from agent2rl_tui.record.store import RunStore, SubStatus
+
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1", "EXAMPLE_SFT_STEPS": "10",
+                        "EXAMPLE_GRPO_STEPS": "1", "EXAMPLE_GAMES": "8", "EXAMPLE_GENERATIONS": "2"}
+    proc = cli("demo", "--task", "coin", "--no-tui", "--budget", "8m", root=tmp_path, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_dir = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
+    with RunStore.of_run(run_dir) as store:
+        assert store.run()["task"] == "coin"
+        subs = store.submissions(kind="agent")
+    assert [s.status for s in subs] == [SubStatus.SCORED, SubStatus.SCORED]
+    log = (run_dir / "logs" / "agent.log").read_text()
+    assert "SFT: 10 steps" in log and "GRPO: 1 steps x 2 games x 2 episodes" in log
+    first = json.loads((run_dir / "evals" / "1" / "results.jsonl").read_text().splitlines()[0])
+    assert first["extra"]["game"].startswith("test:")  # graded on held-out games
