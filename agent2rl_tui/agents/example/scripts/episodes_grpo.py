@@ -68,6 +68,9 @@ class Rollouts:
         """Play the sampled action of episode ``e``; True while the episode goes on."""
         e["completion_ids"] += ids
         e["env_mask"] += [1] * len(ids)
+        if ids == [self.tok.eos_token_id]:  # the model ended its text instead of acting: the episode ends,
+            e["steps"] += 1                 # and that end is what it is trained on (never a token it did not say)
+            return False
         said = self.tok.decode(ids)
         action = self.play.action_from(said)
         obs, _reward, won, over, score = self.play.step(e["env"], action)
@@ -113,7 +116,7 @@ class Rollouts:
                 ids.append(token)
                 if token in self.newline_ids:
                     break
-            lines.append(ids or [next(iter(self.newline_ids))])
+            lines.append(ids or [tok.eos_token_id])  # nothing before the end of its text: that end
         return lines
 
     def close(self) -> None:
@@ -127,7 +130,7 @@ def game_reward(completions: list[Any], game_score: list[float], **_: Any) -> li
 
 
 def train(model_path: Path, data_dir: Path, out: Path, steps: int, seed: int, generations: int,
-          games_per_step: int, lr: float, max_games: int) -> None:
+          games_per_step: int, lr: float, max_games: int, beta: float = 0.0, loss_type: str | None = None) -> None:
     from datasets import Dataset
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
@@ -150,7 +153,8 @@ def train(model_path: Path, data_dir: Path, out: Path, steps: int, seed: int, ge
         num_generations=generations,
         max_completion_length=tok.model_max_length,
         temperature=1.0,
-        beta=0.0,
+        beta=beta,
+        **({"loss_type": loss_type} if loss_type else {}),
         bf16=False,
         # A tiny model on a CPU: recomputing costs more than it saves (transformers 5.20 renamed the flag).
         **{("activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__
@@ -183,11 +187,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--games", type=int, default=0, help="train games to draw from (0: all)")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--beta", type=float, default=0.0, help="KL weight against the start model")
+    parser.add_argument("--loss-type", default=None, help="TRL's loss_type (default: TRL's own)")
     args = parser.parse_args(argv)
     print(f"GRPO: {args.steps} steps x {args.games_per_step} games x {args.generations} episodes, "
           f"online through data/play.py, from {args.model} -> {args.out}", flush=True)
     train(args.model, args.data, args.out, args.steps, args.seed, args.generations, args.games_per_step,
-          args.lr, args.games)
+          args.lr, args.games, args.beta, args.loss_type)
 
 
 if __name__ == "__main__":
