@@ -18,7 +18,9 @@ reward function as keyword arguments.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +30,14 @@ from episodes_sft import load_play_kit  # beside this file in code/, written by 
 class Rollouts:
     """Plays batches of episodes with the model being trained; environments are kept between calls."""
 
-    def __init__(self, play: Any, tok: Any, game_of: dict[str, str], *, max_new_tokens: int,
-                 temperature: float) -> None:
-        self.play, self.tok, self.game_of = play, tok, game_of
+    def __init__(self, play: Any, tok: Any, games_of: dict[str, list[str]], *, generations: int,
+                 max_new_tokens: int, temperature: float, seed: int) -> None:
+        self.play, self.tok, self.generations = play, tok, generations
+        # Games often open with the same prompt (the same first room; where the coin lies is not
+        # shown yet), and the trainer hands over prompts only: each group draws its own game among
+        # those its prompt opens, so the games the prompt stands for are all trained on.
+        rng = random.Random(seed)
+        self.games_of = {p: itertools.cycle(rng.sample(gs, len(gs))) for p, gs in games_of.items()}
         self.max_new_tokens, self.temperature = max_new_tokens, temperature
         self.max_steps = int(play.SPEC["max_steps"])
         self.envs: list[Any] = []
@@ -42,8 +49,12 @@ class Rollouts:
         while len(self.envs) < len(prompts):
             self.envs.append(self.play.make_env())
         episodes = []
-        for env, prompt in zip(self.envs, prompts):
-            text, _goal = self.play.reset(env, self.game_of[prompt])
+        games: list[str] = []
+        for i, prompt in enumerate(prompts):  # a group (one prompt, its episodes in a row) plays one game
+            new_group = i % self.generations == 0 or prompt != prompts[i - 1]
+            games.append(next(self.games_of[prompt]) if new_group else games[-1])
+        for env, game in zip(self.envs, games):
+            text, _goal = self.play.reset(env, game)
             episodes.append({"env": env, "prompt_ids": self.tok(text, add_special_tokens=False)["input_ids"],
                              "completion_ids": [], "env_mask": [], "steps": 0, "won": False, "score": 0.0})
         live = list(episodes)
@@ -140,11 +151,15 @@ def train(model_path: Path, data_dir: Path, out: Path, steps: int, seed: int, ge
     rows = [json.loads(line) for line in (data_dir / "train.jsonl").read_text(encoding="utf-8").splitlines() if line]
     games = [row["game"] for row in rows][: max_games or None]
     env = play.make_env()
+    games_of: dict[str, list[str]] = {}
     try:
-        game_of = {play.reset(env, game)[0]: game for game in games}  # the trainer hands over prompts only
+        for game in games:  # the trainer hands over prompts only
+            games_of.setdefault(play.reset(env, game)[0], []).append(game)
     finally:
         env.close()
-    rollouts = Rollouts(play, tok, game_of, max_new_tokens=int(play.SPEC.get("max_new_tokens", 24)), temperature=1.0)
+    print(f"{len(games)} train games open with {len(games_of)} different prompts", flush=True)
+    rollouts = Rollouts(play, tok, games_of, generations=generations,
+                        max_new_tokens=int(play.SPEC.get("max_new_tokens", 24)), temperature=1.0, seed=seed)
     args = GRPOConfig(
         output_dir=str(out.parent / f".{out.name}-trainer"),
         max_steps=steps,
@@ -166,7 +181,8 @@ def train(model_path: Path, data_dir: Path, out: Path, steps: int, seed: int, ge
         disable_tqdm=True,
     )
     trainer = GRPOTrainer(model=str(model_path), reward_funcs=game_reward, args=args,
-                          train_dataset=Dataset.from_list([{"prompt": p} for p in game_of]),
+                          # a row per game: a prompt is drawn as often as the games it opens
+                          train_dataset=Dataset.from_list([{"prompt": p} for p, gs in games_of.items() for _ in gs]),
                           processing_class=tok, rollout_func=rollouts)
     try:
         trainer.train()
