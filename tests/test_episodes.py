@@ -341,3 +341,48 @@ def test_the_coin_demo_runs_the_online_route_on_the_coin_task(tmp_path: Path) ->
     assert "SFT: 10 steps" in log and "GRPO: 1 steps x 2 games x 2 episodes" in log
     first = json.loads((run_dir / "evals" / "1" / "results.jsonl").read_text().splitlines()[0])
     assert first["extra"]["game"].startswith("test:")  # graded on held-out games
+
+
+def test_the_example_grpo_plays_every_game_behind_a_shared_first_prompt(tmp_path: Path) -> None:
+    """Coin's games often open with the same prompt (the coin is not in sight yet) and TRL hands
+    the rollout function prompts only: each GRPO group draws its own game among those its prompt
+    opens, all its episodes play that game, and over a few batches every game is played."""
+    import importlib.util
+    import json
+    import sys
+    from collections import Counter
+
+    from agent2rl_tui.run.workspace import write_play_kit
+    from agent2rl_tui.tasks.registry import load_task, write_jsonl
+
+    task = load_task("coin")
+    data = tmp_path / "data"
+    data.mkdir()
+    write_jsonl(data / "train.jsonl", task.load_split("train")[:60])
+    write_play_kit(data, task, task.settings_for(None))
+    scripts = Path(__file__).resolve().parents[1] / "agent2rl_tui" / "agents" / "example" / "scripts"
+    sys.path.insert(0, str(scripts))
+    try:
+        spec = importlib.util.spec_from_file_location("episodes_grpo_under_test", scripts / "episodes_grpo.py")
+        grpo = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(grpo)
+        play = grpo.load_play_kit(data)
+    finally:
+        sys.path.remove(str(scripts))
+    games = [json.loads(line)["game"] for line in (data / "train.jsonl").read_text().splitlines()]
+    env = play.make_env()
+    games_of: dict[str, list[str]] = {}
+    for game in games:
+        games_of.setdefault(play.reset(env, game)[0], []).append(game)
+    shared = max(games_of, key=lambda p: len(games_of[p]))
+    assert len(games_of) < len(games) and len(games_of[shared]) >= 3  # first prompts are shared
+
+    from agent2rl_tui.tasks.tinymodel import build_tokenizer
+
+    rollouts = grpo.Rollouts(play, build_tokenizer(), games_of, generations=4, max_new_tokens=8, temperature=1.0, seed=0)
+    played: Counter[str] = Counter()
+    for _ in range(len(games_of[shared])):
+        batch = rollouts.games_for([shared] * 4 + [shared] * 4)  # two groups of the same prompt in one batch
+        assert len(set(batch[:4])) == 1 and len(set(batch[4:])) == 1  # a group plays one game
+        played.update(batch)
+    assert set(played) == set(games_of[shared])  # every game behind the prompt, not one standing for all

@@ -49,11 +49,7 @@ class Rollouts:
         while len(self.envs) < len(prompts):
             self.envs.append(self.play.make_env())
         episodes = []
-        games: list[str] = []
-        for i, prompt in enumerate(prompts):  # a group (one prompt, its episodes in a row) plays one game
-            new_group = i % self.generations == 0 or prompt != prompts[i - 1]
-            games.append(next(self.games_of[prompt]) if new_group else games[-1])
-        for env, game in zip(self.envs, games):
+        for env, game in zip(self.envs, self.games_for(prompts)):
             text, _goal = self.play.reset(env, game)
             episodes.append({"env": env, "prompt_ids": self.tok(text, add_special_tokens=False)["input_ids"],
                              "completion_ids": [], "env_mask": [], "steps": 0, "won": False, "score": 0.0})
@@ -74,6 +70,15 @@ class Rollouts:
                 "env_mask": [e["env_mask"] for e in episodes],
                 "logprobs": None,
                 "game_score": [e["score"] for e in episodes]}
+
+    def games_for(self, prompts: list[str]) -> list[str]:
+        """The game each prompt's episode plays: a group (one prompt, its episodes in a row) plays
+        one game, the next of those its prompt opens."""
+        games: list[str] = []
+        for i, prompt in enumerate(prompts):
+            new_group = i % self.generations == 0 or prompt != prompts[i - 1]
+            games.append(next(self.games_of[prompt]) if new_group else games[-1])
+        return games
 
     def turn(self, e: dict[str, Any], ids: list[int]) -> bool:
         """Play the sampled action of episode ``e``; True while the episode goes on."""
