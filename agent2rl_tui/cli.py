@@ -683,7 +683,7 @@ def run_steps(ctx: click.Context, run: str, kinds: tuple[str, ...], search: str 
 
 DEMOS: dict[str, tuple[str, dict[str, str]]] = {
     "arith": ("5m", {}),
-    "coin": ("15m", {"EXAMPLE_SFT_STEPS": "300", "EXAMPLE_GRPO_STEPS": "60", "EXAMPLE_GENERATIONS": "8"}),
+    "coin": ("15m", {"EXAMPLE_SFT_STEPS": "300", "EXAMPLE_GRPO_STEPS": "200", "EXAMPLE_GENERATIONS": "8"}),
 }
 """The tasks `demo` runs on a laptop's CPU: each one's budget and the example agent's settings
 (its stages sized to end well inside the budget; bench/rl_vs_sft.py measures coin's stages

@@ -117,10 +117,12 @@ def main() -> None:
     parser.add_argument("--task", default="coin")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--sft-steps", type=int, default=300)
-    parser.add_argument("--grpo-steps", type=int, default=60)
+    parser.add_argument("--grpo-steps", type=int, default=200)
     parser.add_argument("--generations", type=int, default=8)
-    parser.add_argument("--games-per-step", type=int, default=2)
-    parser.add_argument("--grpo-lr", type=float, default=1e-4)
+    parser.add_argument("--games-per-step", type=int, default=4)
+    parser.add_argument("--grpo-lr", type=float, default=3e-4)
+    parser.add_argument("--beta", type=float, default=0.04)
+    parser.add_argument("--loss-type", default="grpo")
     parser.add_argument("--games", type=int, default=0, help="train games the stages draw from (0: all)")
     parser.add_argument("--eval-games", type=int, default=100)
     parser.add_argument("--size", choices=("tiny", "small"), default="tiny")
@@ -130,7 +132,8 @@ def main() -> None:
     games = task.eval_items(EVAL_SEED)[: args.eval_games]
     print(f"task {task.name}: {len(task.load_split('train'))} train games; {len(games)} held-out test-fold games; "
           f"SFT {args.sft_steps} steps, GRPO {args.grpo_steps} steps x {args.games_per_step} games x "
-          f"{args.generations} episodes (lr {args.grpo_lr}); model {args.size}; {os.cpu_count()} CPUs", flush=True)
+          f"{args.generations} episodes (lr {args.grpo_lr}, beta {args.beta}, loss {args.loss_type}); "
+          f"model {args.size}; {os.cpu_count()} CPUs", flush=True)
     per_seed: list[tuple[list[int], list[int]]] = []
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -146,7 +149,7 @@ def main() -> None:
             grpo_s = stage(root, "episodes_grpo.py", "--model", str(v1), "--data", "data", "--out", str(v2),
                            "--steps", str(args.grpo_steps), "--games", str(args.games), "--seed", str(seed),
                            "--generations", str(args.generations), "--games-per-step", str(args.games_per_step),
-                           "--lr", str(args.grpo_lr))
+                           "--lr", str(args.grpo_lr), "--beta", str(args.beta), "--loss-type", args.loss_type)
             grpo = greedy_wins(task, v2, games)
             per_seed.append((sft, grpo))
             row = {"seed": seed, "sft": 100 * sum(sft) / len(games), "grpo": 100 * sum(grpo) / len(games),
