@@ -10,6 +10,8 @@ each stage; then the mean gain of GRPO over SFT with a 95% bootstrap interval (g
 within each seed, seeds resampled), so "GRPO beats SFT" is claimed only when the interval
 excludes 0.
 
+Measured (docs/train-envs.md): coin, 3 seeds, SFT 52.3% -> GRPO 63.0%, +10.7 points [+3.7, +19.7].
+
 Run: ``python bench/rl_vs_sft.py [--task coin] [--seeds 0,1,2] [--sft-steps N] [--grpo-steps N]
 [--eval-games N] [--size tiny|small]``. ``small`` is a larger model built in code (hidden 128,
 4 layers) for when the tiny one cannot learn the task. Prints figures; asserts nothing.

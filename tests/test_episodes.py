@@ -338,7 +338,7 @@ def test_the_coin_demo_runs_the_online_route_on_the_coin_task(tmp_path: Path) ->
         subs = store.submissions(kind="agent")
     assert [s.status for s in subs] == [SubStatus.SCORED, SubStatus.SCORED]
     log = (run_dir / "logs" / "agent.log").read_text()
-    assert "SFT: 10 steps" in log and "GRPO: 1 steps x 2 games x 2 episodes" in log
+    assert "SFT: 10 steps" in log and "GRPO: 1 steps x 4 games x 2 episodes" in log
     first = json.loads((run_dir / "evals" / "1" / "results.jsonl").read_text().splitlines()[0])
     assert first["extra"]["game"].startswith("test:")  # graded on held-out games
 
