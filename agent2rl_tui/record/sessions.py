@@ -39,17 +39,25 @@ class SessionFiles:
         return {"folders": list(self.folders), "files": self.files, "bytes": self.bytes, "capped": self.capped}
 
 
-def session_files(run_dir: Path, store: RunStore) -> SessionFiles | None:
-    """What the run's agent CLI kept of its sessions, or None when it keeps none there."""
+def session_folders(run_dir: Path, store: RunStore) -> list[Path]:
+    """The profile's session folders (``~/...`` in the ``agent_home`` event) that are real
+    folders in the run's home, reached through no link."""
     home = store.last_event_data("agent_home") or {}
-    folders, files, size, seen = [], 0, 0, 0
+    out = []
     for name in home.get("sessions") or []:
         if not isinstance(name, str) or not name.startswith("~/") or ".." in Path(name).parts:
             continue
         folder = run_dir / AGENT_HOME / name[2:]
-        if not _is_real_dir(run_dir / AGENT_HOME, folder):
-            continue
-        folders.append(f"{AGENT_HOME}/{name[2:]}")
+        if _is_real_dir(run_dir / AGENT_HOME, folder):
+            out.append(folder)
+    return out
+
+
+def session_files(run_dir: Path, store: RunStore) -> SessionFiles | None:
+    """What the run's agent CLI kept of its sessions, or None when it keeps none there."""
+    folders, files, size, seen = [], 0, 0, 0
+    for folder in session_folders(run_dir, store):
+        folders.append(str(folder.relative_to(run_dir)))
         for entry, st in _walk(folder):
             seen += 1
             if seen > MAX_ENTRIES:
@@ -107,15 +115,9 @@ def session_texts(run_dir: Path, store: RunStore, *, max_files: int = MAX_SHOWN_
                   max_bytes: int = MAX_SHOWN_BYTES) -> list[SessionText]:
     """The CLI's session files, the newest first, each read to ``max_bytes`` (never through a
     link, never blocking on a FIFO); at most ``max_files``."""
-    home = store.last_event_data("agent_home") or {}
     found: list[tuple[float, str, os.stat_result]] = []
     seen = 0
-    for name in home.get("sessions") or []:
-        if not isinstance(name, str) or not name.startswith("~/") or ".." in Path(name).parts:
-            continue
-        folder = run_dir / AGENT_HOME / name[2:]
-        if not _is_real_dir(run_dir / AGENT_HOME, folder):
-            continue
+    for folder in session_folders(run_dir, store):
         for entry, st in _walk(folder):
             seen += 1
             if seen > MAX_ENTRIES:
