@@ -201,8 +201,8 @@ def test_the_example_agent_takes_the_online_rl_route_on_twc(tmp_path: Path) -> N
 
     # Stage one: SFT on the gold paths, replayed through the workspace's play kit.
     assert "expert: 16 games replayed, 16 won" in log, log[-3000:]
-    # Stage two: GRPO's rollouts played whole episodes online (2 games x 2 episodes a step).
-    assert re.search(r"rollouts: 4 episodes, \d+ won, [\d.]+ steps each", log), log[-3000:]
+    # Stage two: GRPO's rollouts played whole episodes online (4 games x 2 episodes a step).
+    assert re.search(r"rollouts: 8 episodes, \d+ won, [\d.]+ steps each", log), log[-3000:]
     assert len(subs) == 2 and all(s.status == SubStatus.SCORED for s in subs), subs
     sft, grpo = subs
     files1 = set(files_at(run_dir, get_revision(run_dir, sft.revision_seq)))
@@ -367,8 +367,11 @@ def test_the_example_grpo_plays_every_game_behind_a_shared_first_prompt(tmp_path
         grpo = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(grpo)
         play = grpo.load_play_kit(data)
-    finally:
+    finally:  # the next test of this process imports its own workspace's `play`
         sys.path.remove(str(scripts))
+        sys.path.remove(str(data.resolve()))
+        for name in ("play", "episodes_sft"):
+            sys.modules.pop(name, None)
     games = [json.loads(line)["game"] for line in (data / "train.jsonl").read_text().splitlines()]
     env = play.make_env()
     games_of: dict[str, list[str]] = {}

@@ -38,7 +38,7 @@ from agent2rl_tui.tasks.registry import EVAL_SEED_KEY, discover, draw_eval_seed,
 
 needs_bwrap = pytest.mark.skipif(containment.probe() is not None, reason=f"containment unavailable: "
                                                                          f"{containment.probe()}")
-DRAWING = ("arith", "twc")
+DRAWING = ("arith", "coin", "twc")
 
 
 def key(row: dict) -> str:
