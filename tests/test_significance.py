@@ -1,0 +1,66 @@
+"""Paired comparisons of two evaluations on the same items (record/significance.py).
+
+Checked against values a reader can verify by hand or with scipy: the exact McNemar test is a
+two-sided binomial test on the discordant pairs; the paired bootstrap's interval covers the
+true difference of a known distribution.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from agent2rl_tui.record.significance import BETTER, NOISE, WORSE, compare, mcnemar_exact, paired_interval, resolution
+
+
+def test_mcnemar_exact_is_the_two_sided_binomial_test_on_the_flipped_items() -> None:
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(6, 0) == pytest.approx(2 / 64)  # six flips all one way: 2 x 0.5^6
+    assert mcnemar_exact(5, 0) == pytest.approx(2 / 32)  # five are not enough at 5%
+    assert mcnemar_exact(10, 2) == pytest.approx(2 * (1 + 12 + 66) / 4096)  # scipy.stats.binomtest(2, 12): 0.0386
+    assert mcnemar_exact(3, 3) == 1.0
+
+
+def test_a_gain_of_a_few_flipped_items_is_within_noise_and_a_clear_one_is_better() -> None:
+    base = [0] * 100
+    few = [1] * 5 + [0] * 95  # +5 points, all five flips one way: p = 0.0625
+    assert compare(base, few).label == NOISE
+    many = [1] * 12 + [0] * 88
+    c = compare(base, many)
+    assert c.label == BETTER and c.gained == 12 and c.lost == 0 and c.diff == pytest.approx(12.0)
+    assert 0 < c.low < 12 < c.high
+    assert compare(many, base).label == WORSE
+    # The same means, but items that swap places: a net +2 out of 40 flips is noise.
+    rng = random.Random(1)
+    before = [rng.randint(0, 1) for _ in range(200)]
+    after = list(before)
+    flips = [i for i, v in enumerate(before) if v == 0][:21] + [i for i, v in enumerate(before) if v == 1][:19]
+    for i in flips:
+        after[i] = 1 - after[i]
+    c = compare(before, after)
+    assert (c.gained, c.lost, c.label) == (21, 19, NOISE)
+
+
+def test_episode_rewards_are_compared_by_the_paired_bootstrap() -> None:
+    rng = random.Random(0)
+    before = [rng.random() for _ in range(300)]
+    after = [min(1.0, b + 0.1 + rng.gauss(0, 0.05)) for b in before]
+    c = compare(before, after)
+    assert c.p_value is None and c.label == BETTER and c.low > 0
+    noisy = [b + rng.gauss(0, 0.3) for b in before]
+    assert compare(before, noisy).label == NOISE
+    diff, low, high = paired_interval(before, after)
+    assert low < diff < high
+
+
+def test_two_evaluations_of_different_items_cannot_be_compared() -> None:
+    with pytest.raises(ValueError, match="not the same items"):
+        compare([1, 0, 1], [1, 0])
+
+
+def test_the_resolution_shrinks_with_the_eval_size() -> None:
+    # 100 binary items, half of them flipping: about 20 points; 1,319 (GSM8K): about 5.5.
+    assert resolution(100) == pytest.approx(19.8, abs=0.1)
+    assert resolution(1319) == pytest.approx(5.45, abs=0.05)
+    assert resolution(400) == pytest.approx(resolution(100) / 2)
