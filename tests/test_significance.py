@@ -64,3 +64,26 @@ def test_the_resolution_shrinks_with_the_eval_size() -> None:
     assert resolution(100) == pytest.approx(19.8, abs=0.1)
     assert resolution(1319) == pytest.approx(5.45, abs=0.05)
     assert resolution(400) == pytest.approx(resolution(100) / 2)
+
+
+def test_a_runs_submissions_are_compared_with_its_baseline_item_by_item(tmp_path) -> None:  # noqa: ANN001
+    """On a real twc run folder (the real games, the grader's result rows): a submission that
+    wins all 12 games the baseline lost is better; one that wins 3 more is within noise."""
+    import shutil
+
+    from synthetic import make_episode_run
+
+    from agent2rl_tui.record.items import significance
+    from agent2rl_tui.record.runview import read_items
+
+    if shutil.which("java") is None:
+        pytest.skip("TextWorldExpress needs Java on PATH")
+    run = make_episode_run(tmp_path, "20261126T120000-twc-example",
+                           [["nonsense"] * 12, ["gold"] * 12, ["gold"] * 3 + ["nonsense"] * 9])
+    base, all_won, three = (read_items(run, n) for n in (0, 1, 2))  # the baseline is evaluation 0
+    c = significance(all_won, base)
+    assert c is not None and (c.gained, c.lost, c.label) == (12, 0, BETTER) and c.diff == pytest.approx(100.0)
+    c = significance(three, base)
+    assert c is not None and (c.gained, c.lost, c.label) == (3, 0, NOISE) and c.p_value == pytest.approx(0.25)
+    assert significance(three, all_won).label == WORSE  # 9 games lost against the better one
+    assert significance(three, []) is None

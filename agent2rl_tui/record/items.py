@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent2rl_tui.record.runview import RunView, read_items
+from agent2rl_tui.record.significance import Comparison, compare
 from agent2rl_tui.record.store import Submission
 
 Item = dict[str, Any]
@@ -45,3 +46,14 @@ def read_submission_items(view: RunView, sub: Submission) -> SubmissionItems:
         previous=OtherItems(prev.id, read_items(view.path, prev.id)) if prev is not None else None,
         baseline=OtherItems(base.id, read_items(view.path, base.id)) if base is not None else None,
     )
+
+
+def significance(items: list[Item], other: list[Item]) -> Comparison | None:
+    """``items`` against ``other`` (the baseline's, the previous best's) on the items both
+    scored, paired by index: correct or not, the exact McNemar test. None without a common item."""
+    before = {item["index"]: bool(item.get("correct")) for item in other}
+    common = [item for item in items if item["index"] in before]
+    if not common:
+        return None
+    return compare([int(before[item["index"]]) for item in common], [int(bool(item.get("correct"))) for item in common],
+                   binary=True)
