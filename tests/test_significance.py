@@ -87,3 +87,28 @@ def test_a_runs_submissions_are_compared_with_its_baseline_item_by_item(tmp_path
     assert c is not None and (c.gained, c.lost, c.label) == (3, 0, NOISE) and c.p_value == pytest.approx(0.25)
     assert significance(three, all_won).label == WORSE  # 9 games lost against the better one
     assert significance(three, []) is None
+
+
+def test_the_report_says_which_gains_are_more_than_noise(tmp_path) -> None:  # noqa: ANN001
+    """report.json and report.md: each scored submission against the baseline and the best
+    before it, on the same items, with its interval and label."""
+    import json
+    import shutil
+
+    from synthetic import make_episode_run
+
+    from agent2rl_tui.record.report import write_report
+
+    if shutil.which("java") is None:
+        pytest.skip("TextWorldExpress needs Java on PATH")
+    run = make_episode_run(tmp_path, "20261126T120000-twc-example",
+                           [["nonsense"] * 12, ["gold"] * 3 + ["nonsense"] * 9, ["gold"] * 12])
+    write_report(run)
+    report = json.loads((run / "report" / "report.json").read_text())
+    first, second = (s["significance"] for s in report["submissions"])
+    assert first["vs_baseline"]["label"] == NOISE and first["vs_previous_best"] is None
+    assert second["vs_baseline"]["label"] == BETTER and second["previous_best"] == 1
+    assert second["vs_previous_best"]["gained"] == 9 and second["vs_previous_best"]["label"] == BETTER
+    md = (run / "report" / "report.md").read_text()
+    assert "| 1 | +25.00 [" in md and "**within noise**; McNemar p = 0.2500, 3 gained, 0 lost" in md
+    assert "| 2 | +100.00 [+100.00, +100.00] **better**" in md

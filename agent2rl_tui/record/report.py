@@ -31,6 +31,8 @@ from typing import Any
 
 from agent2rl_tui.record.capture import DEFAULT_RULES
 from agent2rl_tui.record.contamination import read_contamination
+from agent2rl_tui.record.items import significance
+from agent2rl_tui.record.runview import read_items
 from agent2rl_tui.record.samples import summarize_samples
 from agent2rl_tui.record.sessions import session_files
 from agent2rl_tui.record.store import (
@@ -142,6 +144,26 @@ def build_report(run_dir: Path) -> dict[str, Any]:
     start = run.get("budget_start")
     base_hash = baseline.weights_hash if baseline else None
 
+    base_items = read_items(run_dir, baseline.id) if baseline is not None and base_score is not None else []
+    best_before: dict[int, Submission | None] = {}
+    leader: Submission | None = None
+    for s in subs:
+        best_before[s.id] = leader
+        if s.score is not None and s.status == "scored" and (leader is None or s.score > (leader.score or 0)):
+            leader = s
+
+    def paired(s: Submission) -> dict[str, Any] | None:
+        """The submission against the baseline and the best before it, item by item."""
+        if s.score is None or s.status != "scored":
+            return None
+        items = read_items(run_dir, s.id)
+        prior = best_before.get(s.id)
+        vs_base = significance(items, base_items) if base_items else None
+        vs_best = significance(items, read_items(run_dir, prior.id)) if prior is not None else None
+        return {"vs_baseline": vs_base.as_json() if vs_base else None,
+                "vs_previous_best": vs_best.as_json() if vs_best else None,
+                "previous_best": prior.id if prior is not None else None}
+
     def sub_entry(s: Submission) -> dict[str, Any]:
         return {
             "submission_id": s.id,
@@ -158,6 +180,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
             "error": s.error,
             "strict": strict_of(s),
             "judged": judgement_of(s),
+            "significance": paired(s),
         }
 
     return {
@@ -247,6 +270,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{_fmt(s['improvement'])} | {_fmt(s['eval_seconds'], 1)} | {_fmt(s['revision'])} | {_path(s['model_path'])}"
             f"{' (base copy)' if s['is_base_copy'] else ''} |"
         )
+    lines += significance_lines(report)
     lines += strict_lines(report)
     lines += judged_lines(report)
     lines += ["", "| metric | value |", "|---|---|"]
@@ -311,6 +335,24 @@ def usage_lines(data: dict[str, Any] | None) -> list[str]:
     elif u.not_metered:
         lines.append(f"- metering: **NOT METERED**: {md_escape(u.not_metered)}")
     return lines
+
+
+def significance_lines(report: dict[str, Any]) -> list[str]:
+    """Each scored submission against the baseline and the best before it, on the same items."""
+    def said(c: dict[str, Any] | None) -> str:
+        if not c:
+            return "-"
+        low, high = c["ci95"]
+        test = f"; McNemar p = {c['p_value']:.4f}, {c['gained']} gained, {c['lost']} lost" if c.get("p_value") is not None else ""
+        return f"{c['diff']:+.2f} [{low:+.2f}, {high:+.2f}] **{c['label']}**{test}"
+
+    rows = [(s["submission_id"], s.get("significance")) for s in report["submissions"] if s.get("significance")]
+    if not rows:
+        return []
+    out = ["", "Paired on the same items (points, 95% interval):", "",
+           "| # | vs baseline | vs the best before it |", "|---|---|---|"]
+    out += [f"| {n} | {said(sig['vs_baseline'])} | {said(sig['vs_previous_best'])} |" for n, sig in rows]
+    return out
 
 
 def strict_lines(report: dict[str, Any]) -> list[str]:
