@@ -112,3 +112,13 @@ def test_the_report_says_which_gains_are_more_than_noise(tmp_path) -> None:  # n
     md = (run / "report" / "report.md").read_text()
     assert "| 1 | +25.00 [" in md and "**within noise**; McNemar p = 0.2500, 3 gained, 0 lost" in md
     assert "| 2 | +100.00 [+100.00, +100.00] **better**" in md
+
+
+def test_agent2rl_tui_tasks_states_each_generated_tasks_resolution() -> None:
+    from conftest import cli
+
+    out = cli("tasks").stdout
+    lines = out.splitlines()
+    coin = lines[next(i for i, line in enumerate(lines) if line.startswith("coin "))+ 1]
+    assert "resolution: 19.8 points on its 100 eval items" in coin
+    assert "resolution: 28.0 points on its 50 eval items" in out  # twc: 50 games
