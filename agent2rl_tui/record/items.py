@@ -56,4 +56,9 @@ def significance(items: list[Item], other: list[Item]) -> Comparison | None:
     if not common:
         return None
     return compare([int(before[item["index"]]) for item in common], [int(bool(item.get("correct"))) for item in common],
-                   binary=True)
+                   binary=True, draws=REPORT_DRAWS)
+
+
+REPORT_DRAWS = 2_000
+"""Bootstrap draws for a run's comparisons: enough for a 95% interval to a point, and quick
+(the report compares every submission twice while the run's end waits for it)."""

@@ -409,8 +409,12 @@ def contamination_section(result: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def write_report(run_dir: Path) -> dict[str, Any]:
+def write_report(run_dir: Path, *, status: str | None = None) -> dict[str, Any]:
+    """report/report.json and report.md; ``status``: the run's final status, when the report is
+    written before the record says it (the supervisor: a run is seen ended once its report is there)."""
     report = build_report(run_dir)
+    if status is not None:
+        report["status"] = status
     out = run_dir / "report"
     out.mkdir(exist_ok=True)
     (out / "report.json.tmp").write_text(json.dumps(report, indent=2), encoding="utf-8")

@@ -144,15 +144,16 @@ class Supervisor:
             self.fail_unfinished()
             self.check_contamination()
             AgentOutput.record_peak_memory(self.store)  # bounded whatever the agent printed
-            self.store.update_run(status=final_status, ended_at=now(), error=error, heartbeat_at=now())
+            self.store.update_run(ended_at=now(), error=error, heartbeat_at=now())
             self.store.event("supervisor", "end", f"run {final_status}", {"error": error})
-            self.done.set()
-            try:
-                report = write_report(self.run_dir)
+            try:  # the report first: whoever sees the run ended finds its report
+                report = write_report(self.run_dir, status=final_status)
                 self._print_result(report)
             except Exception:  # noqa: BLE001
                 log.exception("could not write the report")
                 self.store.event("supervisor", "report_failed", "could not write report/report.json")
+            self.store.update_run(status=final_status, heartbeat_at=now())
+            self.done.set()
             self.store.close()
         return 0 if final_status in ("finished", "stopped") else 1
 
