@@ -102,6 +102,8 @@ def tiny_model(path: Path, seed: int, max_positions: int) -> None:
 @main.command("tasks")
 def tasks_cmd() -> None:
     """List the tasks the registry finds."""
+    from agent2rl_tui.record.significance import resolution
+
     for name, folder in sorted(discover().items()):
         try:
             task = load_task(folder)
@@ -110,8 +112,6 @@ def tasks_cmd() -> None:
                 others = [p for p in task.prompt_profiles if p != task.inference.prompt_profile]
                 click.echo(f"{'':16} prompt profiles: {task.inference.prompt_profile} (default), {', '.join(others)}")
             if task.draws_eval:  # its eval items are made here; a benchmark's wait for `data prepare`
-                from agent2rl_tui.record.significance import resolution
-
                 n = len(task.eval_items(None))
                 click.echo(f"{'':16} resolution: {resolution(n):.1f} points on its {n} eval items (a paired "
                            "difference detected 4 times in 5 at the 5% level when half the items flip)")

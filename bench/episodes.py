@@ -25,6 +25,7 @@ from agent2rl_tui.envs.twx import TextWorldExpress
 from agent2rl_tui.grader.engines.base import Engine
 from agent2rl_tui.grader.engines.hf import TransformersEngine
 from agent2rl_tui.grader.episodes import EpisodeFormat, Pending, PlayStats, play, summarize
+from agent2rl_tui.grader.evaluators.episodes import engine_policy
 from agent2rl_tui.tasks.registry import InferenceSettings, Task, load_task
 from agent2rl_tui.tasks.tinymodel import build_tiny_model
 
@@ -47,8 +48,8 @@ def played(engine: Engine, task_games: list[str], pool: int, spec: EnvSpec, fmt:
            settings: InferenceSettings, *, turn_cache: bool = True) -> tuple[float, float]:
     """Play the games with ``pool`` at once, as the grader does (an engine's ``generate_turns``
     where it has one, unless ``turn_cache`` is off); (seconds in all, seconds in generate)."""
-    next_turns = getattr(engine, "generate_turns", None) if turn_cache else None
-    play_id = object()
+    cached = turn_cache and getattr(engine, "generate_turns", None) is not None
+    grader_policy = engine_policy(engine, settings, turn_cache=turn_cache)
     stats = PlayStats()
     spent = {"generate": 0.0, "start envs": 0.0}
     make = spec.factory()
@@ -61,11 +62,7 @@ def played(engine: Engine, task_games: list[str], pool: int, spec: EnvSpec, fmt:
 
     def policy(batch: list[Pending]) -> list[str]:
         t = time.perf_counter()
-        prompts = [p.prompt for p in batch]
-        if next_turns is not None:
-            out = next_turns([(play_id, p.episode.index) for p in batch], prompts, settings)
-        else:
-            out = engine.generate(prompts, settings)
+        out = grader_policy(batch)
         spent["generate"] += time.perf_counter() - t
         return out
 
@@ -77,7 +74,7 @@ def played(engine: Engine, task_games: list[str], pool: int, spec: EnvSpec, fmt:
     turns = sum(e.steps for e in episodes) or 1
     given = engine.prefill.prompt_tokens - before[0]
     computed = given - (engine.prefill.cached_tokens - before[1])
-    label = engine.name + (" (turn cache)" if next_turns is not None else "")
+    label = engine.name + (" (turn cache)" if cached else "")
     print(f"{label:26} pool {pool:3d}: {len(episodes)} episodes in {dt:6.1f} s = {len(episodes) / dt:6.2f} "
           f"episodes/s (generate {spent['generate']:.1f} s, starting {pool} simulators {spent['start envs']:.1f} s, "
           f"the rest {dt - sum(spent.values()):.1f} s); {stats.policy_calls} generate calls, "

@@ -99,13 +99,11 @@ def bootstrap_gain(per_seed: list[tuple[list[int], list[int]]], draws: int = 10_
 def build_model(path: Path, size: str) -> Path:
     if size == "tiny":
         return build_tiny_model(path, max_positions=2048)
-    import json as _json
-
     build_tiny_model(path, max_positions=2048)  # the tokenizer, then a wider, deeper model over it
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(**{**_json.loads((path / "config.json").read_text()), "hidden_size": 128,
+    cfg = LlamaConfig(**{**json.loads((path / "config.json").read_text()), "hidden_size": 128,
                          "intermediate_size": 384, "num_hidden_layers": 4, "num_attention_heads": 4,
                          "num_key_value_heads": 4, "head_dim": 32})
     torch.manual_seed(0)

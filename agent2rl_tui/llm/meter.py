@@ -355,12 +355,16 @@ class Meter:
         totals that include it (the row is written after)."""
         usage, _, cost = self._priced(call, metered)
         with self._lock:
-            if call.counted:
-                return
-            call.counted = True
-            if usage is not None:
-                self._tokens += usage.input_tokens + usage.output_tokens
-            self._cost += cost or 0.0
+            self._add(call, usage, cost)
+
+    def _add(self, call: _Call, usage: Usage | None, cost: float | None) -> None:
+        """A call's tokens and cost into the run's totals, once (under ``_lock``)."""
+        if call.counted:
+            return
+        call.counted = True
+        if usage is not None:
+            self._tokens += usage.input_tokens + usage.output_tokens
+        self._cost += cost or 0.0
 
     def record(self, call: _Call, metered: Metered | None, *, complete: bool, error: str | None,
                refused: bool = False) -> None:
@@ -379,11 +383,7 @@ class Meter:
         }
         with self._lock:
             self._calls += 1
-            if not call.counted:
-                call.counted = True
-                if usage is not None:
-                    self._tokens += usage.input_tokens + usage.output_tokens
-                self._cost += cost or 0.0
+            self._add(call, usage, cost)
         self.recorder.row(row)
         if self.log is not None:
             tokens = f" in={usage.input_tokens} out={usage.output_tokens}" if usage else ""
@@ -684,12 +684,11 @@ class _Handler(BaseHTTPRequestHandler):
             if call.done:
                 return
             call.done = True
-            settled = call.reader is None and call.metered is not None
             metered = call.reader.close() if call.reader is not None else call.metered
         if check_end and complete and metered is not None and 200 <= call.status < 300 and not metered.complete:
             complete = False
             error = error or "the reply ended before its own end (no final event)"
-        if metered is not None and (call.reader is not None or settled) and call.status < 400 and metered.errors:
+        if metered is not None and call.status < 400 and metered.errors:
             error = error or "; ".join(metered.errors)[:500]
         meter.record(call, metered, complete=complete, error=error)
 

@@ -144,7 +144,14 @@ def build_report(run_dir: Path) -> dict[str, Any]:
     start = run.get("budget_start")
     base_hash = baseline.weights_hash if baseline else None
 
-    base_items = read_items(run_dir, baseline.id) if baseline is not None and base_score is not None else []
+    read: dict[int, list[dict[str, Any]]] = {}
+
+    def items_of(sub_id: int) -> list[dict[str, Any]]:  # each evaluation read once
+        if sub_id not in read:
+            read[sub_id] = read_items(run_dir, sub_id)
+        return read[sub_id]
+
+    base_items = items_of(baseline.id) if baseline is not None and base_score is not None else []
     best_before: dict[int, Submission | None] = {}
     leader: Submission | None = None
     for s in subs:
@@ -156,10 +163,10 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         """The submission against the baseline and the best before it, item by item."""
         if s.score is None or s.status != "scored":
             return None
-        items = read_items(run_dir, s.id)
+        items = items_of(s.id)
         prior = best_before.get(s.id)
         vs_base = significance(items, base_items) if base_items else None
-        vs_best = significance(items, read_items(run_dir, prior.id)) if prior is not None else None
+        vs_best = significance(items, items_of(prior.id)) if prior is not None else None
         return {"vs_baseline": vs_base.as_json() if vs_base else None,
                 "vs_previous_best": vs_best.as_json() if vs_best else None,
                 "previous_best": prior.id if prior is not None else None}

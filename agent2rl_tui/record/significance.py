@@ -21,6 +21,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 ALPHA = 0.05
 BETTER, WORSE, NOISE = "better", "worse", "within noise"
@@ -92,17 +93,5 @@ def resolution(n: int, *, discordant: float = 0.5, power: float = 0.8) -> float:
     ``power`` at the 5% level, when a ``discordant`` share of the items flip either way."""
     if n <= 0:
         raise ValueError("an eval needs items")
-    z_alpha, z_power = 1.959964, _z(power)
-    return 100.0 * (z_alpha + z_power) * math.sqrt(discordant / n)
-
-
-def _z(p: float) -> float:
-    """The standard normal quantile (bisection on erf: exact enough for a report)."""
-    lo, hi = -10.0, 10.0
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+    normal = NormalDist()
+    return 100.0 * (normal.inv_cdf(1 - ALPHA / 2) + normal.inv_cdf(power)) * math.sqrt(discordant / n)

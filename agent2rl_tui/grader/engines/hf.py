@@ -90,10 +90,7 @@ class TransformersEngine:
                 out = self.model.generate(**enc, **{**gen_kwargs, "max_new_tokens": min(settings.max_new_tokens, room)})
             texts = tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
             for i, text in zip(idx, texts):
-                # A character cut in half by the token limit decodes as U+FFFD here; vLLM holds its
-                # bytes back. Drop it, so both engines give the same text (a game's transcript
-                # carries each action on, and one stray character changes every later turn).
-                outputs[i] = cut_at_stop(text, settings.stop).rstrip("\ufffd")
+                outputs[i] = completion_text(text, settings)
         return outputs
 
     def generate_turns(self, keys: list[Any], prompts: list[str], settings: InferenceSettings) -> list[str]:
@@ -128,7 +125,7 @@ class TransformersEngine:
             self.turns.keep(batch_keys, out.sequences, mask.to(self.device), out.past_key_values, pad)
             texts = tok.batch_decode(out.sequences[:, input_ids.shape[1]:], skip_special_tokens=True)
             for i, text in zip(idx, texts):
-                outputs[i] = cut_at_stop(text, settings.stop).rstrip("\ufffd")
+                outputs[i] = completion_text(text, settings)
         return outputs
 
     def context_limit(self) -> int | None:
@@ -138,3 +135,11 @@ class TransformersEngine:
         self.model = None
         self.tokenizer = None
         self.turns.clear()
+
+
+def completion_text(text: str, settings: InferenceSettings) -> str:
+    """A decoded completion as both engines give it: cut at its first stop string, without a
+    trailing U+FFFD. A character cut in half by the token limit decodes as U+FFFD here; vLLM
+    holds its bytes back. Dropping it gives both engines the same text (a game's transcript
+    carries each action on, and one stray character changes every later turn)."""
+    return cut_at_stop(text, settings.stop).rstrip("\ufffd")

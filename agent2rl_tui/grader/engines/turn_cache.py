@@ -94,8 +94,9 @@ class TurnCache:
         for i, key in enumerate(keys):
             real = full[i].nonzero().squeeze(1)
             self.rows[key] = RowState(sequences[i, real].tolist(), [(K[i][:, real], V[i][:, real]) for K, V in layers])
-        while self.rows and sum(row_bytes(r) for r in self.rows.values()) > self.max_bytes:
-            self.rows.pop(next(iter(self.rows)))
+        held = sum(row_bytes(r) for r in self.rows.values())
+        while self.rows and held > self.max_bytes:
+            held -= row_bytes(self.rows.pop(next(iter(self.rows))))
 
     def forget_others(self, keys: list[Any]) -> None:
         """Drop the episodes a call no longer plays (they ended)."""

@@ -135,6 +135,23 @@ def shopping_summary(episodes: list[Episode]) -> dict[str, Any]:
             "success_rate_at_1.0": 100.0 * sum(ep.score >= 1.0 for ep in episodes) / n}
 
 
+def engine_policy(engine: Engine, settings: InferenceSettings, *,
+                  turn_cache: bool = True) -> Callable[[list[Pending]], list[str]]:
+    """The model's next action for every live episode of a batch, from one call: through the
+    engine's ``generate_turns`` where it has one (it reuses each episode's earlier turns), unless
+    ``turn_cache`` is off, else ``generate``."""
+    play_id = object()  # these episodes, for an engine that keeps their turns' cache
+    turns = getattr(engine, "generate_turns", None) if turn_cache else None
+
+    def policy(batch: list[Pending]) -> list[str]:
+        prompts = [p.prompt for p in batch]
+        if turns is not None:
+            return turns([(play_id, p.episode.index) for p in batch], prompts, settings)
+        return engine.generate(prompts, settings)
+
+    return policy
+
+
 def play_task(task: Task, engine: Engine, items: list[dict[str, Any]], settings: InferenceSettings, *,
               judge: dict[str, Any] | None = None, search: dict[str, Any] | None = None,
               store: dict[str, Any] | None = None) -> tuple[list[ItemResult], dict[str, Any]]:
@@ -143,15 +160,7 @@ def play_task(task: Task, engine: Engine, items: list[dict[str, Any]], settings:
     spec = EnvSpec.from_table(task.raw.get("env", {}), data_dir=task_cache(task), search=search, store=store)
     fmt = episode_format(spec, settings, engine)
 
-    play_id = object()  # this evaluation's episodes, for an engine that keeps their turns' cache
-    turns = getattr(engine, "generate_turns", None)
-
-    def policy(batch: list[Pending]) -> list[str]:
-        prompts = [p.prompt for p in batch]
-        if turns is not None:
-            return turns([(play_id, p.episode.index) for p in batch], prompts, settings)
-        return engine.generate(prompts, settings)
-
+    policy = engine_policy(engine, settings)
     stats = PlayStats()
     count = getattr(engine, "prefill", None)
     before = (count.prompt_tokens, count.cached_tokens) if count is not None else None
