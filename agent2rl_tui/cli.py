@@ -265,6 +265,23 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
     return _parse_pairs(pairs, "--env")
 
 
+def _summarizer_options(command: Any) -> Any:
+    """``--summarizer-url/--summarizer-model/--summarizer-key-env``: the optional narrative's endpoint."""
+    for option in reversed((
+        click.option("--summarizer-url", "summarizer_url", metavar="URL",
+                     help="A narrative of the run: an OpenAI-compatible API root (e.g. https://api.openai.com/v1 "
+                          "or a local `vllm serve`, http://127.0.0.1:8000/v1) that writes 2-4 sentences per "
+                          "iteration into the report (optional; cached; its tokens and cost recorded)."),
+        click.option("--summarizer-model", "summarizer_model", metavar="MODEL",
+                     help="The narrative's model name at that endpoint."),
+        click.option("--summarizer-key-env", "summarizer_key_env", metavar="VAR",
+                     help="The environment variable holding the summarizer's API key (its name is recorded, "
+                          "never its value)."),
+    )):
+        command = option(command)
+    return command
+
+
 @run_group.command("start")
 @click.option("--task", required=True, help="Task name (see `agent2rl-tui tasks`) or folder.")
 @click.option("--agent", required=True, help="Agent profile (see `agent2rl-tui agents`).")
@@ -333,6 +350,7 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--eval-memory", "eval_memory", type=float, metavar="GIB",
               help="The eval worker's memory limit in GiB (default: six times the base model, at least 8, at most "
                    "half the machine's memory); an evaluation over it fails as out_of_memory.")
+@_summarizer_options
 @click.option("--detach", is_flag=True, help="Return at once; the run goes on in the background.")
 @click.pass_context
 def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: str, grace: str,
@@ -344,9 +362,14 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
               judge_concurrency: int | None, search_url: str | None, search_key_env: str | None,
               search_corpus: Path | None, webshop_url: str | None, keep_submissions: bool, eval_memory: float | None,
               detach: bool, driver_url: str | None = None, no_meter: bool = False, max_tokens: int | None = None,
-              max_cost: float | None = None, prices: Path | None = None, eval_seed: int | None = None) -> None:
+              max_cost: float | None = None, prices: Path | None = None, eval_seed: int | None = None,
+              summarizer_url: str | None = None, summarizer_model: str | None = None,
+              summarizer_key_env: str | None = None) -> None:
     """Start a run: workspace, baseline, agent under a budget, report."""
+    from agent2rl_tui.run.narrative import SummarizerSettings
+
     try:
+        summarizer = SummarizerSettings.from_options(summarizer_url, summarizer_model, summarizer_key_env)
         engine_overrides = dict(_parse_pairs(engine_options, "--engine-option"))
         if engine:
             engine_overrides["engine"] = engine
@@ -366,7 +389,7 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
             store={"url": webshop_url} if webshop_url else None,
             keep_submissions=keep_submissions, eval_memory_gib=eval_memory, driver_url=driver_url,
             meter=not no_meter, max_tokens=max_tokens, max_cost_usd=max_cost, prices_path=prices,
-            eval_seed=eval_seed,
+            eval_seed=eval_seed, summarizer=summarizer.to_dict() if summarizer else None,
         )
         run_dir, pid = start_run(req)
     except USER_ERRORS as exc:
@@ -477,6 +500,35 @@ def _print_runs(runs: list[Any]) -> None:
             f"{_fmt(r.improvement):>7} {r.n_submissions:>4} {human_duration(r.budget_used_s):>8}"
             + (f"  {one_line(r.flags)}" if r.flags else "")
         )
+
+
+@main.command("report")
+@click.argument("run")
+@_summarizer_options
+@click.pass_context
+def report_cmd(ctx: click.Context, run: str, summarizer_url: str | None = None, summarizer_model: str | None = None,
+               summarizer_key_env: str | None = None) -> None:
+    """Write a run's report again (report/report.md and report.json); with --summarizer-url and
+    --summarizer-model, first a narrative of each iteration (report/narrative.json, cached)."""
+    from agent2rl_tui.record.report import write_report
+    from agent2rl_tui.run.narrative import SummarizerSettings, describe, write_narrative
+
+    try:
+        run_dir = find_run(run, ctx.obj["root"])
+        summarizer = SummarizerSettings.from_options(summarizer_url, summarizer_model, summarizer_key_env)
+        if summarizer is not None:
+            summarizer.api_key()  # an unset key variable is the user's to fix, before anything is written
+        write_report(run_dir)
+        if summarizer is not None:  # the narrative reads the iterations the report just wrote
+            narrative = write_narrative(run_dir, summarizer)
+            _echo(describe(narrative))
+            if narrative.failed or narrative.error:
+                _echo("warning: the narrative is incomplete; the report says which iterations have none and why",
+                      err=True)
+            write_report(run_dir)
+    except USER_ERRORS as exc:
+        _fail(exc)
+    click.echo(f"report: {run_dir / 'report' / 'report.md'}")
 
 
 @main.command("runs")

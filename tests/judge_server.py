@@ -11,7 +11,10 @@ fails requests whose prompt holds TEXT, ``--slow-on TEXT`` answers those after
 ``--delay`` seconds, ``--garbage-on TEXT`` answers them with prose. ``--key K`` requires
 ``Authorization: Bearer K``. ``GET /stats`` counts the chat requests. A DeepSearchQA verdict
 request (gold and predicted answer) is answered "correct" when the predicted answer holds
-every comma-separated gold item, else "incorrect" (``--verdict-text`` forces a reply).
+every comma-separated gold item, else "incorrect" (``--verdict-text`` forces a reply). A
+narrative request (its system message starts with "You summarise one iteration") is answered
+"Iteration N: the agent ran TRAIN_TYPE. Its notes begin: FIRST LINE OF THE NOTES." from the
+prompt's facts and notes, with a usage block (``--narrative-text`` forces a reply).
 
 Usage: ``python tests/judge_server.py --port-file F [options]`` (binds 127.0.0.1, a free port).
 """
@@ -31,6 +34,17 @@ from local_server import send_json, serve
 
 OUTPUT = re.compile(r'"output": """(.*?)"""', re.S)
 VERDICT = re.compile(r"Gold answer: (.*)\n\s*Predicted answer: (.*)\n")
+NARRATE = "You summarise one iteration"
+ITERATION = re.compile(r'"iteration": (\d+)')
+TRAIN_TYPE = re.compile(r'"train_type": "([^"]*)"')
+NOTES = re.compile(r"<notes>\n(.*)")
+
+
+def narrate(prompt: str) -> str:
+    """A narrative answer built from the prompt: the iteration, its train type, its notes' first line."""
+    found = [rx.search(prompt) for rx in (ITERATION, TRAIN_TYPE, NOTES)]
+    n, train, notes = (m.group(1) if m else "?" for m in found)
+    return f"Iteration {n}: the agent ran {train}. Its notes begin: {notes}"
 
 
 class Judge:
@@ -108,6 +122,14 @@ def make_handler(judge: Judge) -> type[BaseHTTPRequestHandler]:
                 return
             if args.slow_on and args.slow_on in prompt:
                 time.sleep(args.delay)
+            messages = body.get("messages") or [{}]
+            if str(messages[0].get("content", "")).startswith(NARRATE):
+                text = args.narrative_text or narrate(prompt)
+                self._send(200, {"id": f"cmpl-{n}", "object": "chat.completion", "model": args.model,
+                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                              "finish_reason": "stop"}],
+                                 "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(text) // 4}})
+                return
             verdict = VERDICT.search(prompt)
             if verdict:  # a DeepSearchQA answer: correct when it holds every gold item
                 gold, predicted = (t.strip().lower() for t in verdict.groups())
@@ -137,6 +159,7 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=3.0)
     parser.add_argument("--key")
     parser.add_argument("--verdict-text", help="answer every verdict request with this text")
+    parser.add_argument("--narrative-text", help="answer every narrative request with this text")
     args = parser.parse_args()
     serve(make_handler(Judge(args)), args.port_file)
 

@@ -92,6 +92,9 @@ class RunRequest:
     """Refuse the agent's driver calls once the run has cost this much (the meter's cap)."""
     prices_path: Path | None = None
     """A price file over the package's table and the user's own (``llm/prices.py``)."""
+    summarizer: dict[str, Any] | None = None
+    """The narrative's summarizer (``--summarizer-url`` ...: ``run.narrative.SummarizerSettings``),
+    asked after the final report; None: no narrative."""
 
 
 AGENT_ENV_VAR = "AGENT2RL_AGENT_ENV"  # carries RunRequest.agent_env to the supervisor
@@ -163,6 +166,21 @@ def check_prompt_profile(task: Any, name: str | None, model: Path) -> None:
         raise RunError(f"--model: its context is {context} tokens, and the {settings.prompt_profile!r} prompt of "
                        f"task {task.name} takes {n} of them for the first train item; use a model with a longer "
                        f"context, or another --prompt-profile ({', '.join(task.prompt_profiles)})")
+
+
+def check_summarizer(summarizer: dict[str, Any] | None, env: dict[str, str]) -> dict[str, Any] | None:
+    """The narrative's summarizer settings read, and its key's variable set (no call is made: the
+    narrative is optional, and an endpoint down at the end is recorded, never fatal)."""
+    if not summarizer:
+        return None
+    from agent2rl_tui.run.narrative import SummarizerError, SummarizerSettings
+
+    try:
+        settings = SummarizerSettings.from_dict(summarizer)
+        settings.api_key(env)
+    except SummarizerError as exc:
+        raise RunError(f"the summarizer: {exc}") from None
+    return settings.to_dict()
 
 
 def check_judge(task: Any, judge: dict[str, Any] | None, env: dict[str, str]) -> dict[str, Any] | None:
@@ -297,6 +315,7 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfi
     req.judge = check_judge(task, req.judge, env)
     req.search = check_search(task, req.search, env)
     req.store = check_store(task, req.store)
+    req.summarizer = check_summarizer(req.summarizer, env)
     if req.budget_s <= 0 or req.grace_s < 0:
         raise RunError("the budget must be positive and the grace period not negative")
     return task, profile, model
@@ -349,6 +368,7 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         "max_tokens": req.max_tokens,
         "max_cost_usd": req.max_cost_usd,
         "prices_path": str(Path(req.prices_path).expanduser().resolve()) if req.prices_path else None,
+        "summarizer": req.summarizer or None,
         "gpus": req.gpus,
         "contain": req.contain,
         "read_only_paths": [str(Path(p).expanduser().resolve()) for p in req.read_only_paths],

@@ -38,6 +38,7 @@ from agent2rl_tui.run.agent_output import AgentOutput
 from agent2rl_tui.run.lifecycle import AGENT_ENV_VAR
 from agent2rl_tui.run.metering import RESTARTS as METER_RESTARTS
 from agent2rl_tui.run.metering import MeterError, MeterProcess, plan_meter
+from agent2rl_tui.run.narrative import SummarizerSettings, describe, write_narrative
 from agent2rl_tui.run.profiles import AgentProfile, DriverSetup, driver_setup, get_profile
 from agent2rl_tui.run.prompt import build_prompt
 from agent2rl_tui.run.train_envs import RESTARTS as TRAIN_ENV_RESTARTS
@@ -152,10 +153,27 @@ class Supervisor:
             except Exception:  # noqa: BLE001
                 log.exception("could not write the report")
                 self.store.event("supervisor", "report_failed", "could not write report/report.json")
+            self.write_narrative(final_status)
             self.store.update_run(status=final_status, heartbeat_at=now())
             self.done.set()
             self.store.close()
         return 0 if final_status in ("finished", "stopped") else 1
+
+    def write_narrative(self, final_status: str) -> None:
+        """The optional narrative (``--summarizer-*``) after the final report, then the report again
+        with it; whatever fails is an event, never the run's failure."""
+        if not self.cfg.get("summarizer"):
+            return
+        try:
+            narrative = write_narrative(self.run_dir, SummarizerSettings.from_dict(self.cfg["summarizer"]))
+            log.info("%s", describe(narrative))
+            failed = bool(narrative.failed or narrative.error)
+            self.store.event("supervisor", "narrative_failed" if failed else "narrative", describe(narrative))
+            write_report(self.run_dir, status=final_status)
+        except Exception as exc:  # noqa: BLE001
+            log.exception("could not write the narrative")
+            self.store.event("supervisor", "narrative_failed",
+                             f"could not write report/narrative.json: {type(exc).__name__}: {exc}")
 
     @cached_property
     def task(self) -> Task:
