@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 import click
 
-from agent2rl_tui.record.index import RunError, default_root, find_run, list_runs, summarize
+from agent2rl_tui.record.index import RunError, RunSummary, default_root, find_run, list_runs, summarize
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore, StoreError
 from agent2rl_tui.run.containment import probe as containment_probe
 from agent2rl_tui.run.lifecycle import RunRequest, start_run, stop_run
@@ -904,8 +904,10 @@ def campaign_show(ctx: click.Context, ref: str) -> None:
 @campaign_group.command("results")
 @click.argument("ref")
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), help="Also write one row per run to this CSV.")
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Also write the scaling charts (SVG: improvement vs time, tokens, submissions; best of k) here.")
 @click.pass_context
-def campaign_results(ctx: click.Context, ref: str, csv_path: Path | None) -> None:
+def campaign_results(ctx: click.Context, ref: str, csv_path: Path | None, plots_dir: Path | None) -> None:
     """Per cell: runs, mean ± sd and bootstrap 95% CI of the best score and the improvement,
     and the expected best of k runs."""
     from agent2rl_tui.record.campaign_view import cell_results, read_runs, write_csv
@@ -929,6 +931,20 @@ def campaign_results(ctx: click.Context, ref: str, csv_path: Path | None) -> Non
     if csv_path:
         n = write_csv(folder, csv_path)
         click.echo(f"{n} rows -> {csv_path}")
+    if plots_dir:
+        _write_plots(plots_dir, [r.summary for r in runs if r.summary is not None and r.state != "superseded"])
+
+
+def _write_plots(plots_dir: Path, runs: list[RunSummary]) -> None:
+    """The scaling charts of ``runs`` (``record.scaling``), one path a line."""
+    from agent2rl_tui.record.scaling import write_plots
+
+    try:
+        paths = write_plots(plots_dir, runs)
+    except OSError as exc:
+        _fail(exc)
+    for path in paths:
+        _echo(str(path))
 
 
 
@@ -936,8 +952,11 @@ def campaign_results(ctx: click.Context, ref: str, csv_path: Path | None) -> Non
 @click.argument("runs", nargs=-1)
 @click.option("--campaign", "campaign_ref", help="Compare the current runs of a campaign (its folder or name).")
 @click.option("--task", help="Only runs of this task.")
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Also write the scaling charts (SVG: improvement vs time, tokens, submissions; best of k) here.")
 @click.pass_context
-def compare_cmd(ctx: click.Context, runs: tuple[str, ...], campaign_ref: str | None, task: str | None) -> None:
+def compare_cmd(ctx: click.Context, runs: tuple[str, ...], campaign_ref: str | None, task: str | None,
+                plots_dir: Path | None) -> None:
     """Group runs by task x prompt profile x agent x driver: mean ± sd, bootstrap 95% CIs, expected best of k.
 
     RUNS are run ids or folders; without them, every run under the root (or of --campaign)."""
@@ -971,6 +990,8 @@ def compare_cmd(ctx: click.Context, runs: tuple[str, ...], campaign_ref: str | N
             click.echo(f"  {best_of}")
     for note in profile_notes(compare(found)):
         _echo(f"note: {one_line(note)}")
+    if plots_dir:
+        _write_plots(plots_dir, found)
 
 
 if __name__ == "__main__":

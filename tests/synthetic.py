@@ -105,6 +105,15 @@ def add_transcript(run: Path, lines: list[tuple[str, float]], fmt: str = "claude
     rec.close()
 
 
+def add_llm_calls(run: Path, calls: list[tuple[float, int, int]]) -> None:
+    """Metered driver-API calls, each as the meter records one: (at, input tokens, output tokens)."""
+    with RunStore.of_run(run) as store:
+        for at, tokens_in, tokens_out in calls:
+            store.add_llm_call(at=at, protocol="anthropic", endpoint="generate", method="POST", path="/v1/messages",
+                               model="claude-sonnet-4-5", status=200, latency_s=1.0, streamed=True,
+                               input_tokens=tokens_in, output_tokens=tokens_out, complete=True)
+
+
 def add_logs(run: Path, t0: float = T0) -> None:
     logs = run / "logs"
     (logs / "agent.log").write_text("".join(f"{iso(t0 + i)} [example-agent] step {i}\n" for i in range(50)))

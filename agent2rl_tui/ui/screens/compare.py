@@ -1,17 +1,32 @@
 """Compare: marked runs grouped by task x prompt profile x agent x driver, mean +- spread of their results,
-and what a run of each group used (tokens and cost per run, ``record.usage``: metered, or from the agent's stream)."""
+and what a run of each group used (tokens and cost per run, ``record.usage``: metered, or from the agent's stream).
+
+Below the table, the scaling (``record.scaling``): each run's best improvement against time, one
+line per run and a colour per group; ``v`` moves the x axis on to tokens, submissions, and the
+expected best improvement of k runs. The runs' points are read in a thread worker (one run.db
+each), handed back as the worker's result.
+"""
 
 from __future__ import annotations
 
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
+from textual.worker import Worker, WorkerState
+from textual_plotext import PlotextPlot
 
 from agent2rl_tui.record.compare import Group, ci_text, compare, profile_notes
 from agent2rl_tui.record.index import RunSummary
+from agent2rl_tui.record.plots import step_points
+from agent2rl_tui.record.scaling import AXES, AXIS_LABELS, TITLES, RunCurve, curves, group_runs, read_scaling
 from agent2rl_tui.ui.format import literal, literal_line
 from agent2rl_tui.ui.widgets.tables import RowTable
+from agent2rl_tui.util.inert import one_line
+
+COLOURS = ("blue", "orange", "green", "red", "magenta", "cyan", "yellow", "gray")
+"""One colour per group, in the table's order."""
 
 
 def usage_cells(g: Group) -> tuple[str, str, str]:
@@ -29,11 +44,18 @@ def _pm(mean: float | None, sd: float | None) -> str:
 
 
 class CompareScreen(Screen[None]):
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back", id="back")]
+    DEFAULT_CSS = """
+    CompareScreen #compare { height: auto; max-height: 45%; }
+    CompareScreen #scaling { height: 1fr; min-height: 10; }
+    """
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back", id="back"),
+                Binding("v", "next_axis", "Scaling axis", id="scaling-axis")]
 
     def __init__(self, runs: list[RunSummary]) -> None:
         super().__init__()
         self.runs = runs
+        self.axis = AXES[0]
+        self.scaling: dict[str, list[RunCurve]] | None = None  # once read
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -54,4 +76,47 @@ class CompareScreen(Screen[None]):
                           ci_text(g.improvement_ci), "-" if best3 is None else f"{best3:.2f}",
                           f"{g.submissions_mean:.1f}", *usage_cells(g))
         yield table
+        yield PlotextPlot(id="scaling")
         yield Footer()
+
+    def on_mount(self) -> None:
+        self.draw_scaling()
+        self.read_scaling()
+
+    @work(thread=True, exclusive=True, group="scaling", exit_on_error=False)
+    def read_scaling(self) -> dict[str, list[RunCurve]]:
+        return read_scaling(group_runs(self.runs))
+
+    @on(Worker.StateChanged)
+    def scaling_read(self, event: Worker.StateChanged) -> None:
+        if event.worker.group != "scaling":
+            return
+        if event.state == WorkerState.SUCCESS:
+            self.scaling = event.worker.result
+            self.draw_scaling()
+        elif event.state == WorkerState.ERROR:
+            self.notify(one_line(f"could not read the runs' submissions: {event.worker.error}"), severity="error",
+                        markup=False)
+
+    def action_next_axis(self) -> None:
+        self.axis = AXES[(AXES.index(self.axis) + 1) % len(AXES)]
+        self.draw_scaling()
+
+    def draw_scaling(self) -> None:
+        """The best improvement against the current axis: a step line per run, a colour per group."""
+        plot = self.query_one("#scaling", PlotextPlot)
+        plt = plot.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title(f"{TITLES[self.axis]} (v: next axis)" if self.scaling is not None else "reading the runs…")
+        plt.xlabel(AXIS_LABELS[self.axis])
+        drawn = curves(self.scaling or {}, self.axis)
+        for i, (label, lines) in enumerate(drawn.items()):
+            for j, (_, xy) in enumerate(lines):
+                pts = xy if self.axis == "k" else step_points(xy)
+                plt.plot([x for x, _ in pts], [y for _, y in pts], marker="braille", color=COLOURS[i % len(COLOURS)],
+                         label=one_line(label) if j == 0 else None)
+        plt.hline(0.0, color="gray")
+        low = 1.0 if self.axis == "k" else 0.0  # from the start (k from one run)
+        plt.xlim(low, max([low + 1, *(x for lines in drawn.values() for _, xy in lines for x, _ in xy)]))
+        plot.refresh()
