@@ -329,6 +329,17 @@ async def test_run_screen_panes_and_jumps(review_root: Path) -> None:
         assert "## The agent's prompt" in md.source and "You are an ML engineer" in md.source
         # Containment and the contamination check, as a reviewer must see them.
         assert "- containment: " in md.source and "- contamination check: clean" in md.source
+        # Iterations: the route, one row per submission, the highlighted one's findings, a jump to its diff.
+        await pilot.press("6")
+        iters = run.query_one("#iters", VirtualTable)
+        await settle(pilot, lambda: iters.row_count == 2, what="the iterations")
+        assert plain(run.query_one("#route", Static)) == "route: SFT → GRPO"
+        await pilot.press("end")
+        detail = plain(run.query_one("#iter-detail", Static))
+        assert "iteration 2: submission 2, GRPO, success" in detail and "lr = 0.0005   (code/grpo.py:" in detail
+        await pilot.press("d")
+        await settle(pilot, lambda: run.query_one(TabbedContent).active == "revisions", what="the diff of iteration 2")
+        await pilot.press("6")
         # Stopping a finished run says so instead of asking.
         await pilot.press("s")
         assert isinstance(app.screen, RunScreen)

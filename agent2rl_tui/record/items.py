@@ -62,3 +62,16 @@ def significance(items: list[Item], other: list[Item]) -> Comparison | None:
 REPORT_DRAWS = 2_000
 """Bootstrap draws for a run's comparisons: enough for a 95% interval to a point, and quick
 (the report compares every submission twice while the run's end waits for it)."""
+
+
+def baseline_labels(view: RunView) -> dict[int, str]:
+    """Each scored agent submission's label against the baseline (better, worse, within noise)."""
+    base = view.baseline
+    if base is None or base.status != "scored":
+        return {}
+    base_items = read_items(view.path, base.id)
+    labels = {}
+    for sub in view.submissions:
+        if sub.status == "scored" and (c := significance(read_items(view.path, sub.id), base_items)) is not None:
+            labels[sub.id] = c.label
+    return labels

@@ -32,6 +32,9 @@ from typing import Any
 from agent2rl_tui.record.capture import DEFAULT_RULES
 from agent2rl_tui.record.contamination import read_contamination
 from agent2rl_tui.record.items import significance
+from agent2rl_tui.record.iterations import build_iterations
+from agent2rl_tui.record.narrative import Narrative, narrative_lines, read_narrative
+from agent2rl_tui.record.plots import write_trajectory
 from agent2rl_tui.record.runview import read_items
 from agent2rl_tui.record.samples import summarize_samples
 from agent2rl_tui.record.sessions import session_files
@@ -190,6 +193,14 @@ def build_report(run_dir: Path) -> dict[str, Any]:
             "significance": paired(s),
         }
 
+    entries = [sub_entry(s) for s in subs]
+    labels = {e["submission_id"]: e["significance"]["vs_baseline"]["label"] for e in entries
+              if e["significance"] and e["significance"]["vs_baseline"]}
+    try:
+        diagnosis = build_iterations(run_dir, labels)
+        route, iterations, diagnosis_error = diagnosis.route, [it.as_json() for it in diagnosis.iterations], None
+    except Exception as exc:  # noqa: BLE001 - the diagnosis never costs the report
+        route, iterations, diagnosis_error = None, [], f"{type(exc).__name__}: {exc}"
     return {
         "run_id": run["id"],
         "task": run["task"],
@@ -217,7 +228,11 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         },
         "best": {"submission_id": best.id, "score": best.score} if best else None,
         "improvement": (best.score - base_score) if best and base_score is not None else None,
-        "submissions": [sub_entry(s) for s in subs],
+        "submissions": entries,
+        "route": route,
+        "iterations": iterations,
+        "diagnosis_error": diagnosis_error,
+        "narrative": _narrative_json(run_dir),
         "metrics": compute_metrics(run, subs, baseline),
         "revisions": revisions_summary(revisions),
         "transcript": transcript,
@@ -229,6 +244,16 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "contamination": read_contamination(run_dir),
         "generated_at": iso(now()),
     }
+
+
+def _narrative_json(run_dir: Path) -> dict[str, Any] | None:
+    """The run's narrative for report.json, without its cache of answers."""
+    narrative = read_narrative(run_dir)
+    if narrative is None:
+        return None
+    data = narrative.as_json()
+    data.pop("cache", None)
+    return data
 
 
 def _fmt(x: Any, nd: int = 2) -> str:
@@ -278,6 +303,9 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{' (base copy)' if s['is_base_copy'] else ''} |"
         )
     lines += significance_lines(report)
+    lines += iteration_lines(report)
+    if report.get("iterations"):
+        lines += narrative_lines(Narrative.from_json(report["narrative"]) if report.get("narrative") else None)
     lines += strict_lines(report)
     lines += judged_lines(report)
     lines += ["", "| metric | value |", "|---|---|"]
@@ -362,6 +390,65 @@ def significance_lines(report: dict[str, Any]) -> list[str]:
     return out
 
 
+def _secs(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.0f} s" if x >= 10 else f"{x:.1f} s"
+
+
+def _at(found: dict[str, Any]) -> str:
+    """Where a finding is: ``path:line`` as a code span (the path is the agent's)."""
+    return md_code(f"{found['path']}:{found['line']}" if found.get("line") else str(found["path"]), in_table=False)
+
+
+def iteration_lines(report: dict[str, Any]) -> list[str]:
+    """The route and each iteration: what it trained, with what, what changed, where the time
+    went, what failed, each finding with its file and line."""
+    if report.get("diagnosis_error"):
+        return ["", f"## Iterations: not diagnosed ({md_escape(report['diagnosis_error'])})"]
+    iterations = report.get("iterations") or []
+    if not iterations:
+        return []
+    e = md_escape
+    out = ["", f"## Iterations: {e(report.get('route') or '-')}", "",
+           "| # | submission | status | score | improvement | training | failure | training s | eval s | idle s |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for it in iterations:
+        t = it.get("time") or {}
+        out.append(f"| {it['iteration']} | {_fmt(it.get('submission_id'))} | {e(it['status'])} | {_fmt(it.get('score'))} | "
+                   f"{_fmt(it.get('improvement'))} | {e(it['train_type'])}{' (online)' if it.get('online') else ''} | "
+                   f"{e(it.get('failure_type') or '-')} | {_fmt(t.get('training_s'), 0)} | {_fmt(t.get('evaluating_s'), 0)} | "
+                   f"{_fmt(t.get('idle_s'), 0)} |")
+    for it in iterations:
+        sub = f"submission {it['submission_id']}" if it.get("submission_id") is not None else "no submission"
+        out += ["", f"### Iteration {it['iteration']}: {sub}, {e(it['train_type'])}, {e(it['status'])}"
+                    + (f" ({e(it['significance'])} vs the baseline)" if it.get("significance") else "")]
+        t = it.get("time") or {}
+        out.append(f"- {_secs(it.get('duration_s'))} long, ending {_secs(it.get('elapsed_s'))} into the run: "
+                   + ", ".join(f"{k.removesuffix('_s')} {_secs(t.get(k))}" for k in
+                               ("training_s", "evaluating_s", "thinking_s", "commands_s", "idle_s")))
+        if it.get("train_evidence"):
+            ev = it["train_evidence"][0]
+            out.append(f"- trained as **{e(it['train_type'])}**: {_at(ev)} "
+                       f"{md_code(ev['text'], in_table=False)}")
+        if it.get("online_evidence"):
+            ev = it["online_evidence"][0]
+            out.append(f"- online rollouts: {_at(ev)} "
+                       f"{md_code(ev['text'], in_table=False)}")
+        config = it.get("key_config") or {}
+        if config:
+            out.append("- key configuration: " + ", ".join(
+                f"{e(k)} {md_code(v['value'], in_table=False)} ({_at(v)})"
+                for k, v in config.items()))
+        out.append(f"- changed since the previous submission: {e((it.get('changes') or {}).get('summary') or 'no change')}")
+        if it.get("key_code"):
+            out.append("- key code:")
+            out += [f"  - {_at(c)} {md_code(c['text'], in_table=False)}"
+                    for c in it["key_code"]]
+        if it.get("failure_type"):
+            out.append(f"- failure: **{e(it['failure_type'])}**")
+        out += [f"  - {e(p)}" for p in (it.get("problems") or [])]
+    return out
+
+
 def strict_lines(report: dict[str, Any]) -> list[str]:
     """Our stricter reading beside each reference-profile score, where the record has one."""
     rows = [("baseline", report["baseline"].get("strict"))]
@@ -427,4 +514,9 @@ def write_report(run_dir: Path, *, status: str | None = None) -> dict[str, Any]:
     (out / "report.json.tmp").write_text(json.dumps(report, indent=2), encoding="utf-8")
     (out / "report.json.tmp").replace(out / "report.json")
     (out / "report.md").write_text(render_markdown(report), encoding="utf-8")
+    if report.get("iterations") is not None:
+        (out / "iterations.jsonl.tmp").write_text("".join(json.dumps(it) + "\n" for it in report["iterations"]),
+                                                  encoding="utf-8")
+        (out / "iterations.jsonl.tmp").replace(out / "iterations.jsonl")
+    write_trajectory(run_dir, report)
     return report

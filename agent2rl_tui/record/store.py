@@ -582,6 +582,22 @@ class RunStore:
                 cols = ", ".join(row)
                 conn.execute(f"INSERT INTO env_calls ({cols}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))
 
+    def revision_rows(self) -> list[dict[str, Any]]:
+        """Every recorded revision (table ``revisions``), in order."""
+        return [dict(r) for r in self.conn.execute("SELECT * FROM revisions ORDER BY seq")]
+
+    def step_lines(self) -> Iterator[tuple[float, str, str | None, str | None, str, str | None]]:
+        """The transcript in order as (at, kind, tool, call_id, text, args_json): read as it is
+        walked, since a run of hours holds hundreds of thousands of steps."""
+        yield from self.conn.execute("SELECT at, kind, tool, call_id, text, args_json FROM steps ORDER BY seq")
+
+    def llm_intervals(self) -> list[tuple[float, float]]:
+        """When each metered call was in flight: (start, end)."""
+        if not self.has_table("llm_calls"):
+            return []
+        return [(r[0], r[0] + (r[1] or 0.0)) for r in
+                self.conn.execute("SELECT at, latency_s FROM llm_calls ORDER BY at")]
+
     def env_calls(self, *, offset: int = 0, limit: int = -1) -> list[dict[str, Any]]:
         if not self.has_table("env_calls"):
             return []

@@ -15,6 +15,7 @@ from textual.message import Message
 
 from agent2rl_tui.record.index import RunSummary
 from agent2rl_tui.record.items import SubmissionItems
+from agent2rl_tui.record.iterations import Diagnosis
 from agent2rl_tui.record.runview import RunView
 from agent2rl_tui.record.steplist import StepListing
 from agent2rl_tui.record.transcripts import StepRow
@@ -140,6 +141,14 @@ class DiffReady(Message):
     text: str
     title: str
     key: tuple[int | None, int]
+
+
+@dataclass
+class IterationsBuilt(Message):
+    """The run's iterations and route; ``start``: the budget's start (iteration times count from it)."""
+
+    diagnosis: Diagnosis
+    start: float
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The Run screen: budget header and the Scores, Revisions, Transcript, Logs and Report panes.
+"""The Run screen: budget header and the Scores, Revisions, Transcript, Logs, Report and Iterations panes.
 
 It watches the run's folder, never its supervisor: every second a thread worker asks the
 record whether run.db changed (``record.watch.RunWatch``) and, if so, reloads the run view;
@@ -26,6 +26,7 @@ from agent2rl_tui.record.runview import RunView, load_run_view
 from agent2rl_tui.record.store import previous_revision_seq
 from agent2rl_tui.record.watch import RunWatch
 from agent2rl_tui.ui.messages import RunStopped, ShowRevision, ShowSubmissionDiff, ShowTranscriptAt, ViewLoaded
+from agent2rl_tui.ui.panes.iterations import IterationsPane
 from agent2rl_tui.ui.panes.logs import LogsPane
 from agent2rl_tui.ui.panes.report import ReportPane
 from agent2rl_tui.ui.panes.revisions import RevisionsPane
@@ -35,8 +36,9 @@ from agent2rl_tui.ui.screens.stop import StoppingScreen
 from agent2rl_tui.ui.widgets.budget import BudgetHeader
 from agent2rl_tui.util.inert import one_line
 
-TABS = ("scores", "revisions", "transcript", "logs", "report")
-FOCUS = {"scores": "#subs", "revisions": "#revs", "transcript": "#steps", "logs": "#log", "report": "#report-pane"}
+TABS = ("scores", "revisions", "transcript", "logs", "report", "iterations")
+FOCUS = {"scores": "#subs", "revisions": "#revs", "transcript": "#steps", "logs": "#log", "report": "#report-pane",
+         "iterations": "#iters"}
 
 
 PANES = Binding.Group("Panes")
@@ -50,6 +52,7 @@ class RunScreen(StoppingScreen):
         Binding("3", "tab('transcript')", "Transcript", id="tab-transcript", group=PANES),
         Binding("4", "tab('logs')", "Logs", id="tab-logs", group=PANES),
         Binding("5", "tab('report')", "Report", id="tab-report", group=PANES),
+        Binding("6", "tab('iterations')", "Iterations", id="tab-iterations", group=PANES),
         Binding("s", "stop", "Stop run", id="stop-run"),
     ]
 
@@ -79,6 +82,8 @@ class RunScreen(StoppingScreen):
                 yield LogsPane(self.run_dir)
             with TabPane("Report", id="report"):
                 yield ReportPane(self.run_dir)
+            with TabPane("Iterations", id="iterations"):
+                yield IterationsPane(self.run_dir)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -136,7 +141,7 @@ class RunScreen(StoppingScreen):
             return
         self.filled.add(tab)
         pane = {"scores": ScoresPane, "revisions": RevisionsPane, "transcript": TranscriptPane,
-                "logs": LogsPane, "report": ReportPane}[tab]
+                "logs": LogsPane, "report": ReportPane, "iterations": IterationsPane}[tab]
         self.query_one(pane).update_view(self.view)
 
     @on(TabbedContent.TabActivated)
