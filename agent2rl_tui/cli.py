@@ -111,8 +111,8 @@ def tasks_cmd() -> None:
             if len(task.prompt_profiles) > 1:
                 others = [p for p in task.prompt_profiles if p != task.inference.prompt_profile]
                 click.echo(f"{'':16} prompt profiles: {task.inference.prompt_profile} (default), {', '.join(others)}")
-            if task.draws_eval:  # its eval items are made here; a benchmark's wait for `data prepare`
-                n = len(task.eval_items(None))
+            n = task.eval_size
+            if n:
                 click.echo(f"{'':16} resolution: {resolution(n):.1f} points on its {n} eval items (a paired "
                            "difference detected 4 times in 5 at the 5% level when half the items flip)")
         except TaskError as exc:
@@ -960,7 +960,7 @@ def compare_cmd(ctx: click.Context, runs: tuple[str, ...], campaign_ref: str | N
     """Group runs by task x prompt profile x agent x driver: mean ± sd, bootstrap 95% CIs, expected best of k.
 
     RUNS are run ids or folders; without them, every run under the root (or of --campaign)."""
-    from agent2rl_tui.record.compare import ci_text, compare, profile_notes
+    from agent2rl_tui.record.compare import ci_text, compare, pair_text, paired_bests, profile_notes
 
     if campaign_ref:
         from agent2rl_tui.record.campaign_view import read_runs
@@ -990,6 +990,16 @@ def compare_cmd(ctx: click.Context, runs: tuple[str, ...], campaign_ref: str | N
             click.echo(f"  {best_of}")
     for note in profile_notes(compare(found)):
         _echo(f"note: {one_line(note)}")
+    pairing = paired_bests(found)
+    if pairing.pairs:
+        click.echo("paired on the same eval items, best submission against best submission (points, 95% interval):")
+        for pair in pairing.pairs:
+            _echo(f"  {one_line(pair.task)}: {one_line(pair_text(pair))}")
+        if pairing.more:
+            click.echo(f"  … and {pairing.more} more pairs")
+    if pairing.unpaired:
+        click.echo(f"{pairing.unpaired} run(s) shared their eval items with no other run (another eval draw: "
+                   "`run start --eval-seed N` grades runs on the same items)")
     if plots_dir:
         _write_plots(plots_dir, found)
 

@@ -542,3 +542,16 @@ async def test_a_log_of_one_1_gib_line_opens_at_once_cut_and_inert(tmp_path: Pat
         assert not raw_controls("\n".join(rows))
         assert_screen_inert(pilot.app)
     assert opened < 5.0  # about a tenth of that on an idle machine; it reads a few MB, not 1 GiB
+
+
+def test_md_block_keeps_lines_and_cannot_be_closed_from_inside() -> None:
+    from markdown_it import MarkdownIt
+
+    from agent2rl_tui.util.inert import md_block
+
+    hostile = "## Attempt 1\n````\n# Forged heading\n[link](http://x)\x1b[2J\n```"
+    block = md_block(hostile)
+    tokens = MarkdownIt().parse(block + "\nafter")
+    fences = [t for t in tokens if t.type == "fence"]
+    assert len(fences) == 1 and "# Forged heading" in fences[0].content and "\\x1b[2J" in fences[0].content
+    assert not [t for t in tokens if t.type == "heading_open"]

@@ -65,6 +65,11 @@ def test_the_example_agents_sft_then_grpo_is_recognised_with_its_settings(exampl
                                               "improvement", "train_type", "failure_type"]
     md = (run_dir / "report" / "report.md").read_text()
     assert "## Iterations: SFT → GRPO" in md and "`code/grpo.py:" in md
+    # The agent's own summary.md, as its instructions ask, beside our diagnosis of each attempt.
+    assert "## Your running summary" in (run_dir / "workspace" / "instructions.md").read_text()
+    assert first["agent_summary"].startswith("## Attempt 1") and "**Training type**: SFT" in first["agent_summary"]
+    assert second["agent_summary"].startswith("## Attempt 2") and "Attempt 1" not in second["agent_summary"]
+    assert "the agent's own summary.md about it" in md and "```text\n## Attempt 2" in md
 
 
 def test_a_broken_agent_gets_its_failures_named_with_evidence(tmp_path: Path, tiny_model: Path) -> None:

@@ -29,19 +29,11 @@ from synthetic import make_run
 
 from agent2rl_tui.llm.prices import load_prices
 from agent2rl_tui.llm.usage import Usage
-from agent2rl_tui.record import report as report_module
+from agent2rl_tui.record.agent_summary import read_summary, summary_part
 from agent2rl_tui.record.narrative import MAX_TEXT_CHARS, narrative_lines, read_narrative
 from agent2rl_tui.record.store import RunStore
-from agent2rl_tui.run.narrative import (
-    SummarizerSettings,
-    read_iterations,
-    read_summary,
-    summary_part,
-    write_narrative,
-)
+from agent2rl_tui.run.narrative import SummarizerSettings, read_iterations, write_narrative
 from agent2rl_tui.util.inert import md_escape
-
-REPORT_SHOWS_NARRATIVE = "narrative_lines" in Path(report_module.__file__).read_text(encoding="utf-8")
 
 ITERATIONS = [
     {"iteration": 1, "submission_id": 2, "status": "success", "score": 45.0, "train_type": "SFT", "online": False,
@@ -114,11 +106,8 @@ def expected_text(it: dict, summary: str = SUMMARY) -> str:
 
 
 def shown(run: Path) -> str:
-    """The report's narrative as a reader sees it: report.md once report.py shows it, else
-    the section narrative_lines renders from report/narrative.json."""
-    if REPORT_SHOWS_NARRATIVE:
-        return (run / "report" / "report.md").read_text(encoding="utf-8")
-    return "\n".join(narrative_lines(read_narrative(run)))
+    """The report's narrative as a reader sees it: in report.md."""
+    return (run / "report" / "report.md").read_text(encoding="utf-8")
 
 
 def free_port() -> int:

@@ -114,7 +114,7 @@ def test_the_report_says_which_gains_are_more_than_noise(tmp_path) -> None:  # n
     assert "| 2 | +100.00 [+100.00, +100.00] **better**" in md
 
 
-def test_agent2rl_tui_tasks_states_each_generated_tasks_resolution() -> None:
+def test_agent2rl_tui_tasks_states_each_tasks_resolution() -> None:
     from conftest import cli
 
     out = cli("tasks").stdout
@@ -122,3 +122,44 @@ def test_agent2rl_tui_tasks_states_each_generated_tasks_resolution() -> None:
     coin = lines[next(i for i, line in enumerate(lines) if line.startswith("coin "))+ 1]
     assert "resolution: 19.8 points on its 100 eval items" in coin
     assert "resolution: 28.0 points on its 50 eval items" in out  # twc: 50 games
+
+    def after(name: str) -> str:  # the lines of one task
+        i = next(i for i, line in enumerate(lines) if line.startswith(name + " "))
+        return "\n".join(lines[i + 1:i + 3])
+
+    # A benchmark states its eval size before `data prepare` (this machine has prepared none of them).
+    assert "resolution: 5.5 points on its 1319 eval items" in after("gsm8k")
+    assert "resolution: 7.0 points on its 805 eval items" in after("alpacaeval")
+    assert "resolution: 17.1 points on its 134 eval items" in after("alfworld")
+
+
+def test_judged_preferences_are_compared_by_the_paired_bootstrap() -> None:
+    from agent2rl_tui.record.items import significance
+
+    def items(prefs: list[float | None]) -> list[dict]:
+        return [{"index": i, "correct": p is not None and p > 1.5, "extra": {"preference": p}} for i, p in enumerate(prefs)]
+
+    rng = random.Random(1)
+    base = [1.0 + rng.random() * 0.6 for _ in range(200)]  # the reference mostly preferred
+    better = [min(2.0, p + 0.3) for p in base]
+    c = significance(items(better), items(base))
+    assert c is not None and c.p_value is None and c.label == BETTER and 29.0 < c.diff < 30.1
+    # An item the judge failed on (no preference) is left out of the pairs, not counted a loss.
+    c2 = significance(items([None, *better[1:]]), items(base))
+    assert c2 is not None and c2.n == 199
+
+
+def test_compare_pairs_runs_graded_on_the_same_items(tmp_path) -> None:  # noqa: ANN001
+    from conftest import cli
+    from synthetic import make_run
+
+    root = tmp_path / "runs"
+    make_run(root, "weak", scores=(20.0,), baseline=10.0, n_items=100)
+    make_run(root, "strong", scores=(70.0,), baseline=10.0, n_items=100)
+    make_run(root, "other-draw", scores=(50.0,), baseline=10.0, n_items=50)
+    out = cli("compare", root=root).stdout
+    assert "paired on the same eval items" in out
+    line = next(line for line in out.splitlines() if "strong vs weak" in line or "weak vs strong" in line)
+    assert ("+50.00 points" in line and "strong vs weak" in line and "better" in line) or \
+        ("-50.00 points" in line and "weak vs strong" in line and "worse" in line)
+    assert "1 run(s) shared their eval items with no other run" in out

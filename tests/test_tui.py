@@ -182,6 +182,10 @@ async def test_runs_screen_lists_filters_sorts_marks_and_compares(review_root: P
         assert best.endswith("± 0.00") and subs == "2.0"
         low, high = ci.strip("[]").split(", ")  # two copies of one run: the interval is that run's improvement
         assert low == high == improvement.split(" ± ")[0] and best3 == "-"  # 3 runs of 2: no expectation
+        # Graded on the same items, the two runs are paired best against best: the same model, no difference.
+        paired = app.screen.query_one("#paired", Static)
+        await settle(pilot, lambda: "paired on the same eval items" in plain(paired), what="the paired comparison")
+        assert "+0.00 points [+0.00, +0.00] within noise (100 items, McNemar p = 1.0000)" in plain(paired)
         await pilot.press("escape")
         await settle(pilot, lambda: isinstance(app.screen, RunsScreen), what="back to Runs")
 
@@ -212,6 +216,11 @@ async def test_run_screen_panes_and_jumps(review_root: Path) -> None:
         await pilot.press("down")
         items = plain(run.query_one("#items-text", Static))
         assert "vs previous submission #1" in items
+        # With how far the change is from noise: the report's paired comparison, the same numbers.
+        paired = json.loads((view.path / "report" / "report.json").read_text())["submissions"][1]["significance"]
+        for key in ("vs_previous_best", "vs_baseline"):
+            c = paired[key]
+            assert f"{c['diff']:+.2f} points [{c['ci95'][0]:+.2f}, {c['ci95'][1]:+.2f}] {c['label']}" in items
 
         # i: every item of submission 2, from its own evals/2/results.jsonl.
         def results(sub_id: int) -> list[dict]:

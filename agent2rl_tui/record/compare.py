@@ -1,5 +1,9 @@
 """Comparing runs: group by task x prompt profile x agent x driver, mean and spread over repeated runs.
 
+Runs graded on the same eval items (one ``--eval-seed``) are also compared two by two, best
+submission against best submission, item by item (``paired_bests``): a difference between two
+runs can then be told from noise as a submission's is from the baseline's.
+
 The benchmark's question is about agent stacks, not single runs, and single runs vary a lot
 (the paper reports large run-to-run differences on interactive tasks). Repeated runs of one
 stack are summarised as mean +- sample standard deviation, a bootstrap 95% interval of the
@@ -11,11 +15,18 @@ a group, and ``profile_notes`` says so wherever one task appears under several.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 
 from agent2rl_tui.record.index import RunSummary
+from agent2rl_tui.record.items import significance
+from agent2rl_tui.record.runview import read_items
+from agent2rl_tui.record.significance import Comparison
 from agent2rl_tui.record.stats import bootstrap_ci, expected_best_of
+from agent2rl_tui.record.store import RunStore, StoreError
 from agent2rl_tui.record.usage import NONE
 
 
@@ -96,3 +107,77 @@ def profile_notes(groups: list[Group]) -> list[str]:
     return [f"{task}: runs under prompt profiles {', '.join(sorted(profiles))} are different measurements "
             "(other prompts and answer rules); compare scores within one profile"
             for task, profiles in sorted(by_task.items()) if len(profiles) > 1]
+
+
+MAX_PAIRS = 45
+"""Two by two: ten runs on the same items make 45 pairs; past that the list says how many more."""
+
+
+@dataclass(frozen=True)
+class RunPair:
+    """Run ``second``'s best submission against run ``first``'s, on the eval items both scored."""
+
+    task: str
+    prompt_profile: str
+    first: str
+    second: str
+    first_best: float | None
+    second_best: float | None
+    comparison: Comparison
+
+
+@dataclass(frozen=True)
+class Pairing:
+    pairs: list[RunPair]
+    unpaired: int
+    """Runs with a scored best that shared their items with no other run of their task (another eval draw)."""
+    more: int = 0
+    """Pairs left out past ``MAX_PAIRS``."""
+
+
+def _best_items(path: Path) -> tuple[float | None, list[dict]] | None:
+    try:
+        with RunStore.of_run(path) as store:
+            best = store.best()
+    except StoreError:
+        return None
+    if best is None:
+        return None
+    items = read_items(path, best.id)
+    return (best.score, items) if items else None
+
+
+def _draw(items: list[dict]) -> str:
+    """Which eval items these are: a hash of their indices and prompts (one eval seed, one draw)."""
+    key = "\n".join(f"{i.get('index')}\t{str(i.get('prompt', ''))[:2000]}" for i in sorted(items, key=lambda i: i["index"]))
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def paired_bests(runs: list[RunSummary], max_pairs: int = MAX_PAIRS) -> Pairing:
+    """Every two runs of one task and prompt profile graded on the same items, best against best."""
+    read: dict[tuple[str, str, str], list[tuple[RunSummary, float | None, list[dict]]]] = {}
+    for r in runs:
+        got = _best_items(r.path)
+        if got is not None:
+            read.setdefault((r.task, r.prompt_profile or "-", _draw(got[1])), []).append((r, *got))
+    pairs: list[RunPair] = []
+    unpaired = more = 0
+    for (task, profile, _), members in sorted(read.items(), key=lambda kv: kv[0][:2]):
+        if len(members) < 2:
+            unpaired += 1
+            continue
+        for (a, a_best, a_items), (b, b_best, b_items) in itertools.combinations(members, 2):
+            if len(pairs) >= max_pairs:
+                more += 1
+                continue
+            c = significance(b_items, a_items)
+            if c is not None:
+                pairs.append(RunPair(task, profile, a.id, b.id, a_best, b_best, c))
+    return Pairing(pairs, unpaired, more)
+
+
+def pair_text(p: RunPair) -> str:
+    c = p.comparison
+    test = f", McNemar p = {c.p_value:.4f}" if c.p_value is not None else ", paired bootstrap"
+    return (f"{p.second} vs {p.first}: {c.diff:+.2f} points [{c.low:+.2f}, {c.high:+.2f}] {c.label} "
+            f"({c.n} items{test})")

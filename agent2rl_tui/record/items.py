@@ -34,29 +34,47 @@ class SubmissionItems:
     items: list[Item]
     previous: OtherItems | None
     baseline: OtherItems | None
+    vs_previous: Comparison | None = None
+    vs_baseline: Comparison | None = None
 
 
 def read_submission_items(view: RunView, sub: Submission) -> SubmissionItems:
+    """The items, and how they compare (``significance``) with the previous scored submission's and the baseline's."""
     agent = sub.kind == "agent"
     prev = view.previous_scored(sub.id) if agent else None
     base = view.baseline if agent else None
+    items = read_items(view.path, sub.id)
+    previous = OtherItems(prev.id, read_items(view.path, prev.id)) if prev is not None else None
+    baseline = OtherItems(base.id, read_items(view.path, base.id)) if base is not None else None
     return SubmissionItems(
-        sub_id=sub.id,
-        items=read_items(view.path, sub.id),
-        previous=OtherItems(prev.id, read_items(view.path, prev.id)) if prev is not None else None,
-        baseline=OtherItems(base.id, read_items(view.path, base.id)) if base is not None else None,
+        sub_id=sub.id, items=items, previous=previous, baseline=baseline,
+        vs_previous=significance(items, previous.items) if previous and items else None,
+        vs_baseline=significance(items, baseline.items) if baseline and items else None,
     )
+
+
+def item_value(item: Item) -> float | None:
+    """What an item adds to its score: a judged preference as the model's win (0 to 1, a tie
+    0.5; None where the judge failed), else correct or not. Episode tasks count games won (a
+    WebShop game at reward >= 0.5), so their items are binary too."""
+    extra = item.get("extra") or {}
+    if "preference" in extra:
+        pref = extra["preference"]
+        return float(pref) - 1.0 if isinstance(pref, int | float) else None
+    return 1.0 if item.get("correct") else 0.0
 
 
 def significance(items: list[Item], other: list[Item]) -> Comparison | None:
     """``items`` against ``other`` (the baseline's, the previous best's) on the items both
-    scored, paired by index: correct or not, the exact McNemar test. None without a common item."""
-    before = {item["index"]: bool(item.get("correct")) for item in other}
-    common = [item for item in items if item["index"] in before]
-    if not common:
+    scored, paired by index: correct or not by the exact McNemar test, judged preferences by a
+    paired bootstrap. None without a common item."""
+    before = {item["index"]: item_value(item) for item in other}
+    pairs = [(before[item["index"]], item_value(item)) for item in items if item["index"] in before]
+    pairs = [(b, a) for b, a in pairs if b is not None and a is not None]
+    if not pairs:
         return None
-    return compare([int(before[item["index"]]) for item in common], [int(bool(item.get("correct"))) for item in common],
-                   binary=True, draws=REPORT_DRAWS)
+    graded = any("preference" in (item.get("extra") or {}) for item in items)
+    return compare([b for b, _ in pairs], [a for _, a in pairs], binary=not graded, draws=REPORT_DRAWS)
 
 
 REPORT_DRAWS = 2_000

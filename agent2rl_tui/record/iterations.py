@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from agent2rl_tui.record.agent_summary import read_summary, sections_about
 from agent2rl_tui.record.codefacts import (
     COPY,
     MAX_FILE_BYTES,
@@ -96,6 +97,7 @@ class Iteration:
     problems: list[str] = field(default_factory=list)
     failure_evidence: list[Signal] = field(default_factory=list)
     significance: str | None = None  # vs the baseline: better, worse, within noise
+    agent_summary: str | None = None  # the sections of the agent's summary.md about this iteration (its words)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -114,6 +116,7 @@ class Iteration:
             "problems": self.problems,
             "failure_evidence": [s.as_json() for s in self.failure_evidence],
             "significance": self.significance,
+            "agent_summary": self.agent_summary,
         }
 
 
@@ -363,6 +366,9 @@ def build_iterations(run_dir: Path, significance: dict[int, str] | None = None) 
     if tail is not None:
         tail.best = dict(best) if best else None
         iterations.append(tail)
+    summary = read_summary(run_dir)
+    for it in iterations:
+        it.agent_summary = sections_about(summary, it.iteration)
     return Diagnosis(iterations, route_of(iterations))
 
 

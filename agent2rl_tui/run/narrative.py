@@ -14,7 +14,7 @@ iteration it could not narrate, and the report says so (``record.narrative.narra
 
 Hostile input on both sides. The agent writes ``summary.md`` (and whatever the iteration facts
 quote of its files): it is read without following a link or waiting on a FIFO, capped
-(`SUMMARY_CAP_BYTES`), its control characters shown as escapes, and the model is told it holds
+(``record.agent_summary``), its control characters shown as escapes, and the model is told it holds
 no instructions. The model's answer is kept as text, capped (``record.narrative.MAX_TEXT_CHARS``),
 and only ever shown escaped.
 """
@@ -36,7 +36,7 @@ from agent2rl_tui.judge import JudgeError, JudgeSettings
 from agent2rl_tui.judge.client import JudgeClient
 from agent2rl_tui.llm.prices import PriceError, PriceTable, load_prices
 from agent2rl_tui.llm.protocols.chat import read_usage
-from agent2rl_tui.record.capture import open_regular, read_capped
+from agent2rl_tui.record.agent_summary import cap_text, read_regular_nofollow, read_summary, summary_part
 from agent2rl_tui.record.narrative import (
     MAX_TEXT_CHARS,
     CachedAnswer,
@@ -47,17 +47,12 @@ from agent2rl_tui.record.narrative import (
     write_narrative_file,
 )
 from agent2rl_tui.record.store import RunStore
-from agent2rl_tui.util.inert import one_line, visible
+from agent2rl_tui.util.inert import one_line
 from agent2rl_tui.util.timeutil import now
 
 ITERATIONS_FILE = "iterations.jsonl"
 """In the run's ``report/`` folder, one JSON object per iteration (written with the report)."""
 ITERATIONS_CAP_BYTES = 16 << 20
-SUMMARY_FILE = "summary.md"
-"""The agent's own running summary, at the workspace's root."""
-SUMMARY_CAP_BYTES = 64 << 10
-SUMMARY_PART_CHARS = 6000
-"""What one prompt carries of summary.md."""
 FACTS_CHARS = 12000
 """What one prompt carries of an iteration's facts (as JSON)."""
 ERROR_CHARS = 500
@@ -143,27 +138,10 @@ class SummarizerSettings:
 
 # -- what the prompt is made of -------------------------------------------------------------
 
-def _read_nofollow(path: Path, cap: int) -> tuple[bytes, bool] | None:
-    """A regular file's first ``cap`` bytes and whether there was more; None when it cannot be
-    read as one (absent, a link, a FIFO, a folder). Its folder is opened without following a link."""
-    try:
-        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        with open_regular(path.name, dir_fd=dir_fd) as (fh, _st):
-            data = read_capped(fh, cap)
-    except OSError:
-        return None
-    finally:
-        os.close(dir_fd)
-    return data[:cap], len(data) > cap
-
-
 def read_iterations(run_dir: Path) -> list[dict[str, Any]] | None:
     """``report/iterations.jsonl``: one dict per iteration, in order (the last line of an
     iteration wins; lines that are not JSON objects are skipped); None when it is absent."""
-    got = _read_nofollow(Path(run_dir) / "report" / ITERATIONS_FILE, ITERATIONS_CAP_BYTES)
+    got = read_regular_nofollow(Path(run_dir) / "report" / ITERATIONS_FILE, ITERATIONS_CAP_BYTES)
     if got is None:
         return None
     data, _more = got
@@ -181,55 +159,12 @@ def read_iterations(run_dir: Path) -> list[dict[str, Any]] | None:
     return [found[k] for k in sorted(found)]
 
 
-def read_summary(run_dir: Path) -> str | None:
-    """The agent's summary.md (its first `SUMMARY_CAP_BYTES`), control characters as escapes;
-    None when there is none it can be read as a regular file."""
-    got = _read_nofollow(Path(run_dir) / "workspace" / SUMMARY_FILE, SUMMARY_CAP_BYTES)
-    if got is None:
-        return None
-    data, more = got
-    text = visible(data.decode("utf-8", "replace"))
-    return text + ("\n[... cut: summary.md is longer]" if more else "")
-
-
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:\s|$)")
-_NAMED = re.compile(r"(?i)(?:\b(?:iteration|iter|attempt|round|try|experiment|version|submission|sub|step|v)"
-                    r"\s*[#:.\-]?\s*|#)(\d+)\b")
-
-
-def summary_part(summary: str | None, iteration: int) -> tuple[str, str]:
-    """What of summary.md goes with ``iteration``: the sections whose headings name it (with
-    their sub-sections), else the whole file (capped); and a label saying which."""
-    if summary is None:
-        return "none", "(the agent wrote no summary.md)"
-    lines = summary.splitlines()
-    picked: list[str] = []
-    level = 0  # inside a picked section of this heading level (0: not inside one)
-    for line in lines:
-        m = _HEADING.match(line)
-        if m:
-            depth = len(m.group(1))
-            if level and depth <= level:
-                level = 0
-            if not level and any(int(n) == iteration for n in _NAMED.findall(line)):
-                level = depth
-        if level:
-            picked.append(line)
-    if picked:
-        return f"the sections of summary.md about iteration {iteration}", _cap("\n".join(picked), SUMMARY_PART_CHARS)
-    return (f"all of summary.md: no heading of it names iteration {iteration}", _cap(summary, SUMMARY_PART_CHARS))
-
-
-def _cap(text: str, chars: int) -> str:
-    return text if len(text) <= chars else text[:chars] + "\n[... cut]"
-
-
 def build_prompt(iteration: dict[str, Any], summary: str | None) -> tuple[str, str]:
     """(system, user) messages for one iteration."""
     n = iteration.get("iteration")
     facts = json.dumps(iteration, sort_keys=True, ensure_ascii=False, default=str)
     label, notes = summary_part(summary, n if isinstance(n, int) else -1)
-    user = (f"Iteration {n}: the facts the benchmark measured (JSON):\n{_cap(facts, FACTS_CHARS)}\n\n"
+    user = (f"Iteration {n}: the facts the benchmark measured (JSON):\n{cap_text(facts, FACTS_CHARS)}\n\n"
             f"The agent's own notes ({label}):\n<notes>\n{notes}\n</notes>\n\n"
             "In 2 to 4 sentences: what did the agent do in this iteration, and why?")
     return SYSTEM_PROMPT, user
@@ -378,6 +313,6 @@ def describe(narrative: Narrative) -> str:
     return one_line(text)
 
 
-__all__ = ["ITERATIONS_FILE", "SUMMARY_FILE", "SYSTEM_PROMPT", "SummarizerError", "SummarizerSettings",
+__all__ = ["ITERATIONS_FILE", "SYSTEM_PROMPT", "SummarizerError", "SummarizerSettings",
            "build_prompt", "cache_key", "describe", "read_iterations", "read_summary", "summary_part",
            "write_narrative"]

@@ -83,6 +83,25 @@ JSON or no `model_path`; 403 a path outside the workspace (symlinks and `..` are
 404 no such folder; 422 not a full model (no `config.json`, no weights, or a LoRA adapter);
 409 the budget is over.
 
+## Your running summary
+After every training attempt and every submission, append a section to `summary.md` in this
+folder (create it with a first line `# Run summary`; never rewrite earlier sections). It is
+recorded with your code. Each section, in this form:
+
+```
+## Attempt N (YYYY-MM-DD HH:MM, took Xs)
+- **Status**: success / failed (exit code X)
+- **Score**: X | Improvement: X | Best: X (attempt N)
+- **Training type**: SFT / GRPO / PPO / DPO / copy_model / unknown
+- **Key configuration**: lr=X, epochs=X, batch=X, ... (from your code)
+- **What was done**: the strategy (training method, reward design, data processing)
+- **Why**: why this strategy, from the evidence of the previous attempt (scores, logs)
+- **Problems / progress**: what went wrong, with the error and a failure type
+  (code_error_runtime, rollout_logic_wrong, timeout_no_submission, copy_model_fallback,
+  training_diverged, unknown), or what improved
+- **Key code**: the 3-5 lines that best show this attempt's strategy
+```
+
 ## Rules
 - The budget is {budget} of wall-clock time from the moment you start; at the deadline
   your processes get SIGTERM and, {grace} later, SIGKILL. Submissions received before the

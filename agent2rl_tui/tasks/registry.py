@@ -217,6 +217,16 @@ class Task:
         draw), rather than on the task's one fixed eval split (a published benchmark's test split)."""
         return self.data.get("source") == "generator" and self._generator_name() in EVAL_DRAWS
 
+    @property
+    def eval_size(self) -> int | None:
+        """How many items a run is graded on: counted where this machine makes them (a generated
+        task), else as the task states it (``[data] eval_items``: a benchmark's test split, known
+        before ``data prepare``); None where neither."""
+        if self.data.get("source") == "generator":
+            return len(self.eval_items(None))
+        stated = self.data.get("eval_items")
+        return stated if isinstance(stated, int) and stated > 0 else None
+
     def eval_items(self, eval_seed: int | None) -> list[dict[str, Any]]:
         """The items the grader scores in a run whose record holds ``eval_seed`` (``EVAL_SEED_KEY``).
 

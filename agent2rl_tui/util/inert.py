@@ -132,3 +132,12 @@ def md_code(text: str, *, in_table: bool = True) -> str:
     fence = "`" * (longest + 1)
     pad = " " if line.startswith(("`", " ")) or line.endswith(("`", " ")) or not line else ""
     return f"{fence}{pad}{line}{pad}{fence}"
+
+
+def md_block(text: str) -> str:
+    """Multi-line ``text`` as a markdown fenced code block: shown literally, lines kept. Its
+    fence is longer than any run of backticks in it, so no line of it can close the block."""
+    body = visible(text).rstrip("\n")
+    longest = max((len(run) for run in re.findall("`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{body}\n{fence}"

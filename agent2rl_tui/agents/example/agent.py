@@ -217,4 +217,28 @@ def stage(workspace: Path, api: GraderAPI, name: str, script: str, out: Path, *a
     say(f"submission {out.name}: {json.dumps(result)}")
     note(workspace, f"- {out.name} ({name}): score {result.get('score')} (baseline {result.get('baseline_score')}); "
                     f"best so far {result.get('best')}")
+    summarize_attempt(workspace, name, script, args, result, time.time() - started)
     return result
+
+
+def summarize_attempt(workspace: Path, name: str, script: str, args: tuple[str, ...], result: dict[str, Any],
+                      took: float) -> None:
+    """Append this attempt to summary.md, in the form the run's instructions ask for."""
+    path = workspace / "summary.md"
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Run summary\n"
+    n = text.count("\n## Attempt ") + 1
+    flags = " ".join(a for a in args if not a.startswith("/"))
+    best = result.get("best") or {}
+    scored = result.get("status") == "scored"
+    why = ("SFT first: the base model cannot answer in the format yet" if n == 1
+           else "GRPO from the SFT model: reward the exact answer")
+    text += (f"\n## Attempt {n} ({time.strftime('%Y-%m-%d %H:%M', time.gmtime())}, took {took:.0f}s)\n"
+             f"- **Status**: {'success' if scored else 'failed'} (exit code 0)\n"
+             f"- **Score**: {result.get('score')} | Improvement: {result.get('improvement')} | "
+             f"Best: {best.get('score')} (submission {best.get('submission_id')})\n"
+             f"- **Training type**: {name.split()[0]}\n"
+             f"- **Key configuration**: code/{script} {flags}\n"
+             f"- **What was done**: {name} with code/{script}, then submitted it\n"
+             f"- **Why**: {why}\n"
+             f"- **Problems / progress**: {'none' if scored else result.get('error') or 'not scored'}\n")
+    path.write_text(text, encoding="utf-8")

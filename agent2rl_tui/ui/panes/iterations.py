@@ -23,7 +23,7 @@ from textual.widgets import Static
 from agent2rl_tui.record.items import baseline_labels
 from agent2rl_tui.record.iterations import Diagnosis, Iteration, build_iterations
 from agent2rl_tui.record.runview import RunView
-from agent2rl_tui.ui.format import fmt_score, literal_line
+from agent2rl_tui.ui.format import fmt_score, literal, literal_line
 from agent2rl_tui.ui.messages import IterationsBuilt, ShowRevision, ShowSubmissionDiff, ShowTranscriptAt
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
 from agent2rl_tui.util.timeutil import human_duration
@@ -72,6 +72,9 @@ def iteration_text(it: Iteration) -> Text:
     if it.commands:
         lines.append(Text("commands", style="bold"))
         lines += [literal_line(f"  $ {c}", style="dim") for c in it.commands[-5:]]
+    if it.agent_summary:
+        lines.append(Text("the agent's own summary.md about it (its words)", style="bold"))
+        lines.append(literal(it.agent_summary, style="italic"))
     return Text("\n").join(lines)
 
 

@@ -17,7 +17,7 @@ from textual.widgets import Footer, Header, Static
 from textual.worker import Worker, WorkerState
 from textual_plotext import PlotextPlot
 
-from agent2rl_tui.record.compare import Group, ci_text, compare, profile_notes
+from agent2rl_tui.record.compare import Group, Pairing, ci_text, compare, pair_text, paired_bests, profile_notes
 from agent2rl_tui.record.index import RunSummary
 from agent2rl_tui.record.plots import step_points
 from agent2rl_tui.record.scaling import AXES, AXIS_LABELS, TITLES, RunCurve, curves, group_runs, read_scaling
@@ -47,6 +47,7 @@ class CompareScreen(Screen[None]):
     DEFAULT_CSS = """
     CompareScreen #compare { height: auto; max-height: 45%; }
     CompareScreen #scaling { height: 1fr; min-height: 10; }
+    CompareScreen #paired { height: auto; max-height: 30%; padding: 0 1; }
     """
     BINDINGS = [Binding("escape", "app.pop_screen", "Back", id="back"),
                 Binding("v", "next_axis", "Scaling axis", id="scaling-axis")]
@@ -76,12 +77,26 @@ class CompareScreen(Screen[None]):
                           ci_text(g.improvement_ci), "-" if best3 is None else f"{best3:.2f}",
                           f"{g.submissions_mean:.1f}", *usage_cells(g))
         yield table
+        yield Static("pairing runs graded on the same items…", id="paired")
         yield PlotextPlot(id="scaling")
         yield Footer()
 
     def on_mount(self) -> None:
         self.draw_scaling()
         self.read_scaling()
+        self.read_pairs()
+
+    @work(thread=True, exclusive=True, group="paired", exit_on_error=False)
+    def read_pairs(self) -> Pairing:
+        return paired_bests(self.runs)
+
+    def show_pairs(self, pairing: Pairing) -> None:
+        lines = [f"{p.task}: {pair_text(p)}" for p in pairing.pairs]
+        if pairing.more:
+            lines.append(f"… and {pairing.more} more pairs")
+        head = ("paired on the same eval items, best against best (points, 95% interval):" if pairing.pairs
+                else "no two runs were graded on the same eval items (`run start --eval-seed N` makes them so)")
+        self.query_one("#paired", Static).update(literal("\n".join([head, *lines])))
 
     @work(thread=True, exclusive=True, group="scaling", exit_on_error=False)
     def read_scaling(self) -> dict[str, list[RunCurve]]:
@@ -89,6 +104,9 @@ class CompareScreen(Screen[None]):
 
     @on(Worker.StateChanged)
     def scaling_read(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "paired" and event.state == WorkerState.SUCCESS:
+            self.show_pairs(event.worker.result)
+            return
         if event.worker.group != "scaling":
             return
         if event.state == WorkerState.SUCCESS:
