@@ -190,3 +190,21 @@ def test_the_diagnosis_reads_a_run_folder_made_elsewhere(example_run: tuple[Path
     copy = tmp_path / "moved"
     shutil.copytree(example_run[0], copy)
     assert build_iterations(copy).route == "SFT → GRPO"
+
+
+def test_a_busy_gpu_while_the_grader_is_idle_counts_as_training(tmp_path: Path) -> None:
+    from synthetic import T0, make_run
+
+    from agent2rl_tui.record.store import RunStore
+
+    # Submissions at T0 + 30 and T0 + 60; the grader evaluates the first from T0 + 30.1 to T0 + 32.5.
+    run = make_run(tmp_path, "gpu", scores=(40.0, 60.0))
+    with RunStore.of_run(run) as store:
+        for at, util in ((5, 0.0), (10, 95.0), (15, 95.0), (20, 2.0), (31, 0.0), (32, 99.0), (40, 0.0), (50, 99.0)):
+            store.conn.execute("INSERT INTO samples (at, gpus_json) VALUES (?, ?)", (T0 + at, json.dumps(
+                [{"index": 0, "name": "H100", "util_pct": util, "mem_used": 0, "mem_total": 80 << 30}])))
+    first, second = build_iterations(run).iterations
+    assert first.time["training_s"] == 10.0 and first.time["idle_s"] == 20.0  # busy T0+5 to T0+15
+    # The GPU busy while the grader evaluated is the grader's; T0+40 to T0+50 is the agent's.
+    assert second.time["training_s"] == 10.0
+    assert abs(second.time["evaluating_s"] - 2.4) < 1e-6

@@ -8,7 +8,9 @@ budget's start, each next one at the submission before). For each, without any L
   transcript names them, else the code files changed since the previous submission, else all;
 - what changed since the previous submission (files, lines) and the key code lines;
 - where the time went (training, the grader evaluating, the driver LLM thinking, other
-  commands, idle), from the transcript, the record's evaluations and the metered calls;
+  commands, idle), from the transcript (trainers' runtimes and loss lines, timed tool calls),
+  the vitals (a busy GPU while the grader was not evaluating), the record's evaluations and the
+  metered calls; "idle" is what none of them covers (a plain agent's script starting up counts);
 - a failure type, with its evidence, for an attempt that failed or trained badly:
   AutoRL-Bench's names (``code_error_runtime``, ``rollout_logic_wrong``,
   ``timeout_no_submission``, ``copy_model_fallback``, ``training_diverged``, ``unknown``) and
@@ -54,6 +56,8 @@ TRAINING_SCRIPT = re.compile(r"train|sft|grpo|ppo|dpo|finetun|rlhf|rollout", re.
 LAUNCHER = re.compile(r"^\s*(torchrun|accelerate\s+launch|deepspeed)\b")
 EVAL_SCRIPT = re.compile(r"eval|bench", re.I)
 CONSTRUCTS = re.compile(r"\w(Trainer|Config)\s*\(")
+GPU_BUSY_PCT = 30.0
+"""A GPU at least this busy in the vitals, the grader not evaluating, counts as the agent training."""
 TIME_KINDS = ("training_s", "evaluating_s", "thinking_s", "commands_s", "idle_s")
 
 
@@ -322,6 +326,7 @@ def build_iterations(run_dir: Path, significance: dict[int, str] | None = None) 
         revisions = store.revision_rows()
         logs = scan(store.step_lines())
         llm = store.llm_intervals()
+        gpu_busy = store.gpu_busy_intervals(GPU_BUSY_PCT)
     reader = CodeReader(run_dir)
     shas = {r["seq"]: r["sha"] for r in revisions}
     start = run.get("budget_start") or run.get("created_at") or 0.0
@@ -340,6 +345,7 @@ def build_iterations(run_dir: Path, significance: dict[int, str] | None = None) 
         time = exclusive_seconds(a, b, [
             ("training_s", training + [(c.at, c.ended) for c in ran if is_training_command(c.text)]),
             ("evaluating_s", evals + [(c.at, c.ended) for c in ran if is_eval_command(c.text)]),
+            ("training_s", gpu_busy),  # a busy GPU while the grader was not evaluating: the agent's training
             ("thinking_s", llm), ("commands_s", [(c.at, c.ended) for c in ran])])
         return [c.text for c in cmds], time
 

@@ -32,7 +32,7 @@ from typing import Any
 from agent2rl_tui.record.capture import DEFAULT_RULES
 from agent2rl_tui.record.contamination import read_contamination
 from agent2rl_tui.record.items import significance
-from agent2rl_tui.record.iterations import build_iterations
+from agent2rl_tui.record.iterations import TIME_KINDS, build_iterations
 from agent2rl_tui.record.narrative import Narrative, narrative_lines, read_narrative
 from agent2rl_tui.record.plots import write_trajectory
 from agent2rl_tui.record.runview import read_items
@@ -431,8 +431,7 @@ def iteration_lines(report: dict[str, Any]) -> list[str]:
                     + (f" ({e(it['significance'])} vs the baseline)" if it.get("significance") else "")]
         t = it.get("time") or {}
         out.append(f"- {_secs(it.get('duration_s'))} long, ending {_secs(it.get('elapsed_s'))} into the run: "
-                   + ", ".join(f"{k.removesuffix('_s')} {_secs(t.get(k))}" for k in
-                               ("training_s", "evaluating_s", "thinking_s", "commands_s", "idle_s")))
+                   + ", ".join(f"{k.removesuffix('_s')} {_secs(t.get(k))}" for k in TIME_KINDS))
         if it.get("train_evidence"):
             ev = it["train_evidence"][0]
             out.append(f"- trained as **{e(it['train_type'])}**: {_at(ev)} "

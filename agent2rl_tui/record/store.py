@@ -591,6 +591,20 @@ class RunStore:
         walked, since a run of hours holds hundreds of thousands of steps."""
         yield from self.conn.execute("SELECT at, kind, tool, call_id, text, args_json FROM steps ORDER BY seq")
 
+    def gpu_busy_intervals(self, min_util_pct: float) -> list[tuple[float, float]]:
+        """Stretches between two vitals samples in which a GPU was at least ``min_util_pct`` busy
+        (the later sample's reading, over the time since the one before)."""
+        rows = self.conn.execute("SELECT at, gpus_json FROM samples ORDER BY at").fetchall()
+        spans: list[tuple[float, float]] = []
+        for (before, _), (at, gpus) in zip(rows, rows[1:]):
+            try:
+                readings = json.loads(gpus or "[]")
+            except ValueError:
+                continue
+            if any(isinstance(g, dict) and (g.get("util_pct") or 0) >= min_util_pct for g in readings):
+                spans.append((before, at))
+        return spans
+
     def llm_intervals(self) -> list[tuple[float, float]]:
         """When each metered call was in flight: (start, end)."""
         if not self.has_table("llm_calls"):
