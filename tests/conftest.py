@@ -11,9 +11,11 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import local_server
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -195,3 +197,31 @@ def live_grader(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> I
 
 def read_report(run_dir: Path) -> dict:
     return json.loads((run_dir / "report" / "report.json").read_text())
+
+
+class Judge:
+    """A running tests/judge_server.py: its /v1 URL and its request count."""
+
+    def __init__(self, proc: subprocess.Popen, port: int) -> None:
+        self.proc, self.url = proc, f"http://127.0.0.1:{port}/v1"
+
+    def requests(self) -> int:
+        with urllib.request.urlopen(self.url + "/stats", timeout=10) as r:
+            return int(json.loads(r.read())["requests"])
+
+
+@pytest.fixture
+def judge_server(tmp_path: Path) -> Iterator[Callable[..., Judge]]:
+    """Start tests/judge_server.py processes (an OpenAI-compatible judge, summarizer) with the given
+    options; all are stopped after the test."""
+    procs: list[subprocess.Popen] = []
+
+    def start(*options: str) -> Judge:
+        proc, port = local_server.start("judge_server.py", tmp_path, *options)
+        procs.append(proc)
+        return Judge(proc, port)
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()

@@ -13,14 +13,12 @@ import json
 import math
 import os
 import re
-import subprocess
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import local_server
 import pytest
-from conftest import SHARED_DATA, cli
+from conftest import SHARED_DATA, Judge, cli
 
 from agent2rl_tui.grader.evaluators import evaluator_for
 from agent2rl_tui.judge import JudgeError, winrate
@@ -33,31 +31,6 @@ from agent2rl_tui.tasks.registry import TaskError, load_task
 
 REFERENCE_FILE = SHARED_DATA / "alpaca_eval" / "gpt4_1106_preview_outputs.json"
 SCALE = 40.0
-
-
-class Judge:
-    def __init__(self, proc: subprocess.Popen, port: int) -> None:
-        self.proc, self.url = proc, f"http://127.0.0.1:{port}/v1"
-
-    def requests(self) -> int:
-        with urllib.request.urlopen(self.url + "/stats", timeout=10) as r:
-            return int(json.loads(r.read())["requests"])
-
-
-@pytest.fixture
-def judge_server(tmp_path: Path) -> Iterator[Callable[..., Judge]]:
-    """Start judge server processes with the given options; all are stopped after the test."""
-    procs: list[subprocess.Popen] = []
-
-    def start(*options: str) -> Judge:
-        proc, port = local_server.start("judge_server.py", tmp_path, *options)
-        procs.append(proc)
-        return Judge(proc, port)
-
-    yield start
-    for proc in procs:
-        proc.kill()
-        proc.wait()
 
 
 def alpaca_rows(n: int) -> list[dict[str, str]]:

@@ -17,14 +17,11 @@ import json
 import os
 import re
 import socket
-import subprocess
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import local_server
 import pytest
-from conftest import cli
+from conftest import Judge, cli
 from synthetic import make_run
 
 from agent2rl_tui.llm.prices import load_prices
@@ -60,29 +57,10 @@ Ran out of time while tuning the reward.
 """
 
 
-class Server:
-    def __init__(self, proc: subprocess.Popen, port: int) -> None:
-        self.proc, self.url = proc, f"http://127.0.0.1:{port}/v1"
-
-    def requests(self) -> int:
-        with urllib.request.urlopen(self.url + "/stats", timeout=10) as r:
-            return int(json.loads(r.read())["requests"])
-
-
 @pytest.fixture
-def summarizer(tmp_path: Path) -> Iterator[Callable[..., Server]]:
-    """Start summarizer server processes (tests/judge_server.py) with options; stopped after the test."""
-    procs: list[subprocess.Popen] = []
-
-    def start(*options: str) -> Server:
-        proc, port = local_server.start("judge_server.py", tmp_path, *options)
-        procs.append(proc)
-        return Server(proc, port)
-
-    yield start
-    for proc in procs:
-        proc.kill()
-        proc.wait()
+def summarizer(judge_server: Callable[..., Judge]) -> Callable[..., Judge]:
+    """Summarizer endpoints: tests/judge_server.py answers a narrative request too."""
+    return judge_server
 
 
 def run_with_iterations(root: Path, iterations: list[dict] = ITERATIONS, summary: str | None = SUMMARY) -> Path:
