@@ -436,7 +436,7 @@ def iteration_lines(report: dict[str, Any]) -> list[str]:
             ev = it["train_evidence"][0]
             out.append(f"- trained as **{e(it['train_type'])}**: {_at(ev)} "
                        f"{md_code(ev['text'], in_table=False)}")
-        if it.get("online_evidence"):
+        if it.get("online") and it.get("online_evidence"):
             ev = it["online_evidence"][0]
             out.append(f"- online rollouts: {_at(ev)} "
                        f"{md_code(ev['text'], in_table=False)}")

@@ -57,7 +57,7 @@ def iteration_text(it: Iteration) -> Text:
         f"{k.removesuffix('_s')} {_secs(v)}" for k, v in it.time.items())))
     for ev in it.train_evidence[:3]:
         lines.append(literal_line(f"  trains: {where(ev)}  {ev.text}"))
-    for ev in it.online_evidence[:2]:
+    for ev in it.online_evidence[:2] if it.online else []:
         lines.append(literal_line(f"  online: {where(ev)}  {ev.text}"))
     if it.key_config:
         lines.append(Text("key configuration", style="bold"))
