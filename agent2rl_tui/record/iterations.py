@@ -195,7 +195,8 @@ LOCAL_IMPORT_RE = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+)
 
 def scripts_run(files: dict[str, str], commands: list[str]) -> dict[str, str]:
     """The files the commands ran, with the local modules those import."""
-    chosen = {p for p in files for c in commands for s in scripts_in(c) if _matches(p, s)}
+    ran = {s for c in set(commands) for s in scripts_in(c)}
+    chosen = {p for p in files for s in ran if _matches(p, s)}
     todo = list(chosen)
     while todo:
         path = todo.pop()

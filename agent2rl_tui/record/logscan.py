@@ -16,6 +16,7 @@ Everything here is the agent's text: lines are capped and made printable before 
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Iterable
@@ -82,13 +83,20 @@ class LogFacts:
         return spans
 
     def failures_in(self, start: float, end: float) -> list[Signal]:
+        """The failures logged in (start, end], and a GRPO that never had a learning signal there."""
         found = [s for s in self.failures if start < s.at <= end]
-        stds = [v for at, v in self.reward_std if start < at <= end]
-        if len(stds) >= 2 and all(v == 0 for v in stds):
-            at = max(at for at, _ in self.reward_std if start < at <= end)
-            found.append(Signal(at, NO_SIGNAL, f"reward_std 0 on all {len(stds)} logged steps: every group's "
-                                               "rewards were equal, so GRPO had no advantage to learn from"))
+        stds = _between(self.reward_std, start, end)
+        if len(stds) >= 2 and all(v == 0 for _, v in stds):
+            found.append(Signal(stds[-1][0], NO_SIGNAL, f"reward_std 0 on all {len(stds)} logged steps: every "
+                                                        "group's rewards were equal, so GRPO had no advantage to learn from"))
         return found
+
+
+def _between(rows: list[tuple[float, float]], start: float, end: float) -> list[tuple[float, float]]:
+    """The (at, value) rows with start < at <= end, from rows in the transcript's order (by time)."""
+    lo = bisect.bisect_right(rows, (start, float("inf")))
+    hi = bisect.bisect_right(rows, (end, float("inf")))
+    return rows[lo:hi]
 
 
 def _command_text(args_json: str | None) -> str | None:
@@ -125,29 +133,38 @@ def scan(steps: Iterable[tuple[float, str, str | None, str | None, str, str | No
             facts.commands[i] = Command(facts.commands[i].at, facts.commands[i].text, at)
         for line in (text or "").splitlines():
             in_traceback = _line(facts, at, line, in_traceback, kind)
+    facts.reward_std.sort()  # by time, for failures_in's bisection
     return facts
 
 
+COMMAND_HINTS = ("python", "torchrun", "accelerate", "deepspeed", ".sh")
+
+
 def _line(facts: LogFacts, at: float, line: str, in_traceback: bool, kind: str) -> bool:
-    """Take one line; returns whether a traceback is still being read."""
-    stripped = line.strip()
+    """Take one line; returns whether a traceback is still being read. Each pattern is tried only
+    on lines holding its keyword (a long run's transcript has hundreds of thousands of lines)."""
     if TRACEBACK in line:
         return True
-    if kind in ("message", "raw") and (m := COMMAND_RE.search(line)) and "Traceback" not in line:
+    lower = line.lower()
+    stripped = line.strip()
+    if kind in ("message", "raw") and any(h in lower for h in COMMAND_HINTS) and (m := COMMAND_RE.search(line)):
         facts.commands.append(Command(at, one_line(m.group(1), 400)))
     if len(facts.failures) < MAX_SIGNALS:
         if in_traceback and line[:1] not in (" ", "\t", "") and EXCEPTION_RE.match(stripped):
             facts.failures.append(Signal(at, OOM if OOM_RE.search(stripped) else CODE_ERROR, one_line(stripped)))
             in_traceback = False
-        elif OOM_RE.search(stripped) and not in_traceback:
+        elif not in_traceback and ("memory" in lower or "killed" in lower) and OOM_RE.search(stripped):
             facts.failures.append(Signal(at, OOM, one_line(stripped)))
-        elif NAN_RE.search(line):
+        elif ("nan" in lower or "inf" in lower) and "loss" in lower and NAN_RE.search(line):
             facts.failures.append(Signal(at, DIVERGED, one_line(stripped)))
-    if m := RUNTIME_RE.search(line):
+    if "loss" in lower:
+        if "train_runtime" in line and (m := RUNTIME_RE.search(line)):
+            facts.runtimes.append((at, float(m.group(1))))
+        elif LOSS_RE.search(line):
+            facts.loss_lines.append(at)
+    elif "train_runtime" in line and (m := RUNTIME_RE.search(line)):
         facts.runtimes.append((at, float(m.group(1))))
-    elif LOSS_RE.search(line):
-        facts.loss_lines.append(at)
-    if m := REWARD_STD_RE.search(line):
+    if "reward_std" in line and (m := REWARD_STD_RE.search(line)):
         try:
             facts.reward_std.append((at, float(m.group(1))))
         except ValueError:
