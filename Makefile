@@ -19,6 +19,10 @@ $(VENV)/.installed: pyproject.toml
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 		apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; } || \
 		echo "note: bubblewrap is not installed; agents will run NOT CONTAINED until it is: sudo apt install bubblewrap"
+	@# The HTML report's tests open it in a real headless browser (Debian's chromium), installed the same way.
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || \
+		echo "note: chromium is not installed; the HTML report's browser tests skip until it is: sudo apt install chromium"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check $(TORCH_PIN) -e '.[dev]'
 	$(BIN)/pip install -q --disable-pip-version-check $(TORCH_PIN) -e '.[dev,$(VLLM_EXTRA)]' || \

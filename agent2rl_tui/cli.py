@@ -505,11 +505,16 @@ def _print_runs(runs: list[Any]) -> None:
 @main.command("report")
 @click.argument("run")
 @_summarizer_options
+@click.option("--html", "as_html", is_flag=True,
+              help="Also write one self-contained HTML page (report/report.html) that any browser opens offline.")
+@click.option("--out", "html_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the HTML page (implies --html).")
 @click.pass_context
 def report_cmd(ctx: click.Context, run: str, summarizer_url: str | None = None, summarizer_model: str | None = None,
-               summarizer_key_env: str | None = None) -> None:
+               summarizer_key_env: str | None = None, as_html: bool = False, html_out: Path | None = None) -> None:
     """Write a run's report again (report/report.md and report.json); with --summarizer-url and
-    --summarizer-model, first a narrative of each iteration (report/narrative.json, cached)."""
+    --summarizer-model, first a narrative of each iteration (report/narrative.json, cached); with
+    --html, also the whole report as one HTML page (report/report.html, or --out PATH)."""
     from agent2rl_tui.record.report import write_report
     from agent2rl_tui.run.narrative import SummarizerSettings, describe, write_narrative
 
@@ -526,9 +531,15 @@ def report_cmd(ctx: click.Context, run: str, summarizer_url: str | None = None, 
                 _echo("warning: the narrative is incomplete; the report says which iterations have none and why",
                       err=True)
             write_report(run_dir)
+        if as_html or html_out is not None:
+            from agent2rl_tui.record.html_report import write_html
+
+            html_path = write_html(run_dir, html_out)
     except USER_ERRORS as exc:
         _fail(exc)
     click.echo(f"report: {run_dir / 'report' / 'report.md'}")
+    if as_html or html_out is not None:
+        click.echo(f"html: {html_path}")
 
 
 @main.command("runs")
