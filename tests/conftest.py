@@ -44,20 +44,30 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def example_run(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> tuple[Path, str]:
-    """One whole run of the example agent through the real CLI, shared by the session.
+    """One whole run of the example agent through the real CLI, shared by the session and by
+    every xdist worker of it (the first to need it makes it under a file lock; the others wait
+    and read it). Tests read it; a test that writes to a run folder works on a copy.
 
     The agent needs about a minute on two idle cores; the budget leaves room for a loaded
     machine (the run ends when the agent does, so a long budget costs nothing).
     """
     import re
 
-    root = tmp_path_factory.mktemp("runs")
-    proc = cli("run", "start", "--task", "arith", "--agent", "example", "--model", str(tiny_model),
-               "--budget", "20m", "--grace", "5s", "--driver", "scripted", "--eval-seed", str(PINNED_EVAL_SEED),
-               root=root, timeout=1500)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    run_dir = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
-    return run_dir, proc.stdout
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    done = shared / "example-run.out"
+    with FileLock(str(shared / "example-run.lock")):
+        if not done.exists():
+            proc = cli("run", "start", "--task", "arith", "--agent", "example", "--model", str(tiny_model),
+                       "--budget", "20m", "--grace", "5s", "--driver", "scripted", "--eval-seed",
+                       str(PINNED_EVAL_SEED), root=shared / "example-runs", timeout=1500)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            done.write_text(proc.stdout, encoding="utf-8")
+    stdout = done.read_text(encoding="utf-8")
+    run_dir = Path(re.search(r"run folder: (\S+)", stdout).group(1))
+    return run_dir, stdout
 
 
 @pytest.fixture(scope="session")
