@@ -342,6 +342,16 @@ def test_the_coin_demo_runs_the_online_route_on_the_coin_task(tmp_path: Path) ->
     first = json.loads((run_dir / "evals" / "1" / "results.jsonl").read_text().splitlines()[0])
     assert first["extra"]["game"].startswith("test:")  # graded on held-out games
 
+    # The diagnosis recognises the route, each stage with its learning rate (tests/test_iterations.py has more).
+    report = json.loads((run_dir / "report" / "report.json").read_text())
+    assert report["route"] == "SFT → GRPO (online)"
+    sft, grpo = report["iterations"]
+    assert (sft["train_type"], sft["online"], sft["key_config"]["lr"]["value"]) == ("SFT", False, "0.003")
+    assert (grpo["train_type"], grpo["online"], grpo["key_config"]["lr"]["value"]) == ("GRPO", True, "0.0003")
+    assert any("rollout_func" in e["text"] for e in grpo["online_evidence"])
+    assert grpo["key_config"]["num_generations"] == {"value": "2", "path": "command line", "line": 0,
+                                                     "source": "command line"}
+
 
 def test_the_example_grpo_plays_every_game_behind_a_shared_first_prompt(tmp_path: Path) -> None:
     """Coin's games often open with the same prompt (the coin is not in sight yet) and TRL hands

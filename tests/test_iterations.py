@@ -7,7 +7,8 @@ failure type, each with evidence) and its route, on real run folders made by rea
   of the base model, then an out-of-memory crash and no submission after it;
 - an agent that never submits before its budget runs out;
 - the example's interactive-task scripts, read as code: GRPO with online rollouts, their
-  learning rates from argparse defaults and from the command line that ran them.
+  learning rates from argparse defaults and from the command line that ran them (its real
+  coin run, SFT → GRPO (online), is checked in tests/test_episodes.py on the coin demo's run).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-import pytest
 from conftest import cli
 
 from agent2rl_tui.record.codefacts import analyse, scripts_in
@@ -111,23 +111,6 @@ def test_a_run_without_a_submission_is_one_failed_iteration(tmp_path: Path, tiny
     [only] = report["iterations"]
     assert (only["submission_id"], only["status"], only["failure_type"]) == (None, "failed", "timeout_no_submission")
     assert only["time"]["idle_s"] > 0 and report["route"] == "no submission"
-
-
-@pytest.mark.slow
-def test_the_example_agents_interactive_route_is_sft_then_online_grpo(tmp_path: Path, tiny_model: Path) -> None:
-    """The paper's route on a game task, as the example agent takes it (a short one: the tiny model wins nothing)."""
-    proc = cli("run", "start", "--task", "coin", "--agent", "example", "--model", str(tiny_model), "--budget", "20m",
-               "--grace", "5s", "--driver", "scripted", "--env", "EXAMPLE_SFT_STEPS=20", "--env", "EXAMPLE_GRPO_STEPS=2",
-               "--env", "EXAMPLE_GAMES=8", "--env", "EXAMPLE_GENERATIONS=2", root=tmp_path / "runs", timeout=1200)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    report = report_of(Path(re.search(r"run folder: (\S+)", proc.stdout).group(1)))
-    assert report["route"] == "SFT → GRPO (online)"
-    sft, grpo = report["iterations"]
-    assert (sft["train_type"], sft["online"], sft["key_config"]["lr"]["value"]) == ("SFT", False, "0.003")
-    assert (grpo["train_type"], grpo["online"], grpo["key_config"]["lr"]["value"]) == ("GRPO", True, "0.0003")
-    assert any("rollout_func" in e["text"] for e in grpo["online_evidence"])
-    assert grpo["key_config"]["num_generations"] == {"value": "2", "path": "command line", "line": 0,
-                                                     "source": "command line"}
 
 
 def read_script(name: str) -> str:
