@@ -63,7 +63,7 @@ def main() -> None:
                 dt = time.perf_counter() - t0
                 print(f"  concurrency {concurrency:2}: {ev.calls / dt:7.0f} calls/s ({dt:.2f} s)")
             t0 = time.perf_counter()
-            ev = evaluator_for(task, judge={"base_url": url, "model": "local-judge", "concurrency": 16}, seed=16)
+            ev = evaluator_for(task, judge={"base_url": url, "model": "local-judge", "concurrency": 16})
             ev.judge_all(items, [""] * len(items), outputs)
             dt = time.perf_counter() - t0
             print(f"  the same {len(items)} pairs again: {ev.details([])['winrate']['n_cached']} from the cache, "
@@ -74,7 +74,7 @@ def main() -> None:
 
             engine = TransformersEngine()
             engine.load(build_tiny_model(tmp / "tiny"))
-            ev = evaluator_for(task, judge={"base_url": url, "model": "local-judge"}, seed=0)
+            ev = evaluator_for(task, judge={"base_url": url, "model": "local-judge"})
             settings = task.settings_for(None)
             t0 = time.perf_counter()
             prompts = [engine.render(ev.prompt(item)) for item in items]

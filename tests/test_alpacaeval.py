@@ -56,7 +56,7 @@ def alpaca_data(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory) -
 def make_evaluator(judge: Judge, mode: str, **settings: object):
     task = load_task("alpacaeval")
     return evaluator_for(task, judge={"base_url": judge.url, "model": "local-judge", "mode": mode,
-                                      "backoff_s": 0.05, **settings}, seed=7)
+                                      "backoff_s": 0.05, **settings})
 
 
 def reference_items(n: int) -> list[dict]:
@@ -90,6 +90,36 @@ def test_prepare_reads_the_reference_outputs_and_alpaca_rows(alpaca_data: Path, 
     proc = cli("data", "prepare", "alpacaeval", "--from", str(REFERENCE_FILE), env={
         **os.environ, "AGENT2RL_DATA": str(tmp_path / "cache")})
     assert proc.returncode != 0 and "tatsu-lab/alpaca" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_judge_sees_each_pair_in_alpaca_evals_own_order(alpaca_data: Path) -> None:
+    """alpaca_eval's own processor, run on the reference items, switches output_1 (the reference)
+    and output_2 (the model's) on exactly the items where we show the model's output first."""
+    import pandas as pd
+    from alpaca_eval.processors import RandomSwitchTwoColumnsProcessor
+
+    from agent2rl_tui.grader.evaluators.pairwise import model_shown_first
+
+    items = reference_items(805)
+    frame = pd.DataFrame({"instruction": [it["instruction"] for it in items], "output_1": [it["output"] for it in items],
+                          "output_2": ["model"] * len(items)})
+    switch = RandomSwitchTwoColumnsProcessor(two_columns_to_switch=["output_1", "output_2"],
+                                             random_seed_columns=["instruction"], _switch_column="is_switched_outputs",
+                                             seed=0)  # as alpaca_eval's PairwiseAnnotator (seed 0) builds it
+    switched = switch.preprocess(frame)["is_switched_outputs"].tolist()
+    assert [model_shown_first(it["instruction"]) for it in items] == switched
+    assert 300 < sum(switched) < 505  # about half each way
+
+
+def test_an_output_identical_to_the_reference_is_a_tie_without_asking(alpaca_data: Path, judge_server) -> None:
+    judge = judge_server()
+    items = reference_items(3)
+    outputs = [items[0]["output"], "x" * (len(items[1]["output"]) + 900), items[2]["output"] + "  \n"]
+    results = make_evaluator(judge, "ranking").judge_all(items, ["prompt"] * 3, outputs)
+    # alpaca_eval's rule: the same output (ours after stripping, as AutoRL-Bench keeps them) is 1.5.
+    assert [r.extra["preference"] for r in results] == [1.5, 2.0, 1.5]
+    assert [r.correct for r in results] == [False, True, False]
+    assert judge.requests() == 1  # only the item that differs was judged
 
 
 @pytest.mark.parametrize("mode", ["ranking", "weighted"])

@@ -74,8 +74,7 @@ def _evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float, ph
     settings = task.settings_for(job.get("prompt_profile"))
     engine_cfg = engine_settings(task.engine, job.get("engine") or {})
     interactive = task.level == 3
-    evaluator = None if interactive else evaluator_for(task, settings, judge=job.get("judge"),
-                                                       seed=int(job.get("seed") or 0))
+    evaluator = None if interactive else evaluator_for(task, settings, judge=job.get("judge"))
     if isinstance(evaluator, HumanEvalEvaluator):  # its sandbox hides the run folder (evals/<n>/ is in it)
         evaluator.run_dir = out_dir.resolve().parent.parent
     items = task.eval_items(job.get("eval_seed"))  # the run's own draw, from its record

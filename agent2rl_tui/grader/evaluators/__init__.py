@@ -28,13 +28,13 @@ def get_evaluator(name: str, spec: dict[str, Any] | None = None) -> BaseEvaluato
         raise ValueError(f"unknown evaluator {name!r}; known: {sorted(EVALUATORS)}") from None
 
 
-def evaluator_for(task: Task, settings: InferenceSettings | None = None, *, judge: dict[str, Any] | None = None,
-                  seed: int = 0) -> BaseEvaluator:
+def evaluator_for(task: Task, settings: InferenceSettings | None = None, *,
+                  judge: dict[str, Any] | None = None) -> BaseEvaluator:
     """The task's evaluator for a prompt profile (the task's default without one), with the
-    options its [grader] section sets; a judge-graded task also gets the run's judge and seed."""
+    options its [grader] section sets; a judge-graded task also gets the run's judge."""
     spec = task.grading_spec(settings)
     if task.evaluator == "pairwise_judge":
-        return pairwise_evaluator(task, spec, judge, seed)
+        return pairwise_evaluator(task, spec, judge)
     if task.evaluator == "humaneval":
         grader = task.raw.get("grader", {})
         return HumanEvalEvaluator(spec, timeout_s=float(grader.get("sandbox_timeout_s", 5)),
@@ -43,7 +43,7 @@ def evaluator_for(task: Task, settings: InferenceSettings | None = None, *, judg
     return get_evaluator(task.evaluator, spec)
 
 
-def pairwise_evaluator(task: Task, spec: dict[str, Any], judge: dict[str, Any] | None, seed: int) -> BaseEvaluator:
+def pairwise_evaluator(task: Task, spec: dict[str, Any], judge: dict[str, Any] | None) -> BaseEvaluator:
     """The judge evaluator with the task's templates, its [judge] defaults under the run's
     settings, and the judgement cache and LC data beside the task's prepared data."""
     if not judge:
@@ -56,7 +56,7 @@ def pairwise_evaluator(task: Task, spec: dict[str, Any], judge: dict[str, Any] |
     if settings.mode not in templates:
         raise JudgeError(f"task {task.name} has no [judge] {settings.mode}_template")
     cache = task_cache(task)
-    return PairwiseJudgeEvaluator(spec, judge=settings, templates=templates, seed=seed,
+    return PairwiseJudgeEvaluator(spec, judge=settings, templates=templates,
                                   cache_path=cache / "judge-cache.sqlite", hub_cache=cache / "hub")
 
 

@@ -3,10 +3,12 @@
 AlpacaEval 2.0 as AutoRL-Bench grades it: the model answers each instruction (its chat
 template, greedy, 512 new tokens); a judge compares its output with the reference output
 (gpt-4-1106-preview's) and the win rate over the items, length-controlled where the GLM's data
-are prepared, is the score. Which output the judge sees first is drawn per item from the run's
-seed. Judgements come from the cache when the same pair was judged before; a judge that errs
-is retried with backoff, and an item it never answers counts as failed (the score says how
-many; every item failing fails the submission).
+are prepared, is the score. Which output the judge sees first is drawn as alpaca_eval 0.6.6
+draws it (``model_shown_first``: its seeded choice on the instruction), so every pair is shown
+in the leaderboard's order; an output identical to the reference gets preference 1.5 without
+asking the judge, as alpaca_eval sets it. Judgements come from the cache when the same pair
+was judged before; a judge that errs is retried with backoff, and an item it never answers
+counts as failed (the score says how many; every item failing fails the submission).
 
 Unlike the other evaluators this one does I/O (HTTP to the judge, a SQLite cache): it is
 tested against a real judge server on 127.0.0.1.
@@ -38,22 +40,29 @@ class Verdict:
     """The judge replied (a judge call was spent), parseable or not."""
 
 
-def model_shown_first(seed: int, index: int) -> bool:
-    """Whether item ``index``'s model output is shown as ``m`` (first): fixed by the run's seed,
-    so a re-submitted identical output meets the same order, and the cache."""
-    return random.Random(f"{seed}:{index}").random() < 0.5
+ALPACA_EVAL_SEED = 0
+"""alpaca_eval's annotator seed (``PairwiseAnnotator(seed=0)``), which its order draw is salted with."""
+SAME_OUTPUT = 1.5
+"""alpaca_eval's preference for an output identical to the reference: a tie, the judge not asked."""
+
+
+def model_shown_first(instruction: str, seed: int = ALPACA_EVAL_SEED) -> bool:
+    """Whether the model's output is shown first (``m``, alpaca_eval's ``output_1``) for this
+    instruction: alpaca_eval's ``RandomSwitchTwoColumnsProcessor`` draw, ``random.Random(
+    "is_switched_outputs" + instruction + str(seed)).choices([False, True])``, the reference being
+    ``output_1`` unless switched. The same instruction always meets the same order (and the cache)."""
+    return random.Random("is_switched_outputs" + instruction + str(seed)).choices([False, True], k=1)[0]
 
 
 class PairwiseJudgeEvaluator(BaseEvaluator):
     name = "pairwise_judge"
 
     def __init__(self, spec: dict[str, Any] | None, *, judge: JudgeSettings, templates: dict[str, str],
-                 seed: int = 0, cache_path: Path | None = None, hub_cache: Path | None = None) -> None:
+                 cache_path: Path | None = None, hub_cache: Path | None = None) -> None:
         super().__init__(spec)
         self.judge = judge
         self.template = templates[judge.mode]
         self.version = pairwise.prompt_version(self.template, judge.mode)
-        self.seed = seed
         self.cache_path = cache_path
         self.hub_cache = hub_cache
         self.metrics: dict[str, Any] = {}
@@ -84,12 +93,18 @@ class PairwiseJudgeEvaluator(BaseEvaluator):
         client = JudgeClient(self.judge)
         cache = JudgementCache(self.cache_path) if self.cache_path else None
         outputs = [o.strip() for o in outputs]  # as AutoRL-Bench keeps them
-        firsts = [model_shown_first(self.seed, i) for i in range(len(items))]
+        firsts = [model_shown_first(item["instruction"]) for item in items]
         pairs = [(item["instruction"], out, item["output"]) if first else (item["instruction"], item["output"], out)
                  for item, out, first in zip(items, outputs, firsts)]
+
+        def ask(pair: tuple[str, str, str]) -> Verdict:
+            if pair[1] == pair[2]:  # identical outputs: a tie, as alpaca_eval sets it
+                return Verdict(raw=None, shown_preference=SAME_OUTPUT)
+            return self._ask(client, cache, *pair)
+
         try:
             with ThreadPoolExecutor(max_workers=self.judge.concurrency) as pool:
-                verdicts = list(pool.map(lambda pair: self._ask(client, cache, *pair), pairs))
+                verdicts = list(pool.map(ask, pairs))
         finally:
             if cache is not None:
                 cache.close()
@@ -131,5 +146,6 @@ class PairwiseJudgeEvaluator(BaseEvaluator):
         return float(self.metrics.get(metric) or 0.0)
 
     def details(self, results: list[ItemResult]) -> dict[str, Any]:
-        return {"judge": {**self.judge.to_dict(), "prompt_version": self.version, "seed": self.seed},
+        return {"judge": {**self.judge.to_dict(), "prompt_version": self.version,
+                          "order": f"alpaca_eval's draw, seed {ALPACA_EVAL_SEED}"},
                 "winrate": self.metrics}
