@@ -57,7 +57,6 @@ class GraderConfig:
     """The task's prompt profile for this run (``run start --prompt-profile``); None: the task's default."""
     judge: dict[str, Any] | None = None
     """The judge of a judge-graded task (``run start --judge-url`` ...): URL, model, key variable, mode."""
-    seed: int = 0
     search: dict[str, Any] | None = None
     """A searching task's backend (``run start --search-url`` / ``--search-corpus``)."""
     store: dict[str, Any] | None = None
@@ -93,7 +92,6 @@ class GraderConfig:
             judge=cfg.get("judge"),
             search=cfg.get("search"),
             store=cfg.get("store"),
-            seed=int(run["seed"] or 0),
             keep_submissions=bool(cfg.get("keep_submissions", False)),
             max_submission_bytes=int((cfg.get("max_submission_gib") or 0) * GIB) or max_bytes,
             eval_memory_bytes=int((cfg.get("eval_memory_gib") or 0) * GIB) or memory,

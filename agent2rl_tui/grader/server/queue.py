@@ -263,7 +263,6 @@ class Grader:
             "engine": self.cfg.engine,
             "prompt_profile": self.cfg.prompt_profile,
             "judge": self.cfg.judge,
-            "seed": self.cfg.seed,
             "eval_seed": self.cfg.eval_seed,
             "search": self.cfg.search,
             "store": self.cfg.store,
