@@ -88,6 +88,23 @@ def test_the_prompt_is_the_references_with_the_last_five_turns(store_url: str) -
     env.close()
 
 
+def test_the_history_shows_the_action_as_cleaned_and_played(store_url: str) -> None:
+    """The reference cleans the model's action ("Action:" dropped, choose[ read as click[) before it
+    plays it and before its history window shows it: so do we."""
+    def sloppy(batch: list[Pending]) -> list[str]:
+        script = ["Action: search[red cotton t-shirt]\nObservation: made up", "choose[b001]", "click[red]"]
+        return [script[len(p.episode.turns)] for p in batch]
+
+    fmt = WebShopFormat()
+    [ep] = play(["session:0"], lambda: WebShop(RemoteWebShop(store_url)), sloppy, fmt=fmt, max_steps=3)
+    assert [t.action for t in ep.turns] == ["search[red cotton t-shirt]", "click[b001]", "click[red]"]
+    shown = fmt.user_text(ep.goal, ep.turns, ep.turns[-1].observation, None)
+    assert "Action 1: search[red cotton t-shirt]\n" in shown and "Action 2: click[b001]\n" in shown
+    assert "Action:" not in shown.split("Now it's your turn:")[1].replace("Action 1:", "").replace(
+        "Action 2:", "").replace("Action 3:", "").replace("Action 4:", "")
+    assert ep.turns[0].completion.startswith("Action: search[")  # the raw completion is kept
+
+
 def test_the_grader_shops_with_the_model_and_records_both_success_rates(store_url: str, tiny_model: Path,
                                                                        prepared_data: Path, tmp_path: Path) -> None:
     from agent2rl_tui.grader.engines.hf import TransformersEngine

@@ -22,6 +22,7 @@ from typing import Any
 
 from agent2rl_tui.envs.base import Environment, Outcome, Start
 from agent2rl_tui.envs.search import ACTION, parse_action
+from agent2rl_tui.envs.webshop import clean_action
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,9 @@ class WebShopFormat(EpisodeFormat):
         return self._chat(self.user_text(start.goal, [], start.observation, start.admissible))
 
     def action_from(self, completion: str) -> str:
-        return completion.strip().split("\n", 1)[0].strip()
+        """The completion's first line, cleaned as the reference cleans it (``Action:`` dropped,
+        ``choose[`` read as ``click[``): the action played and the one the history shows."""
+        return clean_action(completion.strip().split("\n", 1)[0])
 
     def after_turn(self, previous: str, episode: Episode, admissible: list[str] | None) -> str:
         last = episode.turns[-1]
