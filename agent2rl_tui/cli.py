@@ -523,18 +523,18 @@ def report_cmd(ctx: click.Context, run: str, summarizer_url: str | None = None, 
         summarizer = SummarizerSettings.from_options(summarizer_url, summarizer_model, summarizer_key_env)
         if summarizer is not None:
             summarizer.api_key()  # an unset key variable is the user's to fix, before anything is written
-        write_report(run_dir)
+        report = write_report(run_dir)
         if summarizer is not None:  # the narrative reads the iterations the report just wrote
             narrative = write_narrative(run_dir, summarizer)
             _echo(describe(narrative))
             if narrative.failed or narrative.error:
                 _echo("warning: the narrative is incomplete; the report says which iterations have none and why",
                       err=True)
-            write_report(run_dir)
+            report = write_report(run_dir)
         if as_html or html_out is not None:
             from agent2rl_tui.record.html_report import write_html
 
-            html_path = write_html(run_dir, html_out)
+            html_path = write_html(run_dir, html_out, report)
     except USER_ERRORS as exc:
         _fail(exc)
     click.echo(f"report: {run_dir / 'report' / 'report.md'}")

@@ -79,13 +79,20 @@ class JudgeSettings:
 
     def api_key(self, env: Mapping[str, str] | None = None) -> str | None:
         """The key's value, from the environment; an error naming the variable when it is unset."""
-        if not self.key_env:
-            return None
-        value = (os.environ if env is None else env).get(self.key_env)
-        if not value:
-            raise JudgeError(f"the judge's key variable {self.key_env} is not set in the grader's environment; "
-                             f"export {self.key_env}=... before starting the run")
-        return value
+        return key_from_env(self.key_env, env, JudgeError(
+            f"the judge's key variable {self.key_env} is not set in the grader's environment; "
+            f"export {self.key_env}=... before starting the run"))
+
+
+def key_from_env(key_env: str | None, env: Mapping[str, str] | None, unset: Exception) -> str | None:
+    """The value of the variable ``key_env`` names (None when it names none); ``unset`` raised
+    when the variable is empty or missing."""
+    if not key_env:
+        return None
+    value = (os.environ if env is None else env).get(key_env)
+    if not value:
+        raise unset
+    return value
 
 
 __all__ = ["JUDGE_MODES", "JudgeError", "JudgeSettings", "Unparseable"]

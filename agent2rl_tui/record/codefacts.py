@@ -138,6 +138,10 @@ class CodeFacts:
                 return t
         return trained[0]
 
+    def rolls_out(self, train_type: str) -> bool:
+        """Whether an iteration of ``train_type`` trained on online rollouts (an RL type whose code plays)."""
+        return bool(self.online) and train_type not in (SFT, COPY, UNKNOWN)
+
     def add(self, kind: str, ev: Evidence) -> None:
         if kind not in self.types:
             self.types.append(kind)

@@ -177,7 +177,4 @@ def paired_bests(runs: list[RunSummary], max_pairs: int = MAX_PAIRS) -> Pairing:
 
 
 def pair_text(p: RunPair) -> str:
-    c = p.comparison
-    test = f", McNemar p = {c.p_value:.4f}" if c.p_value is not None else ", paired bootstrap"
-    return (f"{p.second} vs {p.first}: {c.diff:+.2f} points [{c.low:+.2f}, {c.high:+.2f}] {c.label} "
-            f"({c.n} items{test})")
+    return f"{p.second} vs {p.first}: {p.comparison.describe()}"

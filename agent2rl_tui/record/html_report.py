@@ -287,12 +287,13 @@ def render_html(run_dir: Path, report: dict[str, Any] | None = None) -> str:
             "escapes; long texts and lists are cut where the page says so.</p></footer>\n</body></html>\n")
 
 
-def write_html(run_dir: Path, out: Path | None = None) -> Path:
-    """Write the page (default ``report/report.html`` of the run) and return its path."""
+def write_html(run_dir: Path, out: Path | None = None, report: dict[str, Any] | None = None) -> Path:
+    """Write the page (default ``report/report.html`` of the run) and return its path; ``report``:
+    the report just written (``write_report``'s), so it is not built again."""
     run_dir = Path(run_dir)
     path = Path(out) if out is not None else run_dir / "report" / HTML_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_html(run_dir), encoding="utf-8")
+    tmp.write_text(render_html(run_dir, report), encoding="utf-8")
     tmp.replace(path)
     return path

@@ -35,7 +35,6 @@ from agent2rl_tui.record.codefacts import (
     COPY,
     MAX_FILE_BYTES,
     MAX_FILES,
-    SFT,
     UNKNOWN,
     CodeFacts,
     Evidence,
@@ -368,8 +367,8 @@ def build_iterations(run_dir: Path, significance: dict[int, str] | None = None) 
         it.best = dict(best) if best else None
         iterations.append(it)
         prev_end, prev_rev = sub.received_at, sub.revision_seq if sub.revision_seq is not None else prev_rev
-    tail = _tail(run, logs, revisions, reader, shas, prev_end, prev_rev, agent_end, window, len(iterations) + 1,
-                 no_submission=not subs)
+    tail = _tail(run, logs, training, revisions, reader, shas, prev_end, prev_rev, agent_end, window,
+                 len(iterations) + 1, no_submission=not subs)
     if tail is not None:
         tail.best = dict(best) if best else None
         iterations.append(tail)
@@ -402,22 +401,22 @@ def _iteration(n: int, sub: Submission, base_score: float | None, base_hash: str
         score=sub.score if scored else None,
         improvement=round(sub.score - base_score, 4) if scored and sub.score is not None and base_score is not None else None,
         train_type=train_type, failure_type=failure, submission_id=sub.id, submission_status=sub.status,
-        revision=sub.revision_seq, online=bool(facts.online) and train_type not in (SFT, COPY, UNKNOWN),
+        revision=sub.revision_seq, online=facts.rolls_out(train_type),
         train_evidence=[] if base_copy else _strongest_first(facts.evidence.get(train_type, []))[:5],
         online_evidence=facts.online[:3], key_config=facts.config, key_code=_key_code(facts, files),
         problems=problems, failure_evidence=failures[:10],
     )
 
 
-def _tail(run: dict[str, Any], logs: LogFacts, revisions: list[dict[str, Any]], reader: CodeReader,
-          shas: dict[int, str], after: float, prev_rev: int | None, agent_end: float | None, window: Any, n: int,
-          *, no_submission: bool) -> Iteration | None:
+def _tail(run: dict[str, Any], logs: LogFacts, training: list[tuple[float, float]], revisions: list[dict[str, Any]],
+          reader: CodeReader, shas: dict[int, str], after: float, prev_rev: int | None, agent_end: float | None,
+          window: Any, n: int, *, no_submission: bool) -> Iteration | None:
     """The stretch after the last submission, when work happened there that never reached the grader."""
     end = agent_end if agent_end is not None else max([after, *(c.at for c in logs.commands)])
     if end <= after and not no_submission:
         return None
     failures = logs.failures_in(after, end)
-    trained = any(after < b and a < end for a, b in logs.training_intervals())
+    trained = any(after < b and a < end for a, b in training)
     last_rev = max((r["seq"] for r in revisions if r["at"] <= end), default=None)
     changed = changes_between(revisions, prev_rev, last_rev) if last_rev and last_rev != prev_rev else Changes()
     code_changed = any(is_code_path(f["path"]) for f in changed.files)
@@ -433,7 +432,7 @@ def _tail(run: dict[str, Any], logs: LogFacts, revisions: list[dict[str, Any]], 
     return Iteration(
         iteration=n, timestamp=iso(end), duration_s=end - after, status="failed",
         exit_code=run.get("agent_exit_code"), score=None, improvement=None, train_type=facts.train_type,
-        failure_type=failure, revision=last_rev, online=bool(facts.online) and facts.train_type not in (SFT, COPY, UNKNOWN),
+        failure_type=failure, revision=last_rev, online=facts.rolls_out(facts.train_type),
         train_evidence=_strongest_first(facts.evidence.get(facts.train_type, []))[:5], online_evidence=facts.online[:3],
         key_config=facts.config, changes=changed, key_code=_key_code(facts, files), commands=cmds[-10:], time=time,
         problems=problems, failure_evidence=failures[:10],

@@ -76,7 +76,7 @@ class LogFacts:
         ends = sorted(at for at, _ in self.runtimes)
         burst: list[float] = []
         for at in self.loss_lines + [float("inf")]:
-            if burst and (at - burst[-1] > LOSS_BURST_GAP_S or any(burst[-1] <= e < at for e in ends)):
+            if burst and (at - burst[-1] > LOSS_BURST_GAP_S or _ended_between(ends, burst[-1], at)):
                 spans.append((burst[0], burst[-1]))
                 burst = []
             burst.append(at)
@@ -90,6 +90,12 @@ class LogFacts:
             found.append(Signal(stds[-1][0], NO_SIGNAL, f"reward_std 0 on all {len(stds)} logged steps: every "
                                                         "group's rewards were equal, so GRPO had no advantage to learn from"))
         return found
+
+
+def _ended_between(ends: list[float], start: float, end: float) -> bool:
+    """Whether a trainer reported its runtime (ended) in [start, end); ``ends`` sorted."""
+    i = bisect.bisect_left(ends, start)
+    return i < len(ends) and ends[i] < end
 
 
 def _between(rows: list[tuple[float, float]], start: float, end: float) -> list[tuple[float, float]]:

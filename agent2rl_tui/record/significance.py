@@ -40,6 +40,11 @@ class Comparison:
     gained: int | None = None  # binary: items only ``after`` got
     lost: int | None = None  # binary: items only ``before`` got
 
+    def describe(self) -> str:
+        """``+12.00 points [+4.00, +20.00] better (100 items, McNemar p = 0.0120)``."""
+        test = f", McNemar p = {self.p_value:.4f}" if self.p_value is not None else ", paired bootstrap"
+        return f"{self.diff:+.2f} points [{self.low:+.2f}, {self.high:+.2f}] {self.label} ({self.n} items{test})"
+
     def as_json(self) -> dict[str, object]:
         return {"n": self.n, "diff": round(self.diff, 4), "ci95": [round(self.low, 4), round(self.high, 4)],
                 "label": self.label, "p_value": self.p_value, "gained": self.gained, "lost": self.lost}

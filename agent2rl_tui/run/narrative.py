@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import threading
 from collections.abc import Mapping
@@ -32,7 +31,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.judge import JudgeError, JudgeSettings
+from agent2rl_tui.judge import JudgeError, JudgeSettings, key_from_env
 from agent2rl_tui.judge.client import JudgeClient
 from agent2rl_tui.llm.prices import PriceError, PriceTable, load_prices
 from agent2rl_tui.llm.protocols.chat import read_usage
@@ -122,13 +121,8 @@ class SummarizerSettings:
         return asdict(self)
 
     def api_key(self, env: Mapping[str, str] | None = None) -> str | None:
-        if not self.key_env:
-            return None
-        value = (os.environ if env is None else env).get(self.key_env)
-        if not value:
-            raise SummarizerError(f"the summarizer's key variable {self.key_env} is not set; export "
-                                  f"{self.key_env}=... first")
-        return value
+        return key_from_env(self.key_env, env, SummarizerError(
+            f"the summarizer's key variable {self.key_env} is not set; export {self.key_env}=... first"))
 
     def judge(self) -> JudgeSettings:
         return JudgeSettings(base_url=self.base_url, model=self.model, key_env=self.key_env,

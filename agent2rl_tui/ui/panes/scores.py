@@ -20,7 +20,6 @@ from textual_plotext import PlotextPlot
 from agent2rl_tui.record.episodes_view import facts, is_episode
 from agent2rl_tui.record.items import SubmissionItems, read_submission_items
 from agent2rl_tui.record.runview import RunView, compare_items
-from agent2rl_tui.record.significance import Comparison
 from agent2rl_tui.record.store import Submission, SubStatus
 from agent2rl_tui.ui.format import fmt_score, literal_line
 from agent2rl_tui.ui.messages import ItemsLoaded, ShowRevision, ShowSubmissionDiff, ShowTranscriptAt
@@ -36,12 +35,6 @@ COLUMNS = [Column("#", 8), Column("at", 8, right=True), Column("score", 7, right
 
 
 LABEL_STYLES = {"better": "green", "worse": "red", "within noise": "yellow"}
-
-
-def comparison_text(c: Comparison) -> str:
-    """``+12.00 points [+4.00, +20.00] better (McNemar p = 0.0120)`` on the items both scored."""
-    test = f", McNemar p = {c.p_value:.4f}" if c.p_value is not None else ", paired bootstrap"
-    return f"{c.diff:+.2f} points [{c.low:+.2f}, {c.high:+.2f}] {c.label} ({c.n} items{test})"
 
 
 def item_line(item: dict) -> str:
@@ -195,7 +188,7 @@ class ScoresPane(Vertical):
                 lines.append(Text(f"vs {label}: solved {len(cmp.solved)}, broke {len(cmp.broken)}, "
                                   f"kept {cmp.kept}, still wrong {cmp.still_wrong}", style="bold"))
                 if paired is not None:
-                    lines.append(Text(f"  {comparison_text(paired)}", style=LABEL_STYLES.get(paired.label, "")))
+                    lines.append(Text(f"  {paired.describe()}", style=LABEL_STYLES.get(paired.label, "")))
                 for tag, group, style in (("+", cmp.solved, "green"), ("-", cmp.broken, "red")):
                     for item in group[:ITEMS_SHOWN]:
                         lines.append(literal_line(f" {tag} #{item['index']} {item_line(item)}", style=style))
