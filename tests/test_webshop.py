@@ -156,3 +156,41 @@ def test_a_run_grades_its_baseline_in_the_store_it_names(store_url: str, tiny_mo
     kit = (run / "workspace" / "data" / "play.py").read_text()  # a client of the run's train-environment service
     assert (run / "workspace" / "data" / "env.json").exists() and "TRAIN_ENV_URL" in kit
     assert "TRAIN_ENV_URL" in (run / "workspace" / "instructions.md").read_text()
+
+
+def reference_prompt(instruction: str, history: list[tuple[str, str]], observation: str, available: str) -> str:
+    """AutoRL-Bench's ``build_react_prompt`` (benchmarks/webshop/eval.py), its template copied here
+    word for word: the test checks our prompt against the reference's construction, not ours."""
+    prompt = ("You are shopping on an e-commerce website. Find and purchase a product matching the user's "
+              f"instruction.\n\nInstruction: {instruction}\n\nAvailable actions:\n{available}\n\nRules:\n"
+              "- Output ONLY one action from the available actions list above.\n"
+              "- For search, use: search[your query]\n- For clicking, use: click[exact text from the list]\n"
+              "- Do NOT output anything other than the action.\n\nNow it's your turn:\n")
+    recent = history[-5:]
+    offset = len(history) - len(recent)
+    for i, (action, obs) in enumerate(recent):
+        prompt += f"\nObservation {offset + i + 1}: {obs}\nAction {offset + i + 1}: {action}\n"
+    return prompt + f"\nObservation {len(history) + 1}: {observation}\nAction {len(history) + 1}:"
+
+
+@pytest.mark.parametrize("profile", ["default", "reference"])
+def test_the_reference_profile_states_the_instruction_as_the_store_gives_it(store_url: str, profile: str) -> None:
+    """WebShop's own instruction text begins "Instruction:", and the reference passes it on as it
+    comes: under the ``reference`` profile every prompt reads "Instruction: Instruction: …", as
+    the reference's; ours (``default``) states it once. The rest is the same."""
+    from agent2rl_tui.grader.evaluators.episodes import episode_format
+
+    task = load_task("webshop")
+    spec = EnvSpec.from_table(task.raw["env"], store={"url": store_url})
+    fmt = episode_format(spec, task.settings_for(profile))
+    [ep] = play(["session:0"], spec.factory(), shopper({0: RIGHT[0]}), fmt=fmt, max_steps=3)
+    given = RemoteWebShop(store_url)
+    given.reset(0)
+    instruction = given.instruction() if profile == "reference" else given.instruction()[len("Instruction: "):]
+    given.close()
+    assert ep.goal == instruction
+    history = [(t.action, t.observation) for t in ep.turns[:2]]
+    available = "\n".join(f"  {a}" for a in ["search[<your query>]", "click[search]"])
+    ours = fmt.user_text(ep.goal, ep.turns[:2], ep.turns[1].observation, ["search[<your query>]", "click[search]"])
+    assert ours == reference_prompt(instruction, history, ep.turns[1].observation, available)
+    assert ("Instruction: Instruction: i need a red cotton" in ours) == (profile == "reference")

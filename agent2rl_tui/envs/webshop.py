@@ -148,10 +148,10 @@ class WebShop:
 
     def reset(self, game: str) -> Start:
         observation = self.store.reset(parse_session(game))
-        instruction = self.store.instruction()
-        if instruction.startswith("Instruction:"):
-            instruction = instruction[len("Instruction:"):].strip()
-        return Start(observation=observation, goal=instruction, admissible=actions_of(self.store.available()))
+        given = self.store.instruction()
+        goal = given[len("Instruction:"):].strip() if given.startswith("Instruction:") else given
+        return Start(observation=observation, goal=goal, admissible=actions_of(self.store.available()),
+                     info={"instruction_text": given})
 
     def step(self, action: str) -> Outcome:
         observation, reward, done = self.store.step(clean_action(action))

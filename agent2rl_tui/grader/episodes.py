@@ -33,6 +33,10 @@ class EpisodeFormat:
     think_prefix: str | None = None  # actions starting so are thoughts: not sent to the game, answered think_reply
     think_reply: str = "OK."
 
+    def goal_shown(self, start: Start) -> str:
+        """The goal as the prompt states it, kept as the episode's goal."""
+        return start.goal
+
     def first_prompt(self, start: Start, header: str | None = None) -> str:
         """The header (``header`` as given, else ``self.header`` filled with the goal), then
         the first observation."""
@@ -137,10 +141,18 @@ class WebShopFormat(EpisodeFormat):
     ``Observation k: <after action k>`` then ``Action k: <action k>``, so the latest observation
     appears twice and the first one not at all once a turn is made; kept as it is, since the
     score must be the reference's measurement (docs/grading.md, G).
+
+    ``given_instruction``: the instruction as WebShop gives it, its own ``Instruction:`` prefix
+    kept, so the prompt reads ``Instruction: Instruction: …`` as the reference's does (the
+    ``reference`` prompt profile); else without it (ours).
     """
 
     window: int = 5
     render: Callable[[list[dict[str, str]]], str] | None = None
+    given_instruction: bool = False
+
+    def goal_shown(self, start: Start) -> str:
+        return str(start.info.get("instruction_text", start.goal)) if self.given_instruction else start.goal
 
     def user_text(self, goal: str, history: list[Turn], observation: str, admissible: list[str] | None) -> str:
         text = WEBSHOP_HEAD.format(instruction=goal, available_actions="\n".join(f"  {a}" for a in admissible or []))
@@ -156,7 +168,7 @@ class WebShopFormat(EpisodeFormat):
         return self.render(messages) if self.render else f"{WEBSHOP_SYSTEM}\n\n{user}"
 
     def first_prompt(self, start: Start, header: str | None = None) -> str:
-        return self._chat(self.user_text(start.goal, [], start.observation, start.admissible))
+        return self._chat(self.user_text(self.goal_shown(start), [], start.observation, start.admissible))
 
     def action_from(self, completion: str) -> str:
         """The completion's first line, cleaned as the reference cleans it (``Action:`` dropped,
@@ -212,7 +224,7 @@ def opening(start: Start, index: int, game: str, fmt: EpisodeFormat,
             header_for: Callable[[Start], str] | None = None) -> Pending:
     """A game just reset: its episode and the first prompt. The grader's runner and the agent's
     train-environment service (``trainenv``) both open every episode here."""
-    ep = Episode(index=index, game=game, goal=start.goal, first_observation=start.observation,
+    ep = Episode(index=index, game=game, goal=fmt.goal_shown(start), first_observation=start.observation,
                  kind=start.info.get("kind"))
     return Pending(ep, fmt.first_prompt(start, header_for(start) if header_for else None), start.admissible)
 

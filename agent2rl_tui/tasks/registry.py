@@ -74,8 +74,26 @@ class InferenceSettings:
     """A model without a chat template is an error (the reference renders every prompt with one)."""
     max_new_tokens: int = 256
     temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    """0: no top-k cut."""
+    enable_thinking: bool | None = None
+    """Given to the chat template as ``enable_thinking`` where set (Qwen3's switch); None: not given."""
     batch_size: int = 32
     stop: tuple[str, ...] = ()
+    model_table: bool = False
+    """The base model's row of the reference's model table (``tasks.decoding``) sets the decoding
+    under this profile, as AutoRL-Bench's OpenCompass runs do; the row is recorded with the score."""
+    decoding_row: str = ""
+    """The model-table row that set the decoding (empty: the profile's own)."""
+    transcript: str = ""
+    """An interactive task's transcript layout under this profile, over its ``[env] transcript``
+    (e.g. the reference's own loop, quirks included); empty: the task's."""
+    answer_judge: str = ""
+    """How a searching task's answers are judged: empty, ours (temperature 0, a strict verdict,
+    a failed call counts as not correct); ``reference``, as AutoRL-Bench calls its judge."""
+    sandbox_timeout_s: float | None = None
+    """Seconds a HumanEval program may run under this profile; None: the task's ``[grader]``."""
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()

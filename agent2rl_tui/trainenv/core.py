@@ -321,7 +321,7 @@ def build(run_dir: Path, recorder: Recorder, limits: dict[str, int] | None = Non
                               store=cfg.get("store"))
     train = load_train(task)
     engine = None
-    if spec.transcript == "webshop":  # a chat prompt, rendered with the base model's template as the grader does
+    if spec.kind == "webshop":  # a chat prompt, rendered with the base model's template as the grader does
         engine = TemplateRenderer(run_dir / "workspace" / "models" / run["base_model"])
     fmt = episode_format(spec, settings, engine)  # type: ignore[arg-type]
     make_env: Callable[[], Environment]

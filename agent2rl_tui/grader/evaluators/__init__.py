@@ -37,7 +37,9 @@ def evaluator_for(task: Task, settings: InferenceSettings | None = None, *,
         return pairwise_evaluator(task, spec, judge)
     if task.evaluator == "humaneval":
         grader = task.raw.get("grader", {})
-        return HumanEvalEvaluator(spec, timeout_s=float(grader.get("sandbox_timeout_s", 5)),
+        chosen = settings or task.inference
+        timeout_s = chosen.sandbox_timeout_s if chosen.sandbox_timeout_s is not None else grader.get("sandbox_timeout_s", 5)
+        return HumanEvalEvaluator(spec, timeout_s=float(timeout_s),
                                   memory_mb=int(grader.get("sandbox_memory_mb", 1024)),
                                   mode=grader.get("sandbox_mode"))
     return get_evaluator(task.evaluator, spec)

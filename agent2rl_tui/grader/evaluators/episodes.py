@@ -54,12 +54,13 @@ def context_check(engine: Engine, settings: InferenceSettings) -> Any:
 
 
 def episode_format(spec: EnvSpec, settings: InferenceSettings, engine: Engine | None = None) -> EpisodeFormat:
-    """The transcript layout the task's ``[env] transcript`` names (WebShop's: a chat, rendered
-    by the engine's chat template)."""
-    if spec.transcript == "webshop":
+    """The transcript layout the prompt profile's ``transcript`` names, else the task's ``[env]
+    transcript`` (WebShop's: a chat, rendered by the engine's chat template)."""
+    transcript = settings.transcript or spec.transcript
+    if transcript in ("webshop", "webshop-reference"):
         render = (lambda messages: engine.render(messages, require_template=True)) if engine else None
-        return WebShopFormat(window=spec.window, render=render)
-    cls = {"react": ReActFormat, "search-react": SearchReActFormat}.get(spec.transcript, EpisodeFormat)
+        return WebShopFormat(window=spec.window, render=render, given_instruction=transcript == "webshop-reference")
+    cls = {"react": ReActFormat, "search-react": SearchReActFormat}.get(transcript, EpisodeFormat)
     return cls(header=settings.prompt_template, think_prefix=spec.think_prefix)
 
 
