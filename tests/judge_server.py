@@ -9,7 +9,8 @@ logprobs are left out, as from a judge that has none. Faults for the retry tests
 ``--fail-first N`` answers the first N requests with HTTP 500, ``--fail-on TEXT`` always
 fails requests whose prompt holds TEXT, ``--slow-on TEXT`` answers those after
 ``--delay`` seconds, ``--garbage-on TEXT`` answers them with prose. ``--key K`` requires
-``Authorization: Bearer K``. ``GET /stats`` counts the chat requests. A DeepSearchQA verdict
+``Authorization: Bearer K``. ``GET /stats`` counts the chat requests; ``--log F`` appends each
+request's settings (temperature, max_tokens, ...) to F. A DeepSearchQA verdict
 request (gold and predicted answer) is answered "correct" when the predicted answer holds
 every comma-separated gold item, else "incorrect" (``--verdict-text`` forces a reply). A
 narrative request (its system message starts with "You summarise one iteration") is answered
@@ -116,6 +117,9 @@ def make_handler(judge: Judge) -> type[BaseHTTPRequestHandler]:
                 self._send(404, {"error": {"message": f"model {body.get('model')!r} not found"}})
                 return
             n = judge.count()
+            if args.log:  # each request's decoding, for the tests that check how the judge is asked
+                with args.log.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps({k: v for k, v in body.items() if k != "messages"}) + "\n")
             prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
             if n <= args.fail_first or (args.fail_on and args.fail_on in prompt):
                 self._send(500, {"error": {"message": "judge overloaded"}})
@@ -160,6 +164,7 @@ def main() -> None:
     parser.add_argument("--key")
     parser.add_argument("--verdict-text", help="answer every verdict request with this text")
     parser.add_argument("--narrative-text", help="answer every narrative request with this text")
+    parser.add_argument("--log", type=Path, help="append each request's settings (not its messages) as JSON lines")
     args = parser.parse_args()
     serve(make_handler(Judge(args)), args.port_file)
 

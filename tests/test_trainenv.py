@@ -96,12 +96,13 @@ def dsqa(prepared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         proc.wait()
 
 
-def dsqa_run(dsqa: dict[str, Any], tiny_model: Path, root: Path) -> Path:
+def dsqa_run(dsqa: dict[str, Any], tiny_model: Path, root: Path, prompt_profile: str | None = None) -> Path:
     os.environ["TEST_TRAIN_SEARCH_KEY"] = SEARCH_KEY  # the pre-flight's one query needs it
     try:
         return make_prepared_run(root, tiny_model, task="deepsearchqa",
                                  search={"url": dsqa["search_url"], "key_env": "TEST_TRAIN_SEARCH_KEY"},
-                                 judge={"base_url": dsqa["judge_url"], "model": "local-judge"})
+                                 judge={"base_url": dsqa["judge_url"], "model": "local-judge"},
+                                 prompt_profile=prompt_profile)
     finally:
         del os.environ["TEST_TRAIN_SEARCH_KEY"]
 
@@ -170,6 +171,36 @@ def test_a_searching_task_plays_its_train_questions_as_the_grader_plays_its_own(
     assert [c["game"] for c in calls if c["op"] == "reset"] == [r["game"] for r in rows]
     blob = json.dumps(calls) + err + json.dumps(played)
     assert SEARCH_KEY not in blob
+
+
+def test_under_the_reference_profile_a_step_without_an_action_is_asked_again_as_the_grader_asks(
+        dsqa: dict[str, Any], tiny_model: Path, tmp_path: Path) -> None:
+    """The reference's forced answer: the service answers a completion without an action with the
+    same step's next prompt (ending "Action: answer[") and its decoding; the next completion is
+    the answer. The grader's runner, given the same completions, writes the same transcript."""
+    run = dsqa_run(dsqa, tiny_model, tmp_path / "runs", prompt_profile="reference")
+    row = train_rows()[0]
+    completions = ["I should search for it.", f"{row['answer']}"]
+    service = Service(run, env={"TEST_TRAIN_SEARCH_KEY": SEARCH_KEY})
+    try:
+        env = service.new_env()
+        status, first = service.call("POST", f"/envs/{env}/reset", {"game": row["game"], "reward": "exact"})
+        assert status == 200
+        status, asked = service.call("POST", f"/envs/{env}/step", {"completion": completions[0]})
+        assert status == 200 and not asked["done"] and asked["step"] == 0 and asked["action"] is None
+        assert asked["follow_up"] == {"temperature": 0.0, "max_new_tokens": 128, "stop": ["]"]}
+        assert asked["prompt"] == first["prompt"] + f" {completions[0]}\nAction: answer["
+        status, answered = service.call("POST", f"/envs/{env}/step", {"completion": completions[1]})
+        assert status == 200 and answered["done"] and answered["action"] == f"answer[{row['answer']}]"
+        assert (answered["reward"], answered["won"], answered["step"]) == (1.0, True, 1)
+    finally:
+        service.close()
+    task = load_task("deepsearchqa")
+    fmt = episode_format(EnvSpec.from_table(task.raw["env"]), task.settings_for("reference"))
+    backend = HTTPSearch(dsqa["search_url"], "K", env={"K": SEARCH_KEY})
+    [ep] = play([row["game"]], lambda: SearchQA({r["game"]: r for r in train_rows()}, backend),
+                lambda batch: [completions[1] if p.decoding else completions[0] for p in batch], fmt=fmt, max_steps=6)
+    assert ep.prompt == answered["prompt"] and fmt.answer_of(ep) == row["answer"]
 
 
 class _Episode:

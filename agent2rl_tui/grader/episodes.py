@@ -15,6 +15,7 @@ an episode saw and did is kept, for evals/<n>/ and the TUI.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
@@ -60,6 +61,24 @@ class EpisodeFormat:
         """The prompt after the episode's latest turn: the transcript grows by that turn."""
         last = episode.turns[-1]
         return previous + self.next_turn(last.action, last.observation, last.completion)
+
+    def follow_up(self, pending: Pending, completion: str) -> Pending | None:
+        """Where a completion is not yet a turn, the same step's next request (its prompt, its
+        decoding, what was said so far); else None: the completion is the turn's."""
+        return None
+
+    def local_outcome(self, action: str, pending: Pending) -> Outcome | None:
+        """An action the format answers itself, never sent to the game (a thought); else None."""
+        if self.is_thought(action):
+            ep = pending.episode
+            return Outcome(observation=self.think_reply, reward=0.0, done=False, won=ep.won, score=ep.score,
+                           admissible=pending.admissible)
+        return None
+
+    def answer_of(self, episode: Episode) -> str | None:
+        """The answer a searching episode ended with (``answer[...]``), if it gave one."""
+        parsed = parse_action(episode.turns[-1].action) if episode.turns else None
+        return parsed[1] if parsed and parsed[0] == "answer" else None
 
 
 @dataclass(frozen=True)
@@ -108,6 +127,79 @@ class SearchReActFormat(EpisodeFormat):
         found = ACTION.search(completion)
         said = (completion[:found.end()] if found else completion).strip()
         return f" {said}\nObservation: {observation}\nThought:"
+
+
+FORCED_ANSWER = "\nAction: answer["
+"""What the reference appends when a step's completion holds no action, to make the model answer."""
+FORCED_DECODING: tuple[tuple[str, Any], ...] = (("temperature", 0.0), ("max_new_tokens", 128), ("stop", ("]",)))
+"""The reference's decoding of that forced answer: greedy, 128 tokens, stop at ``]``."""
+PLACEHOLDER = "your final answer"
+REJECTED = "That is not a valid answer. Please think again."
+NO_ANSWER = "I don't know"
+
+
+@dataclass(frozen=True)
+class ReferenceSearchReActFormat(SearchReActFormat):
+    """AutoRL-Bench's DeepSearchQA loop as it is (``benchmarks/deepsearchqa/eval.py``,
+    ``_react_loop``), its quirks kept: the ``reference`` prompt profile.
+
+    Each step's completion (stripped) is appended whole after a space. Its action is read with
+    ``Action:\s*(search|answer)\[(.+?)\]`` from that completion only. Under the reference's
+    stop strings (``\nAction:`` among them) a completion rarely holds an action, so most steps
+    end in the *forced answer*: ``\nAction: answer[`` is appended and a second completion
+    (greedy, 128 tokens, stop ``]``) is the answer, whatever it is, the empty string included.
+    The placeholder "your final answer" is refused: said as an action, the transcript gets
+    "That is not a valid answer. Please think again.\nThought:"; as a forced answer, the step
+    just ends with the transcript left at ``answer[``. A search is answered ``\nObservation:
+    <snippets>\nThought:``. When the steps run out, the answer is the last ``Action:
+    answer[…]`` (not the placeholder) in the model's own text, else "I don't know".
+    """
+
+    def action_from(self, completion: str) -> str:
+        if FORCED_ANSWER in completion:
+            return f"answer[{completion.split(FORCED_ANSWER, 1)[1].strip()}]"
+        found = ACTION.search(completion.strip())
+        return f"{found.group(1)}[{found.group(2).strip()}]" if found else completion.strip()
+
+    def follow_up(self, pending: Pending, completion: str) -> Pending | None:
+        if pending.said or ACTION.search(completion.strip()):
+            return None
+        said = completion.strip()
+        return Pending(pending.episode, f"{pending.prompt} {said}{FORCED_ANSWER}", pending.admissible,
+                       decoding=FORCED_DECODING, said=said + FORCED_ANSWER)
+
+    def local_outcome(self, action: str, pending: Pending) -> Outcome | None:
+        if not (action.startswith("answer[") and action.endswith("]")):
+            return None  # a search: the game's
+        answer, ep = action[len("answer["):-1], pending.episode
+        if answer.strip().lower() == PLACEHOLDER:
+            return Outcome(observation=REJECTED, reward=0.0, done=False, won=False, score=0.0)
+        return Outcome(observation=f"Your answer: {answer}", reward=0.0, done=True, won=ep.won, score=ep.score)
+
+    def after_turn(self, previous: str, episode: Episode, admissible: list[str] | None) -> str:
+        last = episode.turns[-1]
+        if FORCED_ANSWER in last.completion:  # ``previous`` already ends with the forced "answer[", and stays
+            return previous
+        said = last.completion.strip()
+        if last.observation == REJECTED:
+            return f"{previous} {said}\n{REJECTED}\nThought:"
+        if last.action.startswith("answer["):
+            return f"{previous} {said}"
+        return f"{previous} {said}\nObservation: {last.observation}\nThought:"
+
+    def answer_of(self, episode: Episode) -> str | None:
+        if episode.end == "done" and episode.turns and episode.turns[-1].action.startswith("answer["):
+            return episode.turns[-1].action[len("answer["):-1]
+        trace = ""
+        for turn in episode.turns:
+            said, forced, rest = turn.completion.partition(FORCED_ANSWER)
+            said = said.strip()
+            trace += ("\n" + said) if trace else said
+            if forced and rest.strip():
+                trace += "\n" + rest.strip()
+        answers = [a.strip() for a in re.findall(r"Action:\s*answer\[(.+?)\]", trace, re.S)]
+        real = [a for a in answers if a.lower() != PLACEHOLDER]
+        return real[-1] if real else NO_ANSWER
 
 
 WEBSHOP_SYSTEM = ("You are a helpful shopping assistant browsing an e-commerce website. Given a user instruction, "
@@ -218,6 +310,10 @@ class Pending:
     episode: Episode
     prompt: str
     admissible: list[str] | None
+    decoding: tuple[tuple[str, Any], ...] = ()
+    """Decoding settings over the profile's for this completion (a format's follow-up request)."""
+    said: str = ""
+    """The step's text so far, when the format asked again before the step became a turn."""
 
 
 def opening(start: Start, index: int, game: str, fmt: EpisodeFormat,
@@ -230,12 +326,9 @@ def opening(start: Start, index: int, game: str, fmt: EpisodeFormat,
 
 
 def act(env: Environment, pending: Pending, action: str, fmt: EpisodeFormat) -> Outcome:
-    """The game's answer to ``action``; a thought is not sent to the game (its answer would be replaced)."""
-    if fmt.is_thought(action):
-        ep = pending.episode
-        return Outcome(observation=fmt.think_reply, reward=0.0, done=False, won=ep.won, score=ep.score,
-                       admissible=pending.admissible)
-    return env.step(action)
+    """The game's answer to ``action``; one the format answers itself (a thought) is not sent to the game."""
+    local = fmt.local_outcome(action, pending)
+    return local if local is not None else env.step(action)
 
 
 def advance(pending: Pending, completion: str, action: str, outcome: Outcome, fmt: EpisodeFormat,
@@ -334,10 +427,19 @@ def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Poli
             stats.largest_batch = max(stats.largest_batch, len(live))
             if len(completions) != len(live):
                 raise ValueError(f"the policy gave {len(completions)} completions for {len(live)} episodes")
+            still: list[tuple[Environment, Pending]] = []
+            turning: list[tuple[tuple[Environment, Pending], str]] = []
+            for (env, pending), completion in zip(live, completions, strict=True):
+                again = fmt.follow_up(pending, completion)
+                if again is not None:
+                    still.append((env, again))  # the same step, asked again before it is a turn
+                else:
+                    turning.append(((env, pending), pending.said + completion))
+            live = [slot for slot, _ in turning]
+            completions = [completion for _, completion in turning]
             actions = [fmt.action_from(c) for c in completions]
             outcomes = each(lambda slot_action: act(*slot_action[0], slot_action[1], fmt),
                             zip(live, actions, strict=True))
-            still: list[tuple[Environment, Pending]] = []
             freed: list[Environment] = []
             for (env, pending), completion, action, outcome in zip(live, completions, actions, outcomes, strict=True):
                 following = advance(pending, completion, action, outcome, fmt, max_steps)

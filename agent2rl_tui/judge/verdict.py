@@ -6,6 +6,12 @@ stripped of spaces and ``.!,;:``, must be exactly ``correct`` or ``incorrect``; 
 is an unparseable verdict (the item is not counted correct, and the record says why). So
 "incorrect" can never count as correct, nor "correct, but ..." hedge into it. Set Answers need
 every gold item: the prompt says so to the judge.
+
+``style="reference"`` (the ``reference`` prompt profile) calls and reads the judge as the
+reference does: its chat model's defaults (temperature 0.5, no token limit), no cache; any
+reply other than "correct" is not correct; a missing answer is judged all the same; and when
+the call fails (or the reply is empty) the verdict falls back to its string match, under which
+an empty answer is correct, since the empty string is in every gold answer.
 """
 
 from __future__ import annotations
@@ -35,10 +41,24 @@ TEMPLATE = (  # the reference's f-string, its indentation included
 VERSION = "verdict-" + hashlib.sha256((SYSTEM + TEMPLATE).encode()).hexdigest()[:12]
 
 
-def request(predicted: str, gold: str, answer_type: str) -> dict[str, Any]:
+REFERENCE = "reference"
+REFERENCE_VERSION = VERSION + "-reference"
+
+
+def request(predicted: str, gold: str, answer_type: str, style: str = "") -> dict[str, Any]:
     prompt = TEMPLATE.format(answer_type=answer_type, gold=gold, predicted=predicted)
-    return {"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
-            "temperature": 0, "max_tokens": 16}
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
+    if style == REFERENCE:  # RD-Agent's chat defaults: chat_temperature 0.5, chat_max_tokens None
+        return {"messages": messages, "temperature": 0.5}
+    return {"messages": messages, "temperature": 0, "max_tokens": 16}
+
+
+def string_match(predicted: str, gold: str, answer_type: str) -> bool:
+    """The reference's fallback when its judge fails (``_string_match``), as it is."""
+    pred, gold = predicted.strip().lower(), gold.strip().lower()
+    if answer_type == "Single Answer":
+        return gold in pred or pred in gold
+    return all(item in pred for item in [x.strip() for x in gold.split(",")])
 
 
 def read_verdict(raw: str) -> bool:
@@ -58,13 +78,18 @@ class Verdict:
     raw: str | None = None
     error: str | None = None
     cached: bool = False
+    fallback: bool = False
+    """The reference's string match decided it (its judge failed)."""
 
 
 def judge_answers(answers: list[tuple[str | None, str, str]], settings: JudgeSettings,
-                  cache_path: Path | None = None) -> tuple[list[Verdict], int]:
+                  cache_path: Path | None = None, style: str = "") -> tuple[list[Verdict], int]:
     """Verdicts for ``(predicted, gold, answer_type)`` triples (a missing answer is wrong without
-    asking), concurrently, cached; and how many judge calls were made."""
+    asking), concurrently, cached; and how many judge calls were made. ``style="reference"``:
+    as the reference judges (the module's docstring)."""
     client = JudgeClient(settings)
+    if style == REFERENCE:
+        return _reference_verdicts(answers, client)
     cache = JudgementCache(cache_path) if cache_path else None
 
     def one(triple: tuple[str | None, str, str]) -> Verdict:
@@ -95,3 +120,24 @@ def judge_answers(answers: list[tuple[str | None, str, str]], settings: JudgeSet
         if cache is not None:
             cache.close()
     return verdicts, sum(1 for v in verdicts if v.raw is not None and not v.cached)
+
+
+def _reference_verdicts(answers: list[tuple[str | None, str, str]],
+                        client: JudgeClient) -> tuple[list[Verdict], int]:
+    def one(triple: tuple[str | None, str, str]) -> Verdict:
+        predicted, gold, kind = triple
+        predicted = predicted or ""
+        try:
+            body = client.chat(request(predicted, gold, kind, REFERENCE)).body
+            raw = str(((body.get("choices") or [{}])[0].get("message") or {}).get("content") or "")
+        except JudgeError as exc:
+            return Verdict(correct=string_match(predicted, gold, kind), error=str(exc), fallback=True)
+        lines = raw.strip().lower().splitlines()
+        if not lines:  # the reference's splitlines()[0] raises here, and it falls back
+            return Verdict(correct=string_match(predicted, gold, kind), raw=raw, error="an empty verdict",
+                           fallback=True)
+        return Verdict(correct=lines[0].strip().strip(".!,;: \t\r\n") == "correct", raw=raw)
+
+    with ThreadPoolExecutor(max_workers=client.settings.concurrency) as pool:
+        verdicts = list(pool.map(one, answers))
+    return verdicts, sum(1 for v in verdicts if v.raw is not None)

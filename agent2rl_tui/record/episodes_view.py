@@ -125,9 +125,12 @@ def episode_rows(item: dict[str, Any], *, max_turns: int = MAX_TURNS,
     rows += [Row("field", "goal", f.goal or "-"), Row("field", "end", f.end_meaning),
              Row("field", "steps", str(f.steps))]
     if "gold_answer" in extra:  # a searching task: the answer, the gold one and the judge's verdict
-        rows += [Row("field", "answer", str(extra.get("answer") or "(none given)")),
+        answer = extra.get("answer")
+        rows += [Row("field", "answer", "(none given)" if answer is None else str(answer) or "(empty)"),
                  Row("field", "gold", str(extra.get("gold_answer"))),
                  Row("field", "judge", str(extra.get("judge_raw") or extra.get("judge_error") or "-"))]
+        if extra.get("judge_fallback"):  # the reference's judge failed, and its string match decided
+            rows.append(Row("field", "decided by", f"{extra['judge_fallback']} (the judge failed)"))
     rows += _capped("observation", "start", str(extra.get("first_observation") or "").rstrip(), None, max_chars)
     turns = [t for t in extra.get("turns") or [] if isinstance(t, dict)]
     for n, turn in enumerate(turns[:max_turns], start=1):

@@ -9,7 +9,12 @@ to evaluate a model locally and to collect trajectories for training:
     python data/play.py games                       # the train games
     python data/play.py show GAME                   # one game's first prompt
 
-or import it (``sys.path.insert(0, "data")``; ``import play``) and call
+A step whose answer carries ``follow_up`` (a decoding: ``max_new_tokens``, ``stop``,
+``temperature``) is not over: its ``prompt`` asks the model again within the same step, as the
+grader does under that prompt profile (DeepSearchQA's ``reference``: a step without an action
+is made to answer), and the next completion should be decoded so.
+
+Or import it (``sys.path.insert(0, "data")``; ``import play``) and call
 ``play.play(generate, games)`` with ``generate(prompts: list[str]) -> list[str]``: every live
 game's next completion comes from one call, as in the grader. Each turn is returned with the
 prompt the model saw and its completion, so ``prompt -> completion`` is a training pair and the
@@ -107,6 +112,12 @@ def step(env: Env, completion: str, *, action: bool = False) -> tuple[str, float
     return answer["observation"], float(answer["reward"]), bool(answer["won"]), env.done, float(answer["score"])
 
 
+def cut(completion: str, stops: list[str]) -> str:
+    """The completion up to its first stop string (as the grader's engine stops)."""
+    ends = [completion.find(s) for s in stops if s and s in completion]
+    return completion[:min(ends)] if ends else completion
+
+
 def play(generate: Callable[[list[str]], list[str]], games: list[str], pool: int = 16,
          reward: str | None = None) -> list[dict[str, Any]]:
     """Each game once; all live games step together. One trajectory per game, in order."""
@@ -126,9 +137,13 @@ def play(generate: Callable[[list[str]], list[str]], games: list[str], pool: int
             following = []
             for t, completion in zip(live, completions, strict=True):
                 prompt = t["env"].prompt
+                asked = t["env"].last.get("follow_up")
+                if asked:  # the grader decodes this request otherwise: at least its stop strings hold
+                    completion = cut(completion, asked.get("stop") or [])
                 observation, r, won, over, score = step(t["env"], completion)
                 t["turns"].append({"prompt": prompt, "completion": completion, "action": t["env"].last["action"],
-                                   "observation": observation, "reward": r})
+                                   "observation": observation, "reward": r,
+                                   **({"follow_up": True} if t["env"].last.get("follow_up") else {})})
                 t["won"], t["reward"] = won, score
                 if over:
                     t["prompt"] = t["env"].prompt

@@ -230,6 +230,12 @@ class TrainEnvs:
             if s.pending is None:
                 raise Refusal(409, "no_episode", "the episode is over (or never began): reset the environment to a "
                               "train game first" if s.over else "reset the environment to a train game first")
+            if completion is not None:
+                again = self.fmt.follow_up(s.pending, completion)
+                if again is not None:  # the same step, asked again (the reference's forced answer)
+                    s.pending = again
+                    return self._follow_up_answer(env_id, s, again)
+                text = completion = s.pending.said + completion
             chosen = self.fmt.action_from(text) if completion is not None else text.strip()
             searched, judged = self._check_costs(s, chosen)  # refused here, the episode has not moved
             try:
@@ -252,6 +258,17 @@ class TrainEnvs:
                     "prompt": following.prompt if following is not None else episode.prompt,
                     "admissible": following.admissible if following is not None else None,
                     "searched": searched, "judge_calls": judge_calls}
+
+    def _follow_up_answer(self, env_id: int, s: Session, again: Pending) -> dict[str, Any]:
+        """A completion that is not yet a turn: the same step's next prompt and how to decode it."""
+        episode = again.episode
+        decoding = dict(again.decoding)
+        if "stop" in decoding:
+            decoding["stop"] = list(decoding["stop"])
+        return {"env_id": env_id, "game": s.game, "action": None, "observation": "", "reward": 0.0, "done": False,
+                "won": episode.won, "score": episode.score, "step": episode.steps, "end": None,
+                "prompt": again.prompt, "admissible": again.admissible, "searched": False, "judge_calls": 0,
+                "follow_up": decoding}
 
     def close(self, env_id: int) -> None:
         s = self.session(env_id)

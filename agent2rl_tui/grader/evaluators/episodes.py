@@ -10,13 +10,13 @@ model did.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
 
 from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.envs.base import EnvError, Start
-from agent2rl_tui.envs.search import parse_action
 from agent2rl_tui.grader.engines.base import Engine
 from agent2rl_tui.grader.episodes import (
     Episode,
@@ -24,6 +24,7 @@ from agent2rl_tui.grader.episodes import (
     Pending,
     PlayStats,
     ReActFormat,
+    ReferenceSearchReActFormat,
     SearchReActFormat,
     WebShopFormat,
     play,
@@ -60,7 +61,8 @@ def episode_format(spec: EnvSpec, settings: InferenceSettings, engine: Engine | 
     if transcript in ("webshop", "webshop-reference"):
         render = (lambda messages: engine.render(messages, require_template=True)) if engine else None
         return WebShopFormat(window=spec.window, render=render, given_instruction=transcript == "webshop-reference")
-    cls = {"react": ReActFormat, "search-react": SearchReActFormat}.get(transcript, EpisodeFormat)
+    cls = {"react": ReActFormat, "search-react": SearchReActFormat,
+           "search-react-reference": ReferenceSearchReActFormat}.get(transcript, EpisodeFormat)
     return cls(header=settings.prompt_template, think_prefix=spec.think_prefix)
 
 
@@ -90,27 +92,24 @@ def header_maker(task: Task, spec: EnvSpec, template: str) -> Callable[[Start], 
     return header
 
 
-def answer_of(ep: Episode) -> str | None:
-    """The answer an episode of a searching task ended with (``answer[...]``), if it gave one."""
-    parsed = parse_action(ep.turns[-1].action) if ep.turns else None
-    return parsed[1] if parsed and parsed[0] == "answer" else None
-
-
 def judge_episodes(task: Task, episodes: list[Episode], items: list[dict[str, Any]],
-                   judge: dict[str, Any] | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                   judge: dict[str, Any] | None, fmt: EpisodeFormat | None = None,
+                   style: str = "") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """A searching task's episodes are won when the judge calls their answer correct: per
-    episode the answer, the gold, the verdict; and the judging's summary."""
+    episode the answer (as ``fmt`` reads it), the gold, the verdict; and the judging's summary.
+    ``style``: the profile's ``answer_judge`` (``reference``: as the reference judges)."""
     from agent2rl_tui.judge import JudgeError, JudgeSettings
-    from agent2rl_tui.judge.verdict import VERSION, judge_answers
+    from agent2rl_tui.judge.verdict import REFERENCE, REFERENCE_VERSION, VERSION, judge_answers
 
     if not judge:
         raise JudgeError(f"task {task.name} is graded by a judge, and this run names none: start it with "
                          "--judge-url URL --judge-model NAME [--judge-key-env VAR]")
     settings = JudgeSettings.for_task(task.raw.get("judge", {}), judge, modes=False)
-    answers = [answer_of(ep) for ep in episodes]
+    fmt = fmt or SearchReActFormat()
+    answers = [fmt.answer_of(ep) for ep in episodes]
     triples = [(a, str(item["answer"]), str(item.get("answer_type") or "Single Answer"))
                for a, item in zip(answers, items)]
-    verdicts, calls = judge_answers(triples, settings, task_cache(task) / "judge-cache.sqlite")
+    verdicts, calls = judge_answers(triples, settings, task_cache(task) / "judge-cache.sqlite", style=style)
     for ep, v in zip(episodes, verdicts):
         ep.won = v.correct
         ep.score = 1.0 if v.correct else 0.0
@@ -118,12 +117,15 @@ def judge_episodes(task: Task, episodes: list[Episode], items: list[dict[str, An
             ep.end = "won" if v.correct else "wrong answer"
     extras = [{"answer": a, "gold_answer": item["answer"], "judge_raw": v.raw, "judge_error": v.error,
                "cached": v.cached, "searches": [t.action[len("search["):-1] for t in ep.turns
-                                                if t.action.startswith("search[")]}
+                                                if t.action.startswith("search[")],
+               **({"judge_fallback": "string match"} if v.fallback else {})}
               for a, item, v, ep in zip(answers, items, verdicts, episodes)]
     failed = [{"index": ep.index, "error": v.error} for ep, v in zip(episodes, verdicts)
               if v.error and v.error != "no answer"]
-    return extras, {"judge": {**settings.to_dict(), "prompt_version": VERSION}, "judge_calls": calls,
-                    "n_answered": sum(a is not None for a in answers), "n_judge_failed": len(failed),
+    version = REFERENCE_VERSION if style == REFERENCE else VERSION
+    return extras, {"judge": {**settings.to_dict(), "prompt_version": version, "style": style or "ours"},
+                    "judge_calls": calls, "n_answered": sum(a is not None for a in answers),
+                    "n_judge_failed": len(failed), "n_string_match": sum(v.fallback for v in verdicts),
                     "judge_failed": failed[:50]}
 
 
@@ -144,11 +146,23 @@ def engine_policy(engine: Engine, settings: InferenceSettings, *,
     play_id = object()  # these episodes, for an engine that keeps their turns' cache
     turns = getattr(engine, "generate_turns", None) if turn_cache else None
 
-    def policy(batch: list[Pending]) -> list[str]:
+    def generate(batch: list[Pending], chosen: InferenceSettings) -> list[str]:
         prompts = [p.prompt for p in batch]
         if turns is not None:
-            return turns([(play_id, p.episode.index) for p in batch], prompts, settings)
-        return engine.generate(prompts, settings)
+            return turns([(play_id, p.episode.index) for p in batch], prompts, chosen)
+        return engine.generate(prompts, chosen)
+
+    def policy(batch: list[Pending]) -> list[str]:
+        """One call per decoding in the batch (a format's follow-up requests decode otherwise)."""
+        by_decoding: dict[tuple[tuple[str, Any], ...], list[int]] = {}
+        for i, p in enumerate(batch):
+            by_decoding.setdefault(p.decoding, []).append(i)
+        out = [""] * len(batch)
+        for decoding, where in by_decoding.items():
+            chosen = dataclasses.replace(settings, **dict(decoding)) if decoding else settings
+            for i, text in zip(where, generate([batch[i] for i in where], chosen), strict=True):
+                out[i] = text
+        return out
 
     return policy
 
@@ -172,7 +186,7 @@ def play_task(task: Task, engine: Engine, items: list[dict[str, Any]], settings:
     judged: dict[str, Any] = {}
     extras: list[dict[str, Any]] = [{} for _ in episodes]
     if spec.kind == "search-qa":
-        extras, judged = judge_episodes(task, episodes, items, judge)
+        extras, judged = judge_episodes(task, episodes, items, judge, fmt, settings.answer_judge)
     if spec.kind == "webshop":
         judged = shopping_summary(episodes)
     summary = summarize(episodes) | {"generate_calls": stats.policy_calls, "largest_batch": stats.largest_batch}
