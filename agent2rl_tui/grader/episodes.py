@@ -144,14 +144,14 @@ class ReferenceSearchReActFormat(SearchReActFormat):
     ``_react_loop``), its quirks kept: the ``reference`` prompt profile.
 
     Each step's completion (stripped) is appended whole after a space. Its action is read with
-    ``Action:\s*(search|answer)\[(.+?)\]`` from that completion only. Under the reference's
-    stop strings (``\nAction:`` among them) a completion rarely holds an action, so most steps
-    end in the *forced answer*: ``\nAction: answer[`` is appended and a second completion
+    ``Action:\\s*(search|answer)\\[(.+?)\\]`` from that completion only. Under the reference's
+    stop strings (``\\nAction:`` among them) a completion rarely holds an action, so most steps
+    end in the *forced answer*: ``\\nAction: answer[`` is appended and a second completion
     (greedy, 128 tokens, stop ``]``) is the answer, whatever it is, the empty string included.
     The placeholder "your final answer" is refused: said as an action, the transcript gets
-    "That is not a valid answer. Please think again.\nThought:"; as a forced answer, the step
-    just ends with the transcript left at ``answer[``. A search is answered ``\nObservation:
-    <snippets>\nThought:``. When the steps run out, the answer is the last ``Action:
+    "That is not a valid answer. Please think again.\\nThought:"; as a forced answer, the step
+    just ends with the transcript left at ``answer[``. A search is answered ``\\nObservation:
+    <snippets>\\nThought:``. When the steps run out, the answer is the last ``Action:
     answer[…]`` (not the placeholder) in the model's own text, else "I don't know".
     """
 
