@@ -17,6 +17,8 @@ from agent2rl_tui.envs.base import EnvError, Environment
 
 KINDS = ("textworld-express", "alfworld", "search-qa", "webshop")
 TRANSCRIPTS = ("plain", "react", "search-react", "webshop")
+PROFILE_TRANSCRIPTS = ("search-react-reference", "webshop-reference")
+"""Layouts a prompt profile may name over its task's (the reference's own loops, quirks kept)."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from agent2rl_tui.envs import EnvSpec
+from agent2rl_tui.envs import PROFILE_TRANSCRIPTS, TRANSCRIPTS, EnvSpec
 from agent2rl_tui.envs.base import EnvError, Start
 from agent2rl_tui.grader.engines.base import Engine
 from agent2rl_tui.grader.episodes import (
@@ -58,6 +58,9 @@ def episode_format(spec: EnvSpec, settings: InferenceSettings, engine: Engine | 
     """The transcript layout the prompt profile's ``transcript`` names, else the task's ``[env]
     transcript`` (WebShop's: a chat, rendered by the engine's chat template)."""
     transcript = settings.transcript or spec.transcript
+    if transcript not in TRANSCRIPTS + PROFILE_TRANSCRIPTS:
+        raise EnvError(f"prompt profile {settings.prompt_profile!r}: transcript {transcript!r} is not known; "
+                       f"known: {', '.join(TRANSCRIPTS + PROFILE_TRANSCRIPTS)}")
     if transcript in ("webshop", "webshop-reference"):
         render = (lambda messages: engine.render(messages, require_template=True)) if engine else None
         return WebShopFormat(window=spec.window, render=render, given_instruction=transcript == "webshop-reference")
