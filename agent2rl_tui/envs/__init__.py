@@ -6,7 +6,7 @@ leaves: an environment knows games and actions, not runs, records or models.
 
 from __future__ import annotations
 
-import json
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -15,7 +15,10 @@ from typing import Any
 
 from agent2rl_tui.envs.base import EnvError, Environment
 
-KINDS = ("textworld-express", "alfworld", "search-qa", "webshop")
+MODULES = {"textworld-express": "agent2rl_tui.envs.twx", "alfworld": "agent2rl_tui.envs.alfworld",
+           "search-qa": "agent2rl_tui.envs.search", "webshop": "agent2rl_tui.envs.webshop"}
+"""Each kind's module, imported when a run plays it; it makes its environments (``maker(spec)``)."""
+KINDS = tuple(MODULES)
 TRANSCRIPTS = ("plain", "react", "search-react", "webshop")
 PROFILE_TRANSCRIPTS = ("search-react-reference", "webshop-reference")
 """Layouts a prompt profile may name over its task's (the reference's own loops, quirks kept)."""
@@ -79,44 +82,9 @@ class EnvSpec:
         return self.pool_size if self.processes else 1
 
     def factory(self) -> Callable[[], Environment]:
-        """A maker of fresh environment instances for this spec."""
-        make: Callable[[], Environment]
-        if self.kind == "webshop":
-            from agent2rl_tui.envs.webshop import WebShop, store_from
-
-            options, data_dir = dict(self.store or {}), self.data_dir
-
-            def make() -> Environment:
-                return WebShop(store_from(options, data_dir))
-        elif self.kind == "search-qa":
-            from agent2rl_tui.envs.search import SearchQA, backend_from
-
-            if self.data_dir is None:
-                raise EnvError("a searching task plays the questions of its prepared data, and none were given")
-            questions = {}
-            for split in ("train", "eval"):
-                path = self.data_dir / f"{split}.jsonl"
-                if path.is_file():
-                    with path.open(encoding="utf-8") as fh:
-                        questions |= {row["game"]: row for row in map(json.loads, filter(str.strip, fh))}
-            backend = backend_from(self.search or {})
-            make = partial(SearchQA, questions, backend, self.top_k)
-        elif self.kind == "alfworld":
-            from agent2rl_tui.envs.alfworld import PREPARE_HINT, ALFWorld
-            from agent2rl_tui.tasks.alfworld import GAMES_DIR
-
-            if self.data_dir is None:
-                raise EnvError(f"ALFWorld plays the task's prepared games, and none were given: {PREPARE_HINT}")
-            make = partial(ALFWorld, self.data_dir / GAMES_DIR)
-        else:
-            from agent2rl_tui.envs.twx import TextWorldExpress
-
-            pool: list[TextWorldExpress] = []
-
-            def make() -> Environment:  # every simulator of this maker in one JVM
-                host = next((env for env in pool if not env._jvm.down), None)
-                pool.append(TextWorldExpress(self.game, self.params, step_limit=self.max_steps, share_jvm_with=host))
-                return pool[-1]
+        """A maker of fresh environment instances for this spec: the kind's module makes it
+        (its ``maker(spec)``), in a process of its own each where the spec says so."""
+        make: Callable[[], Environment] = importlib.import_module(MODULES[self.kind]).maker(self)
         if self.processes:
             from agent2rl_tui.envs.subproc import InChildProcess
 

@@ -28,11 +28,16 @@ the ``walkthrough`` extra), computed on first request (1-3 s), not at every rese
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent2rl_tui.envs.base import EnvError, Outcome, Start
+from agent2rl_tui.envs.base import EnvError, Environment, Outcome, Start
 from agent2rl_tui.tasks.alfworld import GAME_FILE, goal_in, kind_of
+
+if TYPE_CHECKING:
+    from agent2rl_tui.envs import EnvSpec
 
 PREPARE_HINT = "run `agent2rl-tui data prepare alfworld --from DIR` (DIR: where alfworld-download put json_2.1.1/)"
 
@@ -123,3 +128,12 @@ def plan_from_start(env: Any) -> list[str] | None:
         return list(state.replan(inner._entity_infos)) or None
     except Exception:  # noqa: BLE001 - no plan is an answer gold_actions may give
         return None
+
+
+def maker(spec: EnvSpec) -> Callable[[], Environment]:
+    """Players of the task's prepared game folders."""
+    from agent2rl_tui.tasks.alfworld import GAMES_DIR
+
+    if spec.data_dir is None:
+        raise EnvError(f"ALFWorld plays the task's prepared games, and none were given: {PREPARE_HINT}")
+    return partial(ALFWorld, spec.data_dir / GAMES_DIR)

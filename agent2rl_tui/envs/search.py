@@ -22,12 +22,16 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from agent2rl_tui.envs.base import EnvError, Outcome, Start
+from agent2rl_tui.envs.base import EnvError, Environment, Outcome, Start
+
+if TYPE_CHECKING:
+    from agent2rl_tui.envs import EnvSpec
 
 ACTION = re.compile(r"Action:\s*(search|answer)\[(.+?)\]", re.S)
 """An action as the ReAct prompt asks for it, anywhere in the model's completion (the first one counts)."""
@@ -173,3 +177,16 @@ class SearchQA:
 
     def close(self) -> None:
         pass
+
+
+def maker(spec: EnvSpec) -> Callable[[], Environment]:
+    """Question players over the task's prepared questions (both splits), searching the run's backend."""
+    if spec.data_dir is None:
+        raise EnvError("a searching task plays the questions of its prepared data, and none were given")
+    questions: dict[str, dict[str, Any]] = {}
+    for split in ("train", "eval"):
+        path = spec.data_dir / f"{split}.jsonl"
+        if path.is_file():
+            with path.open(encoding="utf-8") as fh:
+                questions |= {row["game"]: row for row in map(json.loads, filter(str.strip, fh))}
+    return partial(SearchQA, questions, backend_from(spec.search or {}), spec.top_k)

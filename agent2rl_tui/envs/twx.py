@@ -19,9 +19,13 @@ a game name or parameters reloads the game, so they are set once, at ``load``.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from agent2rl_tui.envs.base import EnvError, Outcome, Start
+from agent2rl_tui.envs.base import EnvError, Environment, Outcome, Start
+
+if TYPE_CHECKING:
+    from agent2rl_tui.envs import EnvSpec
 
 FOLDS = ("train", "dev", "test")
 
@@ -54,7 +58,7 @@ class TextWorldExpress:
                            "(it also needs Java 17 on PATH)") from exc
         self._jvm: _JVM
         try:
-            if share_jvm_with is None or share_jvm_with._jvm.down:
+            if share_jvm_with is None or not share_jvm_with.jvm_up:
                 self._env: Any = TextWorldExpressEnv(envStepLimit=step_limit + 1)
                 self._jvm = _JVM(self._env)
             else:
@@ -86,6 +90,11 @@ class TextWorldExpress:
     def gold_actions(self) -> list[str] | None:
         gold = list(self._env.getGoldActionSequence())
         return None if not gold or gold[0].startswith("ERROR") else gold
+
+    @property
+    def jvm_up(self) -> bool:
+        """Whether this simulator's JVM still runs (another simulator may join it)."""
+        return hasattr(self, "_jvm") and not self._jvm.down
 
     def close(self) -> None:
         if getattr(self, "_closed", False) or not hasattr(self, "_jvm"):
@@ -124,3 +133,15 @@ class _JVM:
             self._shut()
         except Exception:  # noqa: BLE001 - the JVM is gone already
             pass
+
+
+def maker(spec: EnvSpec) -> Callable[[], Environment]:
+    """Simulators of the spec's game, every one of this maker's in one JVM while it runs."""
+    pool: list[TextWorldExpress] = []
+
+    def make() -> Environment:
+        host = next((env for env in pool if env.jvm_up), None)
+        pool.append(TextWorldExpress(spec.game, spec.params, step_limit=spec.max_steps, share_jvm_with=host))
+        return pool[-1]
+
+    return make

@@ -27,10 +27,14 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from agent2rl_tui.envs.base import EnvError, Outcome, Start
+from agent2rl_tui.envs.base import EnvError, Environment, Outcome, Start
+
+if TYPE_CHECKING:
+    from agent2rl_tui.envs import EnvSpec
 
 SUCCESS_REWARD = 0.5
 """AutoRL-Bench's success: reward >= 0.5 (WebShop's own and most papers': reward = 1.0)."""
@@ -174,3 +178,13 @@ def store_from(options: dict[str, Any], data_dir: Path | None) -> Store:
     if not repo:
         raise EnvError(f"no WebShop to shop in: start the run with --webshop-url URL, or {INSTALL_HINT}")
     return LocalWebShop(Path(repo), int(options.get("num_products", 1000)))
+
+
+def maker(spec: EnvSpec) -> Callable[[], Environment]:
+    """Shoppers in the run's store (``spec.store``), else in the WebShop the task's data names."""
+    options, data_dir = dict(spec.store or {}), spec.data_dir
+
+    def make() -> Environment:
+        return WebShop(store_from(options, data_dir))
+
+    return make
