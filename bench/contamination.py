@@ -116,15 +116,15 @@ def main() -> None:
         started = time.perf_counter()
         result = scan_run(run, index)
         scan_s = time.perf_counter() - started
-        mb = result["bytes_scanned"] / 1e6
-        print(f"scan: {result['files_scanned']} files / blobs, {mb:.0f} MB in {scan_s:.1f} s ({mb / scan_s:.1f} MB/s),"
-              f" {result['revisions_scanned']} revisions; skipped {result['skipped']}")
+        mb = result.bytes_scanned / 1e6
+        print(f"scan: {result.files_scanned} files / blobs, {mb:.0f} MB in {scan_s:.1f} s ({mb / scan_s:.1f} MB/s),"
+              f" {result.revisions_scanned} revisions; skipped {result.skipped}")
         print(f"total: {index_s + scan_s:.1f} s; peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
         expected = sorted(item_id(evals[i], i) for i in STOLEN)
-        print(f"hits: {len(result['hits'])} file(s), items {result['items']} "
-              f"({'as pasted' if result['items'] == expected else f'EXPECTED {expected}'})")
-        for hit in result["hits"]:
-            print(f"  {hit['path']}: {hit['items']}")
+        print(f"hits: {len(result.hits)} file(s), items {result.items} "
+              f"({'as pasted' if result.items == expected else f'EXPECTED {expected}'})")
+        for hit in result.hits:
+            print(f"  {hit.path}: {hit.items}")
 
 
 if __name__ == "__main__":

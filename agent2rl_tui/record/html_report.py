@@ -26,6 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from agent2rl_tui.record.contamination import ContaminationResult
 from agent2rl_tui.record.html_evidence import item_flips_html, transcript_html
 from agent2rl_tui.record.html_parts import CSP, CSS, Capped, code, num, pre, row, signed, table, table_of, text
 from agent2rl_tui.record.iterations import TIME_KINDS
@@ -91,24 +92,35 @@ def _summary(r: dict[str, Any]) -> str:
     return _dl(pairs)
 
 
+def _contamination_of(result: dict[str, Any] | None) -> ContaminationResult | str | None:
+    """report.json's ``contamination``, typed; the reason as text when it is malformed."""
+    try:
+        return None if result is None else ContaminationResult.from_dict(result)
+    except ValueError as exc:
+        return str(exc)
+
+
 def _contamination_line(result: dict[str, Any] | None) -> str:
-    if result is None:
+    c = _contamination_of(result)
+    if c is None:
         return "not run"
-    if result.get("items"):
-        return (f'<span class="bad">CONTAMINATED?</span> {len(result["items"]):,} eval item(s) found in '
-                f'{len(result.get("hits") or []):,} file(s) the agent wrote')
-    return (f"clean ({num(result.get('checkable_items'))} eval items checked against "
-            f"{num(result.get('files_scanned'))} file(s))")
+    if isinstance(c, str):
+        return f"unreadable result ({text(c)})"
+    if c.items:
+        return (f'<span class="bad">CONTAMINATED?</span> {len(c.items):,} eval item(s) found in '
+                f'{len(c.hits):,} file(s) the agent wrote')
+    return f"clean ({num(c.checkable_items)} eval items checked against {num(c.files_scanned)} file(s))"
 
 
 def _contamination_hits(result: dict[str, Any] | None) -> str:
-    if not result or not result.get("hits"):
+    c = _contamination_of(result)
+    if not isinstance(c, ContaminationResult) or not c.hits:
         return ""
     out = Capped(WARNINGS_BYTES)
-    for hit in result["hits"]:
-        items = ", ".join(str(i) for i in hit.get("items", [])[:20]) + (" …" if len(hit.get("items", [])) > 20 else "")
-        out.add(f"<tr><td>{code(hit.get('path'))}</td><td>{text(', '.join(map(str, hit.get('revisions') or [])))}</td>"
-                f"<td>{'yes' if hit.get('in_final_workspace') else 'no'}</td><td>{text(items)}</td></tr>\n")
+    for hit in c.hits:
+        items = ", ".join(hit.items[:20]) + (" …" if len(hit.items) > 20 else "")
+        out.add(f"<tr><td>{code(hit.path)}</td><td>{text(', '.join(map(str, hit.revisions)))}</td>"
+                f"<td>{'yes' if hit.in_final_workspace else 'no'}</td><td>{text(items)}</td></tr>\n")
     return ("<h3>Contamination: files holding eval items</h3><table><thead><tr><th>file</th><th>revisions</th>"
             f"<th>at the end</th><th>eval items</th></tr></thead><tbody>{out.html()}</tbody></table>"
             + _cut_note(out, "files"))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent2rl_tui.record.contamination import ContaminationResult
 from agent2rl_tui.record.store import (
     ACTIVE_STATUSES,
     BASELINE_ID,
@@ -158,7 +159,7 @@ def summarize(run_dir: Path) -> RunSummary:
         error=run["error"],
         n_revisions=run["n_revisions"],
         contained=_flag(run["containment_json"], "contained", started=run["budget_start"] is not None),
-        contaminated=_flag(run["contamination_json"], "contaminated", started=False),
+        contaminated=_contaminated(run["contamination_json"]),
         prompt_profile=run["scored_profile"] or run["config_profile"],
         usage=usage,
     )
@@ -169,6 +170,17 @@ def _flag(data_json: str | None, key: str, *, started: bool) -> bool | None:
     if data_json:
         return bool(json.loads(data_json).get(key))
     return False if started else None
+
+
+def _contaminated(data_json: str | None) -> bool | None:
+    """The last contamination event's flag (ContaminationResult.event_data); None with no event,
+    or one that cannot be read."""
+    if not data_json:
+        return None
+    try:
+        return ContaminationResult.from_dict(json.loads(data_json)).contaminated
+    except ValueError:
+        return None
 
 
 def run_folders(root: Path | None = None) -> list[Path]:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.record.capture import DEFAULT_RULES
-from agent2rl_tui.record.contamination import read_contamination
+from agent2rl_tui.record.contamination import ContaminationResult, read_contamination
 from agent2rl_tui.record.items import significance
 from agent2rl_tui.record.iterations import TIME_KINDS, build_iterations
 from agent2rl_tui.record.narrative import Narrative, narrative_lines, read_narrative
@@ -244,9 +244,15 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "vitals": summarize_samples(run_dir),
         "warnings": warnings,
         "containment": contained,
-        "contamination": read_contamination(run_dir),
+        "contamination": _contamination_json(run_dir),
         "generated_at": iso(now()),
     }
+
+
+def _contamination_json(run_dir: Path) -> dict[str, Any] | None:
+    """report/contamination.json as report.json holds it (None: no check ran, or its file is unreadable)."""
+    result = read_contamination(run_dir)
+    return result.to_dict() if result is not None else None
 
 
 def _narrative_json(run_dir: Path) -> dict[str, Any] | None:
@@ -488,27 +494,40 @@ def judged_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _contamination_of(result: dict[str, Any] | None) -> ContaminationResult | None:
+    """report.json's ``contamination``, typed; ValueError when it is malformed."""
+    return None if result is None else ContaminationResult.from_dict(result)
+
+
 def contamination_line(result: dict[str, Any] | None) -> str:
-    if result is None:
+    try:
+        c = _contamination_of(result)
+    except ValueError as exc:
+        return f"- contamination check: unreadable result ({md_escape(str(exc))})"
+    if c is None:
         return "- contamination check: not run"
-    if result["items"]:
-        return (f"- contamination check: **CONTAMINATED?** {len(result['items'])} eval item(s) found in "
-                f"{len(result['hits'])} file(s) the agent wrote")
-    return (f"- contamination check: clean ({result['checkable_items']} eval items checked against "
-            f"{result['files_scanned']} file(s))")
+    if c.items:
+        return (f"- contamination check: **CONTAMINATED?** {len(c.items)} eval item(s) found in "
+                f"{len(c.hits)} file(s) the agent wrote")
+    return (f"- contamination check: clean ({c.checkable_items} eval items checked against "
+            f"{c.files_scanned} file(s))")
 
 
 def contamination_section(result: dict[str, Any] | None) -> list[str]:
-    if not result or not result["hits"]:
+    try:
+        c = _contamination_of(result)
+    except ValueError:
+        return []  # the line above says why
+    if c is None or not c.hits:
         return []
-    lines = ["", f"## Contamination check: {len(result['items'])} eval item(s) found",
-             f"{result['n']}-token overlaps with the eval split (prompts and gold answers), normalised for case "
+    lines = ["", f"## Contamination check: {len(c.items)} eval item(s) found",
+             f"{c.n}-token overlaps with the eval split (prompts and gold answers), normalised for case "
              "and whitespace; n-grams shared with the train split do not count.", "",
              "| file | revisions | at the end | eval items |", "|---|---|---|---|"]
-    for hit in result["hits"]:
-        items = ", ".join(str(i) for i in hit["items"][:20]) + (" …" if len(hit["items"]) > 20 else "")
-        revs = ", ".join(str(r) for r in hit["revisions"]) or "-"
-        lines.append(f"| {_path(hit['path'])} | {revs} | {'yes' if hit['in_final_workspace'] else 'no'} | {md_escape(items)} |")
+    for hit in c.hits:
+        items = ", ".join(hit.items[:20]) + (" …" if len(hit.items) > 20 else "")
+        revs = ", ".join(str(r) for r in hit.revisions) or "-"
+        lines.append(f"| {_path(hit.path)} | {revs} | {'yes' if hit.in_final_workspace else 'no'} | {md_escape(items)} |")
     return lines
 
 

@@ -416,7 +416,7 @@ class Supervisor:
         return [line.split(marker, 1)[1].decode("utf-8", "replace") for line in data.splitlines() if marker in line]
 
     def check_contamination(self) -> None:
-        """Scan what the agent wrote for eval items (record/contamination.py); never fatal."""
+        """Scan what the agent wrote for eval items (record/contamination/); never fatal."""
         if self.store.run().get("budget_start") is None:
             return
         try:
@@ -426,18 +426,16 @@ class Supervisor:
             log.exception("the contamination check failed")
             self.store.event("supervisor", "contamination_failed", f"contamination check failed: {exc}")
             return
-        items = result["items"]
+        items = result.items
         if items:
-            files = ", ".join(h["path"] for h in result["hits"][:5])
+            files = ", ".join(h.path for h in result.hits[:5])
             log.warning("contamination check: %d eval item(s) found in what the agent wrote (%s)", len(items), files)
             message = f"{len(items)} eval item(s) found in what the agent wrote"
         else:
             log.info("contamination check: no eval item found in %d file(s) (%d checkable items)",
-                     result["files_scanned"], result["checkable_items"])
+                     result.files_scanned, result.checkable_items)
             message = "no eval item found in what the agent wrote"
-        self.store.event("supervisor", "contamination", message,
-                         {"contaminated": bool(items), "items": items[:50], "n_items": len(items),
-                          "files": [h["path"] for h in result["hits"][:50]]})
+        self.store.event("supervisor", "contamination", message, result.event_data())
 
     def _profiles_path(self) -> Path | None:
         path = self.cfg.get("profiles_path")
