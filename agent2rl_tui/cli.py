@@ -23,7 +23,7 @@ import click
 from agent2rl_tui.record.index import RunError, RunSummary, default_root, find_run, list_runs, summarize
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore, StoreError
 from agent2rl_tui.run.containment import probe as containment_probe
-from agent2rl_tui.run.lifecycle import RunRequest, start_run, stop_run
+from agent2rl_tui.run.lifecycle import RunRequest, decoding_note, start_run, stop_run
 from agent2rl_tui.run.profiles import ProfileError, load_profiles
 from agent2rl_tui.tasks.registry import TaskError, discover, load_task
 from agent2rl_tui.util.inert import one_line, visible
@@ -396,6 +396,9 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
         _fail(exc)
     click.echo(f"run {run_dir.name} started (supervisor pid {pid})")
     click.echo(f"run folder: {run_dir}")
+    decoding = decoding_note(run_dir)
+    if decoding:
+        click.echo(decoding)
     why_not = None if no_contain else containment_probe()
     if no_contain:
         click.echo("warning: --no-contain: the agent can read and write outside its workspace; the "

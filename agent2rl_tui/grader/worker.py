@@ -64,15 +64,23 @@ def evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float) -> 
 def _evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float, phase: list[str]) -> dict[str, Any]:
     from agent2rl_tui.grader.evaluators import evaluator_for
     from agent2rl_tui.grader.evaluators.humaneval import HumanEvalEvaluator
+    from agent2rl_tui.grader.failures import EvalFailure
+    from agent2rl_tui.tasks import decoding
     from agent2rl_tui.tasks.modelfiles import weights_hash
-    from agent2rl_tui.tasks.registry import engine_settings, load_task
+    from agent2rl_tui.tasks.registry import TaskError, engine_settings, load_task
 
     out_dir = Path(job["out_dir"])
     out_dir.mkdir(parents=True, exist_ok=True)
     model_path = Path(job["model_path"])
     task = load_task(job["task_folder"])
-    settings = task.settings_for(job.get("prompt_profile"))
+    # The base model's row of the reference's model table, decided when the run was made, where
+    # the profile uses the table: every submission is decoded by the base model's row.
+    try:
+        settings = decoding.run_settings(task, job.get("prompt_profile"), job.get("decoding_row"))
+    except TaskError as exc:
+        raise EvalFailure("grader_error", str(exc)) from exc
     engine_cfg = engine_settings(task.engine, job.get("engine") or {})
+    engine_cfg = decoding.row_engine(engine_cfg, settings.decoding_row, job.get("engine"))
     interactive = task.level == 3
     evaluator = None if interactive else evaluator_for(task, settings, judge=job.get("judge"))
     if isinstance(evaluator, HumanEvalEvaluator):  # its sandbox hides the run folder (evals/<n>/ is in it)
@@ -103,7 +111,8 @@ def _evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float, ph
         else:
             phase[0] = "render"
             asked = [evaluator.prompt(item) for item in items]
-            prompts = [p if isinstance(p, str) else engine.render(p, require_template=settings.require_chat_template)
+            prompts = [p if isinstance(p, str) else engine.render(p, require_template=settings.require_chat_template,
+                                                                  enable_thinking=settings.enable_thinking)
                        for p in asked]
             phase[0] = "generate"
             outputs = engine.generate(prompts, settings)

@@ -324,6 +324,7 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfi
 def create_run(req: RunRequest, env: dict[str, str] | None = None) -> Path:
     """Pre-flight the request, then make the run folder with its run.db (status ``created``)."""
     task, profile, model = preflight_run(req, dict(os.environ if env is None else env))
+    decoding_row = decoding_row_for(task, req)
     root = (req.root or default_root()).resolve()
     root.mkdir(parents=True, exist_ok=True)
     stamp = compact_utc(now())
@@ -339,15 +340,42 @@ def create_run(req: RunRequest, env: dict[str, str] | None = None) -> Path:
             run_dir = root / f"{base}-{n}"
     try:
         _write_new_run(run_dir, req, task.name, profile, model, task.folder,
-                       req.eval_timeout_s or task.eval_timeout_s)
+                       req.eval_timeout_s or task.eval_timeout_s, decoding_row)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)  # nothing half-made is left behind
         raise
     return run_dir
 
 
+def decoding_row_for(task: Any, req: RunRequest) -> str | None:
+    """The base model's row of the reference's model table (``tasks.decoding``) where the run's
+    prompt profile uses the table, decided here once for the whole run, as the reference decodes
+    every submission by the base model's name; None where the profile decodes by itself."""
+    from agent2rl_tui.tasks import decoding
+
+    if not task.settings_for(req.prompt_profile).model_table:
+        return None
+    return decoding.model_row(req.model.expanduser())[0]
+
+
+def decoding_note(run_dir: Path) -> str | None:
+    """What ``run start`` says about the decoding where the run's profile uses the model table."""
+    from agent2rl_tui.tasks import decoding
+
+    with RunStore.of_run(run_dir) as store:
+        cfg = json.loads(store.run()["config_json"])
+    if not cfg.get("decoding_row"):
+        return None
+    try:
+        settings = decoding.run_settings(load_task(cfg["task_folder"]), cfg.get("prompt_profile"),
+                                         cfg["decoding_row"])
+    except TaskError as exc:
+        return f"decoding: {exc}"
+    return f"decoding: {decoding.describe(settings)}"
+
+
 def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProfile, model: Path,
-                   task_folder: Path, eval_timeout_s: float) -> None:
+                   task_folder: Path, eval_timeout_s: float, decoding_row: str | None = None) -> None:
     run_dir.chmod(0o700)  # the record is its owner's: sandboxed code (another uid) cannot read it
     make_run_folder(run_dir)
     agent = profile.name
@@ -358,6 +386,8 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         "eval_limit": req.eval_limit,
         "engine": req.engine,
         "prompt_profile": req.prompt_profile,
+        # The reference's model-table row for the base model (tasks/decoding.py), where the profile uses it.
+        "decoding_row": decoding_row,
         "judge": req.judge or None,
         "search": req.search or None,
         "store": req.store or None,

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.envs import EnvSpec
-from agent2rl_tui.tasks import grading_rules
+from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.tasks import decoding, grading_rules
 from agent2rl_tui.tasks.registry import InferenceSettings, Task, task_cache, write_jsonl
 from agent2rl_tui.trainenv import default_max_envs
 from agent2rl_tui.util.timeutil import human_duration, iso
@@ -132,13 +133,25 @@ def _make_read_only(root: Path) -> None:
         Path(dirpath).chmod(0o555)
 
 
+def recorded_decoding_row(run_dir: Path) -> str | None:
+    """The model-table row the run's record holds (``lifecycle.decoding_row_for``), or None."""
+    if not (run_dir / "run.db").exists():
+        return None
+    with RunStore.of_run(run_dir) as store:
+        row = json.loads(store.run()["config_json"] or "{}").get("decoding_row")
+    return row if isinstance(row, str) and row else None
+
+
 def populate_workspace(
     run_dir: Path, task: Task, base_model_source: Path, base_model: str, *, budget_s: float, grace_s: float,
-    prompt_profile: str | None = None,
+    prompt_profile: str | None = None, decoding_row: str | None = None,
 ) -> Path:
     """Copy the base model and train split in, write description.md and instructions.md, and the
-    grader's rules as a program: data/grading.py (Level 1) or data/play.py (Level 3)."""
-    settings = task.settings_for(prompt_profile)
+    grader's rules as a program: data/grading.py (Level 1) or data/play.py (Level 3).
+
+    ``decoding_row``: the base model's row of the reference's model table where the profile uses
+    it (None: the one the run's record holds), so the kit states the decoding the grader applies."""
+    settings = decoding.run_settings(task, prompt_profile, decoding_row or recorded_decoding_row(run_dir))
     ws = run_dir / "workspace"
     model_dst = ws / "models" / base_model
     if not model_dst.exists():
@@ -153,7 +166,7 @@ def populate_workspace(
         else:
             write_grading_kit(data_dir, task, settings)
         _make_read_only(data_dir)
-    (ws / "description.md").write_text(task.description_for(settings.prompt_profile), encoding="utf-8")
+    (ws / "description.md").write_text(description_text(task, settings), encoding="utf-8")
     data_files = ", ".join(f"`{p.name}`" for p in sorted(data_dir.iterdir()))
     text = INSTRUCTIONS.format(task=task.name, base_model=base_model, data_files=data_files,
                                budget=human_duration(budget_s), grace=human_duration(grace_s))
@@ -161,6 +174,20 @@ def populate_workspace(
         text += train_env_section(task)
     (ws / "instructions.md").write_text(text, encoding="utf-8")
     return ws
+
+
+def description_text(task: Task, settings: InferenceSettings) -> str:
+    """description.md for the run's profile; where the base model's row of the model table sets
+    the decoding, a line saying so follows the profile's own words (it holds where they differ)."""
+    text = task.description_for(settings.prompt_profile)
+    if not settings.decoding_row:
+        return text
+    line = (f"- **Decoding for this base model**: {decoding.describe(settings)}, as AutoRL-Bench decodes it "
+            "(`data/grading.json` holds it); where this differs from the decoding stated above, this line holds.")
+    about = settings.about.strip()
+    if about and about in text:
+        return text.replace(about, about + "\n" + line, 1)
+    return text.rstrip("\n") + "\n\n" + line + "\n"
 
 
 PLAY_PROGRAMS = {"textworld-express": Path(__file__).with_name("play_twx.py"),

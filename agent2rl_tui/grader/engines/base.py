@@ -74,14 +74,18 @@ class Engine(Protocol):
         """Load weights and tokenizer from a model folder (replacing any loaded model)."""
         ...
 
-    def render(self, messages: Messages, *, require_template: bool = False) -> str:
-        """The prompt text the model sees for one chat (chat template applied); a model without a
-        template gets the turns' contents, one per line, or EngineError with ``require_template``."""
+    def render(self, messages: Messages, *, require_template: bool = False,
+               enable_thinking: bool | None = None) -> str:
+        """The prompt text the model sees for one chat (chat template applied, with
+        ``enable_thinking`` where it is not None); a model without a template gets the turns'
+        contents, one per line, or EngineError with ``require_template``."""
         ...
 
     def generate(self, prompts: list[str], settings: InferenceSettings) -> list[str]:
         """Completions for rendered prompts, in order, stop strings cut off. A prompt that does not
-        fit the context is an EngineError (``check_fit``); a completion ends at the context."""
+        fit the context is an EngineError (``check_fit``); a completion ends at the context.
+        Greedy at temperature 0; else sampled with ``top_p`` and ``top_k`` (0: no cut), seeded by
+        the engine's seed so a rerun draws the same samples where the engine allows."""
         ...
 
     def context_limit(self) -> int | None:
@@ -103,14 +107,21 @@ def cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
 
 
 def render_chat(tokenizer: Any, messages: Messages, require_template: bool,
-                time_limit_s: float = TEMPLATE_TIME_LIMIT_S) -> str:
+                time_limit_s: float = TEMPLATE_TIME_LIMIT_S, enable_thinking: bool | None = None) -> str:
     """``messages`` through the tokenizer's chat template (``tasks.grading_rules``, the workspace's
     rules too), within ``time_limit_s``. The template is the base model's (the intake never takes a
     submission's), but it is code all the same: whatever it raises, or a missing template the
-    profile requires, is an EngineError with a code, and it never runs unbounded."""
+    profile requires, is an EngineError with a code, and it never runs unbounded.
+
+    ``enable_thinking`` (not None) goes to the template as OpenCompass's ``chat_template_kwargs``
+    pass it (the reference's model table turns Qwen3's thinking on so); None gives it nothing."""
     try:
         with time_limit(time_limit_s):
-            text = render_messages(tokenizer, messages, require_template)
+            if enable_thinking is not None and getattr(tokenizer, "chat_template", None):
+                text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                                     enable_thinking=enable_thinking)
+            else:
+                text = render_messages(tokenizer, messages, require_template)
     except TemplateTimeout:
         raise EngineError(f"the chat template took over {time_limit_s:g} s to render a prompt",
                           "chat_template_timeout") from None

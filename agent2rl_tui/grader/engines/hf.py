@@ -1,4 +1,5 @@
-"""The transformers engine: batched, left-padded, greedy generation on CPU or GPU.
+"""The transformers engine: batched, left-padded generation on CPU or GPU, greedy at
+temperature 0, else sampled with top_p/top_k and seeded by the engine's seed.
 
 It is the engine of the demo, the tests and any machine without vLLM. Prompts are sorted
 by length before batching so a batch pads little, and results are put back in order.
@@ -18,12 +19,16 @@ from agent2rl_tui.tasks.registry import InferenceSettings
 class TransformersEngine:
     name = "transformers"
 
-    def __init__(self) -> None:
+    def __init__(self, seed: int = 0) -> None:
         self.model: Any = None
         self.tokenizer: Any = None
         self.device = "cpu"
         self.prefill = PrefillCount()
         self.turns = TurnCache()
+        self.seed = seed
+        """Seeds sampling (``EngineSettings.seed``): each sampled call of a loaded model draws from
+        its own seed (the engine's and the call's number), so a rerun draws the same samples."""
+        self.sampled_calls = 0
 
     def load(self, model_path: Path) -> None:
         import torch
@@ -31,6 +36,7 @@ class TransformersEngine:
 
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         self.turns.clear()  # another model's keys and values are not this one's
+        self.sampled_calls = 0
         dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
         try:
             self.tokenizer = load_tokenizer(model_path)
@@ -45,8 +51,9 @@ class TransformersEngine:
                               f"{', '.join(missing[:5])}", "missing_weights")
         self.model.to(self.device).eval()
 
-    def render(self, messages: Messages, *, require_template: bool = False) -> str:
-        return render_chat(self.tokenizer, messages, require_template)
+    def render(self, messages: Messages, *, require_template: bool = False,
+               enable_thinking: bool | None = None) -> str:
+        return render_chat(self.tokenizer, messages, require_template, enable_thinking=enable_thinking)
 
     def _gen_kwargs(self, settings: InferenceSettings) -> dict[str, Any]:
         greedy = settings.temperature <= 1e-5
@@ -55,13 +62,23 @@ class TransformersEngine:
             "do_sample": not greedy,
             "pad_token_id": self.tokenizer.pad_token_id,
         }
-        if not greedy:
-            gen_kwargs["temperature"] = settings.temperature
+        if not greedy:  # every sampling knob given, so none comes from the model's generation_config
+            gen_kwargs.update(temperature=settings.temperature, top_p=settings.top_p,
+                              top_k=max(0, settings.top_k))  # top_k 0: no cut
+            self._seed_sampling()
         else:  # silence "generation flags are not valid" for models with sampling defaults
             gen_kwargs.update(temperature=None, top_p=None, top_k=None)
         if settings.stop:  # a row stops at its first stop string; the batch when every row has
             gen_kwargs.update(stop_strings=list(settings.stop), tokenizer=self.tokenizer)
         return gen_kwargs
+
+    def _seed_sampling(self) -> None:
+        """Seed torch (every device) for the sampled call about to run: the engine's seed and the
+        call's number, so a rerun of the same calls samples the same text."""
+        import torch
+
+        torch.manual_seed(self.seed * 1_000_003 + self.sampled_calls)
+        self.sampled_calls += 1
 
     def generate(self, prompts: list[str], settings: InferenceSettings) -> list[str]:
         import torch

@@ -61,7 +61,7 @@ class EngineKeeper:
         from agent2rl_tui.grader.engines.hf import TransformersEngine
 
         self.close()
-        engine = TransformersEngine()
+        engine = TransformersEngine(seed=settings.seed)
         engine.load(model_path)
         self.engine, self.key = engine, None
         return engine, Loaded("fresh", why, time.perf_counter() - t0, effective={"device": engine.device})

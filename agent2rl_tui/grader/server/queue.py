@@ -262,6 +262,7 @@ class Grader:
             "limit": self.cfg.eval_limit,
             "engine": self.cfg.engine,
             "prompt_profile": self.cfg.prompt_profile,
+            "decoding_row": self.cfg.decoding_row,
             "judge": self.cfg.judge,
             "eval_seed": self.cfg.eval_seed,
             "search": self.cfg.search,
