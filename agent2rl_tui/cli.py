@@ -20,8 +20,9 @@ from typing import Any, NoReturn
 
 import click
 
+from agent2rl_tui.record.campaign_view import JobState
 from agent2rl_tui.record.index import RunError, RunSummary, default_root, find_run, list_runs, summarize
-from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore, StoreError
+from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStatus, RunStore, StoreError
 from agent2rl_tui.run.containment import probe as containment_probe
 from agent2rl_tui.run.lifecycle import RunRequest, decoding_note, start_run, stop_run
 from agent2rl_tui.run.profiles import ProfileError, load_profiles
@@ -858,7 +859,7 @@ def campaign_status(ctx: click.Context, ref: str) -> None:
         for row in campaign.rows():
             state = campaign.state_of(row)
             run = Path(row["run_dir"]).name if row["run_dir"] else (f"job {row['job_id']}" if row["job_id"] else "-")
-            note = f"  ({row['error']})" if row["error"] and state == "queued" else ""
+            note = f"  ({row['error']})" if row["error"] and state == JobState.QUEUED else ""
             click.echo(f"{row['id']:4} {row['cell']:50} seed {row['seed']:<3} {state:11} {run}{note}")
         slurm = campaign.spec.backend == "slurm"
     if slurm:
@@ -937,7 +938,8 @@ def campaign_results(ctx: click.Context, ref: str, csv_path: Path | None, plots_
         return f"{s.mean:.2f}{sd}{band}"
 
     for c in cell_results(runs):
-        states = ", ".join(f"{n} {st}" for st in ("finished", "running", "queued", "failed", "lost", "stopped")
+        states = ", ".join(f"{n} {st}" for st in (RunStatus.FINISHED, RunStatus.RUNNING, JobState.QUEUED,
+                                                   RunStatus.FAILED, RunStatus.LOST, RunStatus.STOPPED)
                            if (n := c.count(st)))
         best_of = "  ".join(f"E[best of {k}] {v:.2f}" for k, v in c.expected_best.items() if v is not None)
         click.echo(f"{c.cell}\n  runs: {states or 'none'}\n  best: {ci(c.best)}\n  improvement: {ci(c.improvement)}"

@@ -224,12 +224,12 @@ def test_the_contamination_check_looks_for_the_runs_own_items(snoop_runs: dict[s
     try:
         stash.write_text("\n".join(r["question"] for r in own))
         found = check_run(run, task, n=4, min_shared=1)
-        assert found["eval_items"] == len(own) and found["items"] == sorted(map(str, range(len(own))))
+        assert found.eval_items == len(own) and found.items == sorted(map(str, range(len(own))))
         stash.write_text("\n".join(r["question"] for r in other))
         found = check_run(run, task, n=4, min_shared=1)
         overlap = {r["question"] for r in own} & {r["question"] for r in other + guessed}
         assert len(overlap) < len(own) // 2
-        assert sorted(own[int(i)]["question"] for i in found["items"]) == sorted(overlap)
+        assert sorted(own[int(i)]["question"] for i in found.items) == sorted(overlap)
     finally:
         stash.unlink()
 

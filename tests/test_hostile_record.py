@@ -454,7 +454,7 @@ def test_the_contamination_check_of_many_revisions_grows_with_their_changes(run_
     assert sum(len(v) for v in revs.where.values()) < 300  # 202 files, 60 edits; 61 x 202 pairs before
     index = build_index([{"id": "e1", "question": QUESTION}], [{"question": "what is two plus two"}])
     result = scan_run(run_dir, index)
-    assert [(h["path"], h["revisions"], h["in_final_workspace"]) for h in result["hits"]] == [
+    assert [(h.path, h.revisions, h.in_final_workspace) for h in result.hits] == [
         ("code/stolen.txt", list(range(1, 61)), False)]
 
 

@@ -12,11 +12,13 @@ import csv
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.record.index import RunSummary, summarize
 from agent2rl_tui.record.stats import Summary, expected_best_of, summarize_values
+from agent2rl_tui.record.store import RunStatus
 from agent2rl_tui.record.usage import NONE, RunUsage
 from agent2rl_tui.util.timeutil import iso
 
@@ -40,15 +42,29 @@ def read_summary(row: Mapping[str, Any]) -> RunSummary | None:
         return None
 
 
+class JobState(StrEnum):
+    """A campaign run's state before (or instead of) its run's own ``RunStatus``."""
+
+    QUEUED = "queued"
+    SUBMITTED = "submitted"
+    SUPERSEDED = "superseded"
+
+
+CAMPAIGN_STATES: tuple[str, ...] = (JobState.QUEUED, JobState.SUBMITTED, RunStatus.CREATED, RunStatus.PREPARING,
+                                    RunStatus.RUNNING, RunStatus.ENDING, RunStatus.FINISHED, RunStatus.FAILED,
+                                    RunStatus.LOST, RunStatus.STOPPED)
+"""Every state a current campaign run can be in, in the order a campaign lists them."""
+
+
 def run_state(row: Mapping[str, Any], summary: RunSummary | None) -> str:
     """queued or submitted (no run yet), superseded (queued again), failed (its folder cannot be
     read), else the run's own status (created, running, finished, failed, lost, stopped ...)."""
     if row["superseded"]:
-        return "superseded"
+        return JobState.SUPERSEDED
     if summary is None:
         if not row["run_dir"]:
-            return "submitted" if row["job_id"] else "queued"
-        return "failed"
+            return JobState.SUBMITTED if row["job_id"] else JobState.QUEUED
+        return RunStatus.FAILED
     return summary.status
 
 

@@ -26,7 +26,7 @@ from agent2rl_tui.record.items import significance
 from agent2rl_tui.record.runview import read_items
 from agent2rl_tui.record.significance import Comparison
 from agent2rl_tui.record.stats import bootstrap_ci, expected_best_of
-from agent2rl_tui.record.store import RunStore, StoreError
+from agent2rl_tui.record.store import RunStatus, RunStore, StoreError
 from agent2rl_tui.record.usage import NONE
 
 
@@ -77,7 +77,7 @@ def compare(runs: list[RunSummary]) -> list[Group]:
         sources = sorted({u.label for u in usages})
         out.append(Group(task, profile, agent, driver, len(members), best_mean, best_sd, imp_mean, imp_sd,
                          statistics.fmean(r.n_submissions for r in members),
-                         sum(1 for r in members if r.status == "finished"),
+                         sum(1 for r in members if r.status == RunStatus.FINISHED),
                          bootstrap_ci(bests), bootstrap_ci(improvements),
                          {k: expected_best_of(bests, k) for k in (1, 2, 3)},
                          statistics.fmean(u.tokens_in + u.tokens_out for u in usages) if usages else None,

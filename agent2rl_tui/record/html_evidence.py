@@ -19,7 +19,7 @@ from agent2rl_tui.record.html_parts import Capped, block, num, signed, table, te
 from agent2rl_tui.record.items import SubmissionItems, read_submission_items
 from agent2rl_tui.record.runview import compare_items, load_run_view
 from agent2rl_tui.record.significance import Comparison
-from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.record.store import RunStore, SubStatus
 from agent2rl_tui.record.transcripts import StepRow, count_steps, page_steps
 from agent2rl_tui.util.timeutil import iso
 
@@ -90,7 +90,7 @@ def _flips(si: SubmissionItems, score: Any) -> str:
 def item_flips_html(run_dir: Path) -> str:
     """Every scored agent submission's flips against the previous scored one and the baseline."""
     view = load_run_view(run_dir)
-    scored = [s for s in view.submissions if s.status == "scored"]
+    scored = [s for s in view.submissions if s.status == SubStatus.SCORED]
     if not scored:
         return "<p>No scored submission.</p>"
     out = Capped(ITEMS_BYTES)

@@ -12,7 +12,7 @@ from typing import Any
 
 from agent2rl_tui.record.runview import RunView, read_items
 from agent2rl_tui.record.significance import Comparison, compare
-from agent2rl_tui.record.store import Submission
+from agent2rl_tui.record.store import Submission, SubStatus
 
 Item = dict[str, Any]
 
@@ -85,11 +85,11 @@ REPORT_DRAWS = 2_000
 def baseline_labels(view: RunView) -> dict[int, str]:
     """Each scored agent submission's label against the baseline (better, worse, within noise)."""
     base = view.baseline
-    if base is None or base.status != "scored":
+    if base is None or base.status != SubStatus.SCORED:
         return {}
     base_items = read_items(view.path, base.id)
     labels = {}
     for sub in view.submissions:
-        if sub.status == "scored" and (c := significance(read_items(view.path, sub.id), base_items)) is not None:
+        if sub.status == SubStatus.SCORED and (c := significance(read_items(view.path, sub.id), base_items)) is not None:
             labels[sub.id] = c.label
     return labels

@@ -160,12 +160,12 @@ def build_report(run_dir: Path) -> dict[str, Any]:
     leader: Submission | None = None
     for s in subs:
         best_before[s.id] = leader
-        if s.score is not None and s.status == "scored" and (leader is None or s.score > (leader.score or 0)):
+        if s.score is not None and s.status == SubStatus.SCORED and (leader is None or s.score > (leader.score or 0)):
             leader = s
 
     def paired(s: Submission) -> dict[str, Any] | None:
         """The submission against the baseline and the best before it, item by item."""
-        if s.score is None or s.status != "scored":
+        if s.score is None or s.status != SubStatus.SCORED:
             return None
         items = items_of(s.id)
         prior = best_before.get(s.id)

@@ -29,7 +29,7 @@ from agent2rl_tui.llm.script import build as build_script
 from agent2rl_tui.llm.scripted import RunningDriver, Served, serve
 from agent2rl_tui.record.index import RunError, default_root
 from agent2rl_tui.record.revisions import RevisionNotFound, SnapshotError, file_at, list_revisions
-from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore, Submission
+from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore, Submission, SubStatus
 from agent2rl_tui.record.transcripts import transcript_totals
 from agent2rl_tui.record.usage import RunUsage, run_usage
 from agent2rl_tui.run.lifecycle import RunRequest, create_run, launch_supervisor, stop_run
@@ -259,7 +259,7 @@ def _file_check(run_dir: Path, plan: _Plan) -> Check:
 
 
 def _submit_check(subs: list[Submission], results: str) -> Check:
-    scored = [s for s in subs if s.status == "scored"]
+    scored = [s for s in subs if s.status == SubStatus.SCORED]
     if scored:
         return Check("reaches the grader and submits", True, f"submission {scored[0].id} scored {scored[0].score:.2f}")
     if subs:

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.record.campaign_view import read_summary, run_state
+from agent2rl_tui.record.campaign_view import JobState, read_summary, run_state
 from agent2rl_tui.record.index import RunError, default_root
 from agent2rl_tui.record.store import ACTIVE_STATUSES
 from agent2rl_tui.run.lifecycle import RunRequest, create_run, launch_supervisor, preflight_run, reconcile
@@ -241,7 +241,7 @@ def schedule_once(campaign: Campaign) -> dict[str, int]:
         states[row["id"]] = reconcile(Path(row["run_dir"]))
     active = [r for r in unsettled if states[r["id"]] in ACTIVE_STATUSES]
     gpu_count = _gpu_count()
-    for row in [r for r in rows if states[r["id"]] == "queued"]:
+    for row in [r for r in rows if states[r["id"]] == JobState.QUEUED]:
         if len(active) >= spec.max_parallel:
             break
         gpus = None
@@ -273,7 +273,7 @@ def serve(folder: Path) -> None:
         while True:
             counts = schedule_once(campaign)
             campaign.db.execute("UPDATE campaign SET heartbeat_at = ?", (now(),))
-            if not any(counts.get(s, 0) for s in ("queued", "created", "preparing", "running", "ending")) \
+            if not any(counts.get(s, 0) for s in (JobState.QUEUED, *ACTIVE_STATUSES)) \
                     and _end_unless_queued(campaign):
                 return
             time.sleep(SCHEDULER_BEAT_S)

@@ -21,7 +21,7 @@ from typing import Any
 
 from agent2rl_tui.record.index import RunError, default_root
 from agent2rl_tui.record.report import write_report
-from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
+from agent2rl_tui.record.store import ACTIVE_STATUSES, PENDING_SUB_STATUSES, RunStatus, RunStore, SubStatus
 from agent2rl_tui.run import containment
 from agent2rl_tui.run.metering import check_caps, plan_meter
 from agent2rl_tui.run.profiles import AgentProfile, ProfileError, driver_setup, get_profile, preflight
@@ -420,7 +420,7 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
             budget_s=req.budget_s,
             grace_s=req.grace_s,
             seed=req.seed,
-            status="created",
+            status=RunStatus.CREATED,
             created_at=now(),
             config_json=json.dumps(config),
         )
@@ -510,9 +510,9 @@ def reconcile(run_dir: Path) -> str:
             if pgid and procs.group_alive(pgid):
                 procs.signal_group(pgid, signal.SIGKILL)
         for sub in store.submissions():
-            if sub.status in ("queued", "evaluating"):
+            if sub.status in PENDING_SUB_STATUSES:
                 store.update_submission(
-                    sub.id, status="failed", finished_at=now(),
+                    sub.id, status=SubStatus.FAILED, finished_at=now(),
                     error="the run was lost before this submission was evaluated",
                 )
         store.update_run(

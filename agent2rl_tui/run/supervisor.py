@@ -32,7 +32,7 @@ from agent2rl_tui.record.contamination import check_run, write_contamination
 from agent2rl_tui.record.index import default_root
 from agent2rl_tui.record.report import write_report
 from agent2rl_tui.record.revisions import SnapshotError, Snapshotter
-from agent2rl_tui.record.store import RunStore, SubStatus
+from agent2rl_tui.record.store import RunStatus, RunStore, SubStatus
 from agent2rl_tui.run import containment
 from agent2rl_tui.run.agent_output import AgentOutput
 from agent2rl_tui.run.lifecycle import AGENT_ENV_VAR
@@ -112,30 +112,35 @@ class Supervisor:
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         subreaper = procs.become_subreaper()
-        self.store.update_run(supervisor_pid=os.getpid(), status="preparing", heartbeat_at=now())
+        self.store.update_run(supervisor_pid=os.getpid(), status=RunStatus.PREPARING, heartbeat_at=now())
         self.store.event("supervisor", "start", f"supervisor started (pid {os.getpid()})",
                          {"subreaper": subreaper})
         beat = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
         beat.start()
         self.vitals.start()
-        final_status, error = "finished", None
+        final_status, error = RunStatus.FINISHED, None
         try:
             self.prepare()
             self.start_grader()
             if self.stop_requested.is_set():
                 raise RunFailed("stopped before the budget started")
             reason = self.run_agent()
+            self.store.update_run(status=RunStatus.ENDING, heartbeat_at=now())  # the agent is done; grading ends
             self.drain_grader()
             if reason == "stopped":
-                final_status = "stopped"
+                final_status = RunStatus.STOPPED
         except RunFailed as exc:
-            final_status = "stopped" if self.stop_requested.is_set() else "failed"
+            final_status = RunStatus.STOPPED if self.stop_requested.is_set() else RunStatus.FAILED
             error = str(exc)
             log.error("run %s: %s", final_status, exc)
         except Exception as exc:  # noqa: BLE001 - record any crash, then close the record
-            final_status, error = "failed", f"supervisor error: {type(exc).__name__}: {exc}"
+            final_status, error = RunStatus.FAILED, f"supervisor error: {type(exc).__name__}: {exc}"
             log.exception("supervisor crashed")
         finally:
+            try:
+                self.store.update_run(status=RunStatus.ENDING, heartbeat_at=now())
+            except Exception:  # noqa: BLE001 - the record's trouble must not keep the agent running
+                log.exception("could not mark the run as ending")
             self.shutdown_agent()
             self.stop_meter()
             self.stop_train_envs()
@@ -157,9 +162,9 @@ class Supervisor:
             self.store.update_run(status=final_status, heartbeat_at=now())
             self.done.set()
             self.store.close()
-        return 0 if final_status in ("finished", "stopped") else 1
+        return 0 if final_status in (RunStatus.FINISHED, RunStatus.STOPPED) else 1
 
-    def write_narrative(self, final_status: str) -> None:
+    def write_narrative(self, final_status: RunStatus) -> None:
         """The optional narrative (``--summarizer-*``) after the final report, then the report again
         with it; whatever fails is an event, never the run's failure."""
         if not self.cfg.get("summarizer"):
@@ -240,7 +245,7 @@ class Supervisor:
                             command=self.cfg.get("agent_command"), driver_args=setup.args)
         start = now()
         deadline = start + self.run["budget_s"]
-        self.store.update_run(budget_start=start, deadline=deadline, status="running")
+        self.store.update_run(budget_start=start, deadline=deadline, status=RunStatus.RUNNING)
         write_run_meta(
             self.ws,
             {"task": self.run["task"], "base_model": self.run["base_model"], "start_time": start,

@@ -14,15 +14,18 @@ from datetime import UTC, datetime
 
 from rich.text import Text
 
+from agent2rl_tui.record.store import RunStatus
 from agent2rl_tui.util.inert import one_line, visible
 
-STATUS_STYLE = {
-    "running": "bold $success", "preparing": "$warning", "created": "$warning", "ending": "$warning",
-    "finished": "$text", "stopped": "$text-muted", "failed": "bold $error", "lost": "bold $error",
+STATUS_STYLE: dict[str, str] = {
+    RunStatus.RUNNING: "bold $success", RunStatus.PREPARING: "$warning", RunStatus.CREATED: "$warning",
+    RunStatus.ENDING: "$warning", RunStatus.FINISHED: "$text", RunStatus.STOPPED: "$text-muted",
+    RunStatus.FAILED: "bold $error", RunStatus.LOST: "bold $error",
 }
-_RICH_STATUS = {
-    "running": "bold green", "preparing": "yellow", "created": "yellow", "ending": "yellow",
-    "finished": "", "stopped": "dim", "failed": "bold red", "lost": "bold red",
+_RICH_STATUS: dict[str, str] = {
+    RunStatus.RUNNING: "bold green", RunStatus.PREPARING: "yellow", RunStatus.CREATED: "yellow",
+    RunStatus.ENDING: "yellow", RunStatus.FINISHED: "", RunStatus.STOPPED: "dim", RunStatus.FAILED: "bold red",
+    RunStatus.LOST: "bold red",
 }
 
 

@@ -18,14 +18,12 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from agent2rl_tui.record.campaign_view import CampaignRun, CellResult, cell_results, read_runs
+from agent2rl_tui.record.campaign_view import CAMPAIGN_STATES, CampaignRun, CellResult, cell_results, read_runs
 from agent2rl_tui.record.compare import ci_text
 from agent2rl_tui.ui.format import literal_line
 from agent2rl_tui.ui.messages import OpenRun
 from agent2rl_tui.ui.widgets.tables import RowTable
 from agent2rl_tui.util.inert import one_line
-
-STATES = ("queued", "submitted", "created", "preparing", "running", "ending", "finished", "failed", "lost", "stopped")
 
 
 def campaign_folders(root: Path) -> list[Path]:
@@ -35,7 +33,7 @@ def campaign_folders(root: Path) -> list[Path]:
 
 
 def _states(runs: list[CampaignRun]) -> str:
-    counts = {s: sum(1 for r in runs if r.state == s) for s in STATES}
+    counts = {s: sum(1 for r in runs if r.state == s) for s in CAMPAIGN_STATES}
     return " · ".join(f"{n} {s}" for s, n in counts.items() if n) or "-"
 
 

@@ -8,7 +8,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from agent2rl_tui.record.store import ACTIVE_STATUSES
+from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStatus
 from agent2rl_tui.ui.format import literal
 
 
@@ -43,7 +43,7 @@ def stop_question(run_id: str, status: str, ended_at: float | None) -> str | Non
     (its supervisor died without closing it) has its record closed. Both go through
     ``run.lifecycle.stop_run``, which reconciles a run whose supervisor is gone.
     """
-    if status == "lost" and ended_at is None:
+    if status == RunStatus.LOST and ended_at is None:
         return (f"Close the record of lost run {run_id}?\nIts leftover processes are ended and the report "
                 "is written.")
     if status in ACTIVE_STATUSES:

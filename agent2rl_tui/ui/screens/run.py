@@ -23,7 +23,7 @@ from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 
 from agent2rl_tui.record.index import effective_status
 from agent2rl_tui.record.runview import RunView, load_run_view
-from agent2rl_tui.record.store import previous_revision_seq
+from agent2rl_tui.record.store import RunStatus, previous_revision_seq
 from agent2rl_tui.record.watch import RunWatch
 from agent2rl_tui.ui.messages import RunStopped, ShowRevision, ShowSubmissionDiff, ShowTranscriptAt, ViewLoaded
 from agent2rl_tui.ui.panes.iterations import IterationsPane
@@ -112,7 +112,7 @@ class RunScreen(StoppingScreen):
         status = effective_status(view.run)
         if status != view.status:
             view.status = status
-            if status == "lost":
+            if status == RunStatus.LOST:
                 self.notify("the run's supervisor stopped beating: the run is lost", severity="warning")
         self.query_one(BudgetHeader).show(view, self.clock())
 
