@@ -64,7 +64,8 @@ def _summary(r: dict[str, Any]) -> str:
     best = r.get("best") or {}
     c = r.get("containment") or {}
     pairs = [
-        ("task", f"{text(r.get('task'))} (prompt profile {text(r.get('prompt_profile'))})"),
+        ("task", f"{text(r.get('task'))} (prompt profile {text(r.get('prompt_profile'))}"
+                 + (f", decoding row {text(r['decoding_row'])}" if r.get("decoding_row") else "") + ")"),
         ("agent", text(r.get("agent"))), ("driver", text(r.get("driver"))), ("base model", code(r.get("base_model"))),
         ("status", f"<b>{text(r.get('status'))}</b> ({text(r.get('end_reason'))}), agent exit code "
                    f"{num(r.get('agent_exit_code'))}"),

@@ -44,6 +44,7 @@ from agent2rl_tui.record.store import (
     Submission,
     SubStatus,
     best_of,
+    decoding_row_of,
     judgement_of,
     prompt_profile_of,
     scored_score,
@@ -209,6 +210,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "driver": run["driver"],
         "base_model": run["base_model"],
         "prompt_profile": prompt_profile_of(run.get("config_json"), baseline, *subs),
+        "decoding_row": decoding_row_of(run.get("config_json"), baseline, *subs),
         "status": run["status"],
         "end_reason": run["end_reason"],
         "agent_exit_code": run["agent_exit_code"],
@@ -287,7 +289,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# Run {e(report['run_id'])}",
         "",
-        f"- task **{e(report['task'])}** (prompt profile {opt(report.get('prompt_profile'))}), agent "
+        f"- task **{e(report['task'])}** (prompt profile {opt(report.get('prompt_profile'))}"
+        + (f", decoding row {e(report['decoding_row'])}" if report.get("decoding_row") else "") + "), agent "
         f"**{e(report['agent'])}**, driver {opt(report['driver'])}, base model "
         f"{md_code(report['base_model'], in_table=False)}",
         f"- status **{e(report['status'])}** ({opt(report['end_reason'])}), agent exit code "

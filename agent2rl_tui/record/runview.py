@@ -20,6 +20,7 @@ from agent2rl_tui.record.store import (
     RunStore,
     Submission,
     best_of,
+    decoding_row_of,
     previous_scored,
     prompt_profile_of,
     scored_score,
@@ -62,6 +63,11 @@ class RunView:
     def prompt_profile(self) -> str | None:
         """How the grader prompted and read answers (``store.prompt_profile_of``)."""
         return prompt_profile_of(self.run.get("config_json"), self.baseline, *self.submissions)
+
+    @property
+    def decoding_row(self) -> str | None:
+        """The model-table row that set the decoding, if the profile uses one (``store.decoding_row_of``)."""
+        return decoding_row_of(self.run.get("config_json"), self.baseline, *self.submissions)
 
     def budget(self, t: float) -> Budget:
         run = self.run

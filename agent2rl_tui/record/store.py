@@ -335,6 +335,17 @@ def prompt_profile_of(config_json: str | None, *subs: Submission | None) -> str 
     return json.loads(config_json or "{}").get("prompt_profile")
 
 
+def decoding_row_of(config_json: str | None, *subs: Submission | None) -> str | None:
+    """The row of the reference's model table that set a run's decoding (a profile that uses
+    the table): as a score recorded it, else as the run was started with; None: the profile's own."""
+    for sub in subs:
+        if sub is not None and sub.settings_json:
+            row = json.loads(sub.settings_json).get("decoding_row")
+            if row:
+                return str(row)
+    return json.loads(config_json or "{}").get("decoding_row") or None
+
+
 def strict_of(sub: Submission | None) -> dict[str, Any] | None:
     """Our stricter reading beside a reference-profile score (its score and how many items
     differ), or None."""

@@ -260,7 +260,7 @@ def write_play_kit(data_dir: Path, task: Task, settings: InferenceSettings) -> N
         copy_games(task_cache(task) / GAMES_DIR, [row["game"] for row in task.load_split("train")],
                    data_dir / GAMES_DIR, files=(GAME_FILE,))
     if spec.kind == "search-qa":
-        env |= {"transcript": spec.transcript, "top_k": spec.top_k}
+        env |= {"transcript": settings.transcript or spec.transcript, "top_k": spec.top_k}
     (data_dir / "env.json").write_text(json.dumps(env, indent=2), encoding="utf-8")
     if program is not None:
         shutil.copyfile(program, data_dir / "play.py")

@@ -80,18 +80,22 @@ def render(tokenizer: Any, item: Item, spec: dict[str, Any] | None = None) -> st
     spec = SPEC if spec is None else spec
     if not spec.get("chat", True):
         return completion_prompt(item, spec)
-    return render_messages(tokenizer, messages(item, spec), bool(spec.get("require_chat_template")))
+    return render_messages(tokenizer, messages(item, spec), bool(spec.get("require_chat_template")),
+                           spec.get("enable_thinking"))
 
 
 NO_TEMPLATE = ("the model's tokenizer has no chat template, and this prompt profile renders every prompt with "
                "one: save the tokenizer with its chat_template (tokenizer_config.json or chat_template.jinja)")
 
 
-def render_messages(tokenizer: Any, turns: Messages, require_template: bool = False) -> str:
-    """Chat turns as OpenCompass's VLLMwithChatTemplate renders them (``add_generation_prompt``);
-    without a template, the turns' contents one per line (ValueError with ``require_template``)."""
+def render_messages(tokenizer: Any, turns: Messages, require_template: bool = False,
+                    enable_thinking: bool | None = None) -> str:
+    """Chat turns as OpenCompass's VLLMwithChatTemplate renders them (``add_generation_prompt``,
+    ``enable_thinking`` given to the template where the profile sets it); without a template,
+    the turns' contents one per line (ValueError with ``require_template``)."""
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+        extra = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
+        return tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True, **extra)
     if require_template:
         raise ValueError(NO_TEMPLATE)
     return "\n".join(m["content"] for m in turns) + "\n"

@@ -117,11 +117,7 @@ def render_chat(tokenizer: Any, messages: Messages, require_template: bool,
     pass it (the reference's model table turns Qwen3's thinking on so); None gives it nothing."""
     try:
         with time_limit(time_limit_s):
-            if enable_thinking is not None and getattr(tokenizer, "chat_template", None):
-                text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                                     enable_thinking=enable_thinking)
-            else:
-                text = render_messages(tokenizer, messages, require_template)
+            text = render_messages(tokenizer, messages, require_template, enable_thinking)
     except TemplateTimeout:
         raise EngineError(f"the chat template took over {time_limit_s:g} s to render a prompt",
                           "chat_template_timeout") from None

@@ -38,6 +38,7 @@ class BudgetHeader(Static):
             status_text(view.status), "  ",
             ("task ", "dim"), one_line(run["task"]),
             *((("  prompts ", "dim"), one_line(profile)) if profile not in (None, "default") else ()),
+            *((("  decoding ", "dim"), one_line(view.decoding_row)) if view.decoding_row else ()),
             ("  agent ", "dim"), one_line(run["agent"]),
             ("  driver ", "dim"), one_line(run["driver"] or "-"), ("  base ", "dim"), one_line(run["base_model"]),
         )
