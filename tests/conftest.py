@@ -71,12 +71,16 @@ def example_run(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> t
 
 
 @pytest.fixture(scope="session")
-def review_root(tmp_path_factory: pytest.TempPathFactory, example_run: tuple[Path, str]) -> Path:
-    """A folder of runs to review: a copy of the example run, and another copy marked lost."""
+def review_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of runs to review: a run shaped as the example agent's (synthetic.example_agent_run:
+    the workspace, revisions, submissions, items, transcript, logs and report of an SFT then
+    GRPO run, built without training), and a copy of it marked lost."""
     import shutil
 
+    from synthetic import example_agent_run
+
     root = tmp_path_factory.mktemp("review")
-    src = example_run[0]
+    src = example_agent_run(tmp_path_factory.mktemp("review-src"), "20261122T233320-arith-example")
     finished = root / src.name
     shutil.copytree(src, finished)
     lost = root / (src.name + "-lost")

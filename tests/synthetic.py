@@ -1,4 +1,5 @@
-"""Synthetic run folders built through the project's own store, for snapshots and benchmarks.
+"""Synthetic run folders built through the project's own store, for snapshots, benchmarks and
+the TUI tests.
 
 Everything is written the way the real pipeline writes it (RunStore, the transcript
 recorder, evals/<n>/results.jsonl, git snapshots), with fixed times so that screens drawn
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import subprocess
+import tempfile
 from pathlib import Path
 
 from agent2rl_tui.record.revisions import BRANCH, GitRepo, _parse_changes, init_repo
@@ -61,17 +63,21 @@ def _submission(store: RunStore, run: Path, kind: str, path: str | None, score: 
                                  "correct": i in hits}) + "\n")
 
 
-def add_revisions(run: Path, files_by_revision: list[dict[str, str]], t0: float = T0, step_s: float = 20.0) -> None:
-    """Commit each dict of {path: content} as one revision (git fast-import), and record them."""
+def add_revisions(run: Path, files_by_revision: list[dict[str, str]], t0: float = T0, step_s: float = 20.0,
+                  at: list[float] | None = None) -> None:
+    """Commit each dict of {path: content} as one revision (git fast-import), and record them.
+
+    Revision i is made at ``at[i]`` where given, else at ``t0 + i * step_s``."""
+    times = at if at is not None else [t0 + i * step_s for i in range(len(files_by_revision))]
     git_dir = run / "snapshots.git"
     init_repo(git_dir)
     stream: list[bytes] = []
     for i, files in enumerate(files_by_revision):
-        at = int(t0 + i * step_s)
+        at_i = int(times[i])
         msg = b"synthetic snapshot"
         stream.append(b"commit " + BRANCH.encode() + b"\n")
         stream.append(f"mark :{i + 1}\n".encode())
-        stream.append(f"committer agent2rl-tui <snapshots@agent2rl-tui> {at} +0000\n".encode())
+        stream.append(f"committer agent2rl-tui <snapshots@agent2rl-tui> {at_i} +0000\n".encode())
         stream.append(f"data {len(msg)}\n".encode() + msg + b"\n")
         if i:
             stream.append(f"from :{i}\n".encode())
@@ -90,7 +96,7 @@ def add_revisions(run: Path, files_by_revision: list[dict[str, str]], t0: float 
     parent = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
     for i, sha in enumerate(shas):
         changes = _parse_changes(repo, parent, sha)
-        rows.append((i + 1, sha, t0 + i * step_s, "start" if i == 0 else "watch", len(changes),
+        rows.append((i + 1, sha, times[i], "start" if i == 0 else "watch", len(changes),
                      sum(c["added"] for c in changes), sum(c["removed"] for c in changes), json.dumps(changes),
                      json.dumps({"output/": 1, "data/": 1, "models/": 1})))
         parent = sha
@@ -235,4 +241,143 @@ def make_episode_run(root: Path, name: str, plans: list[list[str]], *, games: li
             with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
                 for r in results:
                     fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    return run
+
+
+# -- a run of the example agent, without running it ----------------------------------------
+
+EXAMPLE_SCRIPTS = "agent2rl_tui.agents.example.scripts"
+"""The training scripts the example agent writes into code/ (agents/example/agent.py: write_code)."""
+
+
+def example_script(name: str) -> str:
+    from importlib import resources
+
+    return resources.files(EXAMPLE_SCRIPTS).joinpath(name).read_text(encoding="utf-8")
+
+
+def add_agent_output(run: Path, lines: list[tuple[float, str, bool]], fmt: str = "text") -> None:
+    """The agent's output as the supervisor keeps it (run/agent_output.py): each (time, line,
+    from stderr) stamped into logs/agent.log and fed to the transcript recorder."""
+    rec = TranscriptRecorder(run, make_normalizer(fmt))
+    with (run / "logs" / "agent.log").open("a", encoding="utf-8") as log:
+        for at, line, is_err in lines:
+            log.write(f"{iso(at)}{' [stderr] ' if is_err else ' '}{line}\n")
+            if is_err:
+                rec.stderr_line(line, at)
+            else:
+                rec.stdout_line(line, at)
+    rec.close()
+
+
+def _example_output(t0: float, scores: tuple[float, float], baseline: float) -> list[tuple[float, str, bool]]:
+    """What the example agent prints for SFT then GRPO (its own lines, the trainers' loss lines
+    and warnings on stderr), the submissions answered at make_run's times (t0 + 30, t0 + 60)."""
+    say = "[example-agent] "
+    out: list[tuple[float, str, bool]] = [
+        (t0 + 0.5, say + "task arith: 300 training rows, base model tiny-llama", False),
+        (t0 + 0.6, say + "budget left: 300 s", False),
+    ]
+    best: dict[str, float] = {}
+    for n, (name, script, helper, lr, start) in enumerate(
+            (("SFT", "sft.py", "prompts.py", 2e-3, t0 + 1.0), ("GRPO", "grpo.py", "reward.py", 5e-4, t0 + 33.0)),
+            start=1):
+        src = "models/tiny-llama" if n == 1 else "output/v1"
+        flags = "--steps 1000 --seed 0" if n == 1 else "--steps 400 --seed 0 --max-completion 8"
+        out += [(start, say + f"wrote code/{helper}, code/{script}", False),
+                (start, say + f"running python code/{script} --model {src} --data data/train.jsonl {flags} "
+                              f"--out output/v{n}", False),
+                (start + 0.1, f"{name}: {flags.split()[1]} steps on 300 rows from {src} -> output/v{n}", False),
+                (start + 4.0, "/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py:759: UserWarning: "
+                              "'pin_memory' argument is set as true but no accelerator is found", True),
+                (start + 4.0, "  super().__init__(loader)", True)]
+        for k in range(5):
+            loss = 1.2 / (k + 1) if n == 1 else 0.001 / (k + 1)
+            out.append((start + 6.0 + 3.0 * k, repr({"loss": f"{loss:.4g}", "learning_rate": f"{lr:g}",
+                                                     "epoch": f"{k + 1}"}), False))
+        out += [(start + 21.0, repr({"train_runtime": "15.0", "train_loss": "0.5"}), False),
+                (start + 26.0, say + f"{name} done in 25.0 s; submitting output/v{n}", False)]
+        best = {"submission_id": n, "score": scores[n - 1]} if scores[n - 1] >= best.get("score", -1) else best
+        answer = {"submission_id": n, "status": "scored", "score": scores[n - 1], "baseline_score": baseline,
+                  "improvement": scores[n - 1] - baseline, "best": best, "total_submissions": n}
+        out.append((t0 + 30.0 * n + 2.5, say + f"submission v{n}: {json.dumps(answer)}", False))
+    return out
+
+
+def example_agent_run(root: Path, name: str, *, scores: tuple[float, float] = (44.0, 69.0), baseline: float = 3.0,
+                      n_items: int = 100, t0: float = T0) -> Path:
+    """A finished run shaped as the example agent's (``--agent example --driver scripted`` on
+    arith), built from the parts the real pipeline uses instead of training anything: the
+    workspace populated by the run layer, its prompt rendered; four revisions as the watcher
+    records them (the task, then SFT: code/sft.py and code/prompts.py, then GRPO: code/grpo.py
+    and code/reward.py, then the final notes), the scripts being the example agent's own;
+    the baseline and two submissions (SFT from revision 2, GRPO from 3) with their items; the
+    agent's output in logs/agent.log and the transcript; grader and supervisor logs; the
+    containment event, the real contamination check, and the report written as a run's end
+    writes it."""
+    from agent2rl_tui.record.contamination import check_run, write_contamination
+    from agent2rl_tui.record.report import write_report
+    from agent2rl_tui.run.prompt import build_prompt
+    from agent2rl_tui.run.workspace import populate_workspace
+    from agent2rl_tui.tasks.registry import load_task
+
+    run = make_run(root, name, task="arith", agent="example", driver="scripted", scores=scores, baseline=baseline,
+                   n_items=n_items, t0=t0)
+    task = load_task("arith")
+    # What the grader records of how each submission was evaluated (the part a reader uses).
+    settings = {"evaluator": "math_answer", "engine_load": "fresh", "prompt_profile": "default",
+                "prompt_template": "{question}", "system_prompt": "", "chat": True, "fewshot": 0,
+                "max_new_tokens": 8, "temperature": 0.0, "batch_size": 100}
+    with RunStore.of_run(run) as store:
+        run_row = store.run()
+        for sub_id in range(len(scores) + 1):
+            store.update_submission(sub_id, settings_json=json.dumps(settings))
+    with tempfile.TemporaryDirectory() as tmp:  # a stand-in base model folder: its config only
+        model = Path(tmp) / "tiny-llama"
+        model.mkdir()
+        (model / "config.json").write_text('{"model_type": "llama"}\n', encoding="utf-8")
+        ws = populate_workspace(run, task, model, "tiny-llama", budget_s=run_row["budget_s"],
+                                grace_s=run_row["grace_s"])
+    (run / "prompt.md").write_text(build_prompt(ws, run_row["budget_s"]), encoding="utf-8")
+
+    plan = "# Plan\n- SFT 1000 steps on 300 rows -> output/v1\n- GRPO 400 steps, exact-match reward, from v1 -> output/v2\n"
+    notes = [plan + f"- v{n} ({kind}): score {scores[n - 1]} (baseline {baseline})\n"
+             for n, kind in ((1, "SFT"), (2, "GRPO"))]
+    notes[1] = notes[0] + notes[1].removeprefix(plan)
+    attempts = [f"\n## Attempt {n}\n- **Status**: success (exit code 0)\n- **Score**: {scores[n - 1]}\n"
+                f"- **Training type**: {kind}\n- **Key configuration**: code/{script} {flags}\n"
+                f"- **What was done**: {kind} with code/{script}, then submitted it\n"
+                for n, kind, script, flags in ((1, "SFT", "sft.py", "--steps 1000 --seed 0"),
+                                               (2, "GRPO", "grpo.py", "--steps 400 --seed 0 --max-completion 8"))]
+    revisions = [
+        {p: (ws / p).read_text(encoding="utf-8") for p in ("description.md", "instructions.md")},
+        {"code/NOTES.md": plan, "code/prompts.py": example_script("prompts.py"), "code/sft.py": example_script("sft.py")},
+        {"code/NOTES.md": notes[0], "code/reward.py": example_script("reward.py"),
+         "code/grpo.py": example_script("grpo.py"), "summary.md": "# Run summary\n" + attempts[0]},
+        {"code/NOTES.md": notes[1], "summary.md": "# Run summary\n" + attempts[0] + attempts[1]},
+    ]
+    add_revisions(run, revisions, t0=t0, at=[t0, t0 + 1.0, t0 + 33.0, t0 + 63.0])
+    for files in revisions[1:]:  # the workspace as the agent left it
+        for path, content in files.items():
+            (ws / path).parent.mkdir(parents=True, exist_ok=True)
+            (ws / path).write_text(content, encoding="utf-8")
+
+    add_agent_output(run, _example_output(t0, scores, baseline))
+    logs = run / "logs"
+    (logs / "grader.log").write_text(
+        f"{iso(t0 - 15)} INFO agent2rl.grader: grader for {name} on 127.0.0.1:50379\n"
+        + "".join(f"{iso(t0 + 30.0 * n + 2.5)} INFO agent2rl.grader: submission {n} scored {s:.2f}\n"
+                  for n, s in enumerate(scores, start=1)), encoding="utf-8")
+    (logs / "supervisor.log").write_text(
+        f"{iso(t0 - 16)} preparing the workspace in {ws}\n{iso(t0 - 15)} grader started; scoring the baseline\n"
+        f"{iso(t0 - 7.5)} baseline score {baseline:.2f}\n{iso(t0)} starting agent example\n"
+        f"{iso(t0 + 150)} agent exited with code 0\n", encoding="utf-8")
+    with RunStore.of_run(run) as store:
+        store.event("supervisor", "containment", "agent contained by bubblewrap (/usr/bin/bwrap)",
+                    {"contained": True, "reason": "bubblewrap (/usr/bin/bwrap)", "requested": True})
+    found = json.loads(write_contamination(run, check_run(run, task)).read_text(encoding="utf-8"))
+    with RunStore.of_run(run) as store:
+        store.event("supervisor", "contamination", "contamination check done",
+                    {"contaminated": found["contaminated"], "items": found["items"]})
+    write_report(run)
     return run

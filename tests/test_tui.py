@@ -1,8 +1,11 @@
-"""Pilot tests: keys through every screen and pane, on run folders made by the real pipeline.
+"""Pilot tests: keys through every screen and pane, on run folders written by the project's own code.
 
-The review root holds a copy of the example agent's run (made once per session through the
-CLI) and a second copy whose supervisor is gone, so the same screens are tested on a
-finished run and on a lost one, offline, with no supervisor anywhere.
+The review root (conftest) holds a run shaped as the example agent's, built by
+``synthetic.example_agent_run`` through the store, the revision store, the transcript
+recorder and the report, without training anything, and a second copy whose supervisor is
+gone, so the same screens are tested on a finished run and on a lost one, offline, with no
+supervisor anywhere. Rows are picked by what they hold (a run by its id, a submission by its
+number), never by their place. Only the New run story starts a live run: that is what it tests.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from agent2rl_tui.ui.widgets.log_view import LogView
 from agent2rl_tui.ui.widgets.steps_view import StepsView
 from agent2rl_tui.ui.widgets.virtual_table import VirtualTable
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+pytestmark = pytest.mark.asyncio  # slow: only the story that starts a live run
 SIZE = (160, 48)
 
 
@@ -72,6 +75,20 @@ def table_rows(table: DataTable | VirtualTable) -> list[list[str]]:
     if isinstance(table, VirtualTable):
         return [table.row_cells(i) for i in range(table.row_count)]
     return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+def row_of(table: DataTable | VirtualTable, value: str, column: int = -1) -> int:
+    """The index of the one row whose cell in ``column`` is ``value`` (the Runs table's last column
+    is the run id, the Scores table's first the submission)."""
+    found = [i for i, row in enumerate(table_rows(table)) if row[column] == value]
+    assert len(found) == 1, f"{len(found)} rows with {value!r} in column {column}"
+    return found[0]
+
+
+def review_runs(review_root: Path) -> tuple[str, str]:
+    """The ids of the review root's finished run and of its lost copy."""
+    finished = next(p.name for p in review_root.iterdir() if not p.name.endswith("-lost"))
+    return finished, finished + "-lost"
 
 
 def footer_keys(screen) -> dict[str, str]:  # noqa: ANN001
@@ -113,13 +130,14 @@ async def open_new_run(pilot, task: str, model: Path) -> NewRunScreen:  # noqa: 
 
 
 async def test_runs_screen_lists_filters_sorts_marks_and_compares(review_root: Path) -> None:
+    finished_id, lost_id = review_runs(review_root)
     app = Agent2RLApp(root=review_root)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_runs(pilot)
         table = screen.query_one("#runs", VirtualTable)
         rows = table_rows(table)
         assert len(rows) == 2
-        assert sorted(r[1] for r in rows) == ["finished", "lost"]
+        assert sorted((r[-1], r[1]) for r in rows) == [(finished_id, "finished"), (lost_id, "lost")]
         assert all(r[2] == "arith" and r[3] == "example" and r[4] == "scripted" for r in rows)
         assert all(r[9] == "2" for r in rows)  # submissions
         # Typing on the table filters: the first letter is kept, and once the filter has
@@ -127,7 +145,7 @@ async def test_runs_screen_lists_filters_sorts_marks_and_compares(review_root: P
         await pilot.press("l", "o", "s", "t")
         await settle(pilot, lambda: table.row_count == 1, what="the filter")
         assert screen.filter_text == "lost"
-        assert table_rows(table)[0][1] == "lost"
+        assert [(r[-1], r[1]) for r in table_rows(table)] == [(lost_id, "lost")]
         assert isinstance(app.focused, Input)
         await pilot.press("escape")
         await settle(pilot, lambda: table.row_count == 2, what="the filter to clear")
@@ -155,7 +173,7 @@ async def test_runs_screen_lists_filters_sorts_marks_and_compares(review_root: P
         screen.sort_column, screen.sort_reverse = "id", False
         screen.populate()
         ids = [r[-1] for r in table_rows(table)]
-        assert ids == sorted(ids) and ids[1].endswith("-lost")
+        assert ids == [finished_id, lost_id]
         await pilot.press("O")
         assert screen.sort_reverse is True
         assert [r[-1] for r in table_rows(table)] == ids[::-1]
@@ -166,12 +184,15 @@ async def test_runs_screen_lists_filters_sorts_marks_and_compares(review_root: P
         assert [r[1] for r in table_rows(table)] == ["finished", "lost"]
         await pilot.press("o")
         assert screen.sort_column == "task"
-        # Marking and comparing.
+        # Marking and comparing: space marks the highlighted run and moves on to the next row.
         table.focus()
-        await pilot.press("home", "space")
-        assert len(screen.marked) == 1
+        table.move_to(row_of(table, finished_id))
         await pilot.press("space")
-        assert len(screen.marked) == 2
+        assert screen.marked == {finished_id}
+        assert table.cursor == min(row_of(table, finished_id) + 1, table.row_count - 1)
+        table.move_to(row_of(table, lost_id))
+        await pilot.press("space")
+        assert screen.marked == {finished_id, lost_id}
         await pilot.press("c")
         await settle(pilot, lambda: isinstance(app.screen, CompareScreen), what="Compare")
         compare = table_rows(app.screen.query_one("#compare", DataTable))
@@ -191,17 +212,17 @@ async def test_runs_screen_lists_filters_sorts_marks_and_compares(review_root: P
 
 
 async def test_run_screen_panes_and_jumps(review_root: Path) -> None:
+    finished_id, _ = review_runs(review_root)
     app = Agent2RLApp(root=review_root)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_runs(pilot)
         table = screen.query_one("#runs", VirtualTable)
-        finished_row = next(i for i, r in enumerate(table_rows(table)) if r[1] == "finished")
-        table.move_to(finished_row)
+        table.move_to(row_of(table, finished_id))
         await pilot.press("enter")
         await settle(pilot, lambda: run_screen_ready(app), what="the Run screen")
         run: RunScreen = app.screen
         view = run.view
-        assert view is not None and view.status == "finished"
+        assert view is not None and view.status == "finished" and view.run["id"] == finished_id
         header = plain(run.query_one("#budget", Static))
         assert "best" in header and f"{view.best.score:.2f}" in header and "ended" in header
 
@@ -380,7 +401,10 @@ async def test_a_lost_run_is_shown_lost_and_can_be_closed(review_root: Path, tmp
     app = Agent2RLApp(root=root)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_runs(pilot)
-        assert table_rows(screen.query_one("#runs", VirtualTable))[0][1] == "lost"
+        table = screen.query_one("#runs", VirtualTable)
+        row = row_of(table, lost_src.name)
+        assert table_rows(table)[row][1] == "lost"
+        table.move_to(row)
         await pilot.press("enter")
         await settle(pilot, lambda: run_screen_ready(app), what="the Run screen")
         assert "lost" in plain(app.screen.query_one("#budget", Static))
@@ -413,6 +437,7 @@ async def test_keys_help_and_command_palette(review_root: Path) -> None:
         await settle(pilot, lambda: isinstance(app.screen, NewRunScreen), what="New run from the palette")
 
 
+@pytest.mark.slow
 async def test_new_run_validates_in_place_then_starts_a_live_run(tmp_path: Path, tiny_model: Path) -> None:
     root = tmp_path / "runs"
     root.mkdir()
@@ -494,7 +519,7 @@ async def test_every_action_key_is_in_the_footer_and_the_palette_once(review_roo
             assert title in titles
 
         table = screen.query_one("#runs", VirtualTable)
-        table.move_to(next(i for i, r in enumerate(table_rows(table)) if r[1] == "finished"))
+        table.move_to(row_of(table, review_runs(review_root)[0]))
         await pilot.press("enter")
         await settle(pilot, lambda: run_screen_ready(app), what="the Run screen")
         run: RunScreen = app.screen

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from synthetic import make_episode_run, make_run
-from test_tui import footer_keys, open_runs, plain, run_screen_ready, settle, table_rows
+from test_tui import footer_keys, open_runs, plain, row_of, run_screen_ready, settle, table_rows
 from textual.widgets import Static
 
 from agent2rl_tui.grader.episodes import Episode, Turn
@@ -66,15 +66,16 @@ def made_episode(turns: list[tuple[str, str, float, str]], *, end: str = "step l
     return episode_result(ep).to_dict()
 
 
-async def open_items(pilot, sub_row: int) -> ItemsScreen:  # noqa: ANN001
-    """Runs → the run → Scores: the submission in row ``sub_row`` → i."""
+async def open_items(pilot, run_id: str, sub: str) -> ItemsScreen:  # noqa: ANN001
+    """Runs → the run ``run_id`` → Scores: submission ``sub`` (its row found by its number) → i."""
     app = pilot.app
-    await open_runs(pilot)
+    runs = (await open_runs(pilot)).query_one("#runs", VirtualTable)
+    runs.move_to(row_of(runs, run_id))
     await pilot.press("enter")
-    await settle(pilot, lambda: run_screen_ready(app), what="the Run screen")
+    await settle(pilot, lambda: run_screen_ready(app) and app.screen.view.run["id"] == run_id, what="the Run screen")
     subs = app.screen.query_one("#subs", VirtualTable)
-    await settle(pilot, lambda: subs.row_count > sub_row, what="the submissions")
-    subs.move_to(sub_row)
+    await settle(pilot, lambda: sub in [r[0] for r in table_rows(subs)], what=f"submission {sub}")
+    subs.move_to(row_of(subs, sub, column=0))
     await pilot.press("i")
     await settle(pilot, lambda: isinstance(app.screen, ItemsScreen), what="the Items screen")
     return app.screen
@@ -173,7 +174,7 @@ async def test_items_screen_shows_episodes_won_lost_flips_and_turns(episode_root
     mine, prev, base = results(run_dir, 2), results(run_dir, 1), results(run_dir, 0)
     app = Agent2RLApp(root=episode_root)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_items(pilot, 2)  # baseline, 1, 2
+        screen = await open_items(pilot, run_dir.name, "2")
         run_screen = app.screen_stack[-2]
         table = screen.query_one("#items-table", VirtualTable)
         view = screen.query_one("#episode-view", EpisodeView)
@@ -277,13 +278,13 @@ async def test_items_screen_shows_episodes_won_lost_flips_and_turns(episode_root
 @pytest.mark.asyncio
 async def test_a_fifty_turn_episode_opens_without_stalling(tmp_path: Path) -> None:
     """Fifty turns of looking around (the room's whole description each time) to the step limit."""
-    make_episode_run(tmp_path, "20261122T233320-twc-example", [["nonsense", "look"], ["look", "look"]],
-                     games=GAMES[3:5], max_steps=50, context_chars=None)
-    items = results(next(tmp_path.iterdir()), 1)
+    run_dir = make_episode_run(tmp_path, "20261122T233320-twc-example", [["nonsense", "look"], ["look", "look"]],
+                               games=GAMES[3:5], max_steps=50, context_chars=None)
+    items = results(run_dir, 1)
     assert [len(i["extra"]["turns"]) for i in items] == [50, 50]
     app = Agent2RLApp(root=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_items(pilot, 1)
+        screen = await open_items(pilot, run_dir.name, "1")
         view = screen.query_one("#episode-view", EpisodeView)
         assert table_rows(screen.query_one("#items-table", VirtualTable))[0][4:6] == ["step limit", "50"]
         await settle(pilot, lambda: view.turn_count == 50, what="the first episode")
@@ -306,10 +307,10 @@ async def test_a_fifty_turn_episode_opens_without_stalling(tmp_path: Path) -> No
 @pytest.mark.asyncio
 async def test_level_one_items_keep_their_columns_and_keys(tmp_path: Path) -> None:
     """Items that are not episodes: the same columns and detail as before, no episode keys."""
-    make_run(tmp_path, "20261122T233320-arith-example")
+    run_dir = make_run(tmp_path, "20261122T233320-arith-example")
     app = Agent2RLApp(root=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_items(pilot, 2)
+        screen = await open_items(pilot, run_dir.name, "2")
         assert not screen.episodes and not screen.query(EpisodeView)
         table = screen.query_one("#items-table", VirtualTable)
         assert [c.label for c in table.columns] == ["#", "ok", "vs prev", "vs base", "extracted", "gold", "prompt"]
