@@ -331,7 +331,7 @@ async def test_the_items_screen_shows_each_judgement_side_by_side(alpaca_run: di
     mine = [json.loads(line) for line in (run / "evals" / "1" / "results.jsonl").open()]
     app = Agent2RLApp(root=alpaca_run["root"])
     async with app.run_test(size=(160, 48)) as pilot:
-        screen = await open_items(pilot, 1)  # baseline, then submission 1
+        screen = await open_items(pilot, run.name, "1")
         assert screen.judged and not screen.episodes
         won = sum(i["correct"] for i in mine)
         assert f"submission 1: {won} of 6 judgements won" in plain(screen.query_one("#items-title", Static))

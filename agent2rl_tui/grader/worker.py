@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from agent2rl_tui.grader.engines.keeper import EngineKeeper
+    from agent2rl_tui.tasks.registry import InferenceSettings
 
 
 PREIMPORT_VLLM = "AGENT2RL_PREIMPORT_VLLM"
@@ -41,6 +42,17 @@ PHASE_FAILURES = {"load": "model_load_failed", "render": "chat_template_error", 
                   "score": "scoring_failed", "play": "episode_failed"}
 """What a failure in each phase of an evaluation is called when nothing more precise is known."""
 
+
+
+def prompt_texts(engine: Any, settings: InferenceSettings, asked: list[Any]) -> list[str]:
+    """The text each prompt is generated from: a plain prompt as it is, chat turns through the
+    model's template; a model without one gets the user turns alone under a profile that says so
+    (``plain_without_template``, the reference's AlpacaEval), else every turn's text by line."""
+    bare = settings.plain_without_template and not getattr(getattr(engine, "tokenizer", None), "chat_template", None)
+    return [p if isinstance(p, str) else
+            "\n".join(m["content"] for m in p if m["role"] == "user") if bare else
+            engine.render(p, require_template=settings.require_chat_template, enable_thinking=settings.enable_thinking)
+            for p in asked]
 
 def evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float) -> dict[str, Any]:
     """Run one evaluation job and return its summary (also written to summary.json); an
@@ -67,7 +79,7 @@ def _evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float, ph
     from agent2rl_tui.grader.failures import EvalFailure
     from agent2rl_tui.tasks import decoding
     from agent2rl_tui.tasks.modelfiles import weights_hash
-    from agent2rl_tui.tasks.registry import TaskError, engine_settings, load_task
+    from agent2rl_tui.tasks.registry import TaskError, load_task
 
     out_dir = Path(job["out_dir"])
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -79,7 +91,7 @@ def _evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float, ph
         settings = decoding.run_settings(task, job.get("prompt_profile"), job.get("decoding_row"))
     except TaskError as exc:
         raise EvalFailure("grader_error", str(exc)) from exc
-    engine_cfg = engine_settings(task.engine, job.get("engine") or {})
+    engine_cfg = task.engine_for(settings, job.get("engine"))
     engine_cfg = decoding.row_engine(engine_cfg, settings.decoding_row, job.get("engine"))
     interactive = task.level == 3
     evaluator = None if interactive else evaluator_for(task, settings, judge=job.get("judge"))
@@ -111,9 +123,7 @@ def _evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float, ph
         else:
             phase[0] = "render"
             asked = [evaluator.prompt(item) for item in items]
-            prompts = [p if isinstance(p, str) else engine.render(p, require_template=settings.require_chat_template,
-                                                                  enable_thinking=settings.enable_thinking)
-                       for p in asked]
+            prompts = prompt_texts(engine, settings, asked)
             phase[0] = "generate"
             outputs = engine.generate(prompts, settings)
             t2 = time.perf_counter()

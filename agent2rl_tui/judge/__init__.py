@@ -46,6 +46,8 @@ class JudgeSettings:
     retries: int = 3
     """Further attempts after an error or timeout, with exponential backoff."""
     backoff_s: float = 2.0
+    backoff_growth: float = 2.0
+    """Each wait is this many times the one before (1: every wait ``backoff_s``, as RD-Agent waits)."""
     concurrency: int = 8
     """Judge calls in flight at once."""
 

@@ -71,7 +71,7 @@ class JudgeClient:
             except JudgeError as exc:
                 if attempts > self.settings.retries:
                     raise JudgeError(f"{exc} (gave up after {attempts} attempts)") from None
-                time.sleep(self.settings.backoff_s * 2 ** (attempts - 1))
+                time.sleep(self.settings.backoff_s * self.settings.backoff_growth ** (attempts - 1))
 
     def check(self) -> None:
         """One tiny request, not retried, so a run with a wrong URL, model or key fails at once,

@@ -16,6 +16,7 @@ an empty answer is correct, since the empty string is in every gold answer.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -43,6 +44,10 @@ VERSION = "verdict-" + hashlib.sha256((SYSTEM + TEMPLATE).encode()).hexdigest()[
 
 REFERENCE = "reference"
 REFERENCE_VERSION = VERSION + "-reference"
+REFERENCE_RETRIES = 9
+"""Further tries of a failed judge call under the reference: RD-Agent's ``max_retry`` is 10 tries,
+``retry_wait_seconds`` 1 s apart (an HTTP 4xx that no retry changes, a wrong model or key, is not
+tried again: the string match then decides at once, as it would after the tenth)."""
 
 
 def request(predicted: str, gold: str, answer_type: str, style: str = "") -> dict[str, Any]:
@@ -87,9 +92,10 @@ def judge_answers(answers: list[tuple[str | None, str, str]], settings: JudgeSet
     """Verdicts for ``(predicted, gold, answer_type)`` triples (a missing answer is wrong without
     asking), concurrently, cached; and how many judge calls were made. ``style="reference"``:
     as the reference judges (the module's docstring)."""
+    if style == REFERENCE:  # RD-Agent's chat API tries a call 10 times before its caller falls back
+        return _reference_verdicts(answers, JudgeClient(dataclasses.replace(
+            settings, retries=REFERENCE_RETRIES, backoff_s=1.0, backoff_growth=1.0)))
     client = JudgeClient(settings)
-    if style == REFERENCE:
-        return _reference_verdicts(answers, client)
     cache = JudgementCache(cache_path) if cache_path else None
 
     def one(triple: tuple[str | None, str, str]) -> Verdict:

@@ -94,10 +94,25 @@ class InferenceSettings:
     a failed call counts as not correct); ``reference``, as AutoRL-Bench calls its judge."""
     sandbox_timeout_s: float | None = None
     """Seconds a HumanEval program may run under this profile; None: the task's ``[grader]``."""
+    bos_after_template: bool = False
+    """The rendered chat prompt is tokenized with the tokenizer's special tokens once more, as
+    vLLM's ``generate`` does to template text (AutoRL-Bench's AlpacaEval): a tokenizer that adds
+    BOS (Llama, Mistral) gives two; off, the template's own are the only ones."""
+    plain_without_template: bool = False
+    """A model without a chat template gets the user turn alone (AutoRL-Bench's AlpacaEval);
+    off, every turn's text, one per line, newline-ended."""
+    engine: dict[str, Any] = field(default_factory=dict)
+    """Engine settings under this profile over the task's ``[engine]`` (the reference's Level-2 and
+    Level-3 evaluators leave vLLM's dtype ``auto``, an FP32 checkpoint then running in FP16, and
+    some its context at the model's own); a run's ``--engine-option`` still wins."""
+    judge_failure: str = "drop"
+    """A pairwise judge's failed item: ``drop`` (ours: scored on the rest, the count recorded) or
+    ``fail`` (alpaca_eval 0.6.6: a call that fails past its retries ends the evaluation)."""
 
     def to_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()
         d["stop"] = list(self.stop)
+        d["engine"] = dict(self.engine)
         d.pop("about")
         return d
 
@@ -199,6 +214,11 @@ class Task:
         text = (self.folder / "description.md").read_text(encoding="utf-8")
         about = self.settings_for(prompt_profile).about.strip()
         return text.replace(GRADING_MARK, about) if about and GRADING_MARK in text else text
+
+    def engine_for(self, settings: InferenceSettings, run: dict[str, Any] | None = None) -> EngineSettings:
+        """The engine a score is made with: the task's ``[engine]``, the profile's ``engine`` over
+        it, the run's ``--engine-option`` over both."""
+        return engine_settings(self.engine, {**settings.engine, **(run or {})})
 
     def settings_for(self, prompt_profile: str | None) -> InferenceSettings:
         """The named prompt profile (None: the task's default)."""
@@ -385,6 +405,11 @@ def load_task(name_or_path: str | Path) -> Task:
         engine = engine_settings(EngineSettings(), dict(raw.get("engine", {})))
     except TaskError as exc:
         raise TaskError(f"{folder / 'task.toml'} [engine]: {exc}") from exc
+    for name, profile in profiles.items():
+        try:
+            engine_settings(engine, profile.engine)
+        except TaskError as exc:
+            raise TaskError(f"{folder / 'task.toml'} [prompt_profiles.{name}] engine: {exc}") from exc
     return Task(
         name=str(raw.get("name", folder.name)),
         folder=folder,

@@ -85,7 +85,8 @@ class TransformersEngine:
 
         tok = self.tokenizer
         with_template = settings.chat and bool(getattr(tok, "chat_template", None))
-        lengths = [len(ids) for ids in tok(prompts, add_special_tokens=not with_template)["input_ids"]]
+        special = not with_template or settings.bos_after_template  # a template has its own, unless asked again
+        lengths = [len(ids) for ids in tok(prompts, add_special_tokens=special)["input_ids"]]
         self.prefill.calls += 1
         self.prefill.prompt_tokens += sum(lengths)  # every prompt computed whole, every call
         limit = self.context_limit()
@@ -100,7 +101,7 @@ class TransformersEngine:
                 [prompts[i] for i in idx],
                 return_tensors="pt",
                 padding=True,
-                add_special_tokens=not with_template,
+                add_special_tokens=not with_template or settings.bos_after_template,
             ).to(self.device)
             room = limit - enc["input_ids"].shape[1] if limit else settings.max_new_tokens
             with torch.inference_mode():  # a completion ends at the context, as in vLLM
@@ -118,7 +119,7 @@ class TransformersEngine:
 
         tok = self.tokenizer
         with_template = settings.chat and bool(getattr(tok, "chat_template", None))
-        ids = tok(prompts, add_special_tokens=not with_template)["input_ids"]
+        ids = tok(prompts, add_special_tokens=not with_template or settings.bos_after_template)["input_ids"]
         lengths = [len(row) for row in ids]
         limit = self.context_limit()
         check_fit(lengths, limit, settings)

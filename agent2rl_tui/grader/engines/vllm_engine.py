@@ -222,7 +222,8 @@ class VLLMEngine:
                                 top_k=settings.top_k if settings.top_k > 0 else -1,
                                 max_tokens=settings.max_new_tokens, stop=list(settings.stop) or None,
                                 seed=self.settings.seed)
-        inputs = [{"prompt_token_ids": self.tokenizer(p, add_special_tokens=not with_template)["input_ids"]}
+        special = not with_template or settings.bos_after_template  # a template has its own, unless asked again
+        inputs = [{"prompt_token_ids": self.tokenizer(p, add_special_tokens=special)["input_ids"]}
                   for p in prompts]
         check_fit([len(i["prompt_token_ids"]) for i in inputs], self.context_limit(), settings)
         outputs = self.llm.generate(inputs, params, use_tqdm=False)

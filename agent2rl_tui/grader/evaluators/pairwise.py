@@ -112,6 +112,11 @@ class PairwiseJudgeEvaluator(BaseEvaluator):
         results = [self._result(i, item, prompt, out, first, v)
                    for i, (item, prompt, out, first, v) in enumerate(zip(items, prompts, outputs, firsts, verdicts))]
         judged = [r for r in results if r.extra["preference"] is not None]
+        called_off = [v for v in verdicts if v.error and not v.answered]
+        if self.spec.get("judge_failure") == "fail" and called_off:  # alpaca_eval: a failed call ends it all
+            raise JudgeError(f"the judge failed on {len(called_off)} of {len(items)} items, and this prompt profile "
+                             f"ends the evaluation on a failed judge call as alpaca_eval does; the first error: "
+                             f"{called_off[0].error}")
         if items and not judged:
             raise JudgeError(f"the judge failed on all {len(items)} items; the first error: {verdicts[0].error}")
         rows = winrate.annotations([r.extra["preference"] for r in judged], [r.output for r in judged],
