@@ -1,4 +1,4 @@
-"""The run folder and the agent's workspace inside it (DESIGN.md, "The run folder").
+"""The run folder and the agent's workspace inside it (docs/architecture.md, "The run folder").
 
 ``workspace/`` is the agent's cwd and nothing else: code/, output/, data/ (the train split
 only, and the grader's rules as a program, read-only), models/<base> (a read-only copy of the base model), description.md,

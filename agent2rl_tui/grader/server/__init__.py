@@ -1,10 +1,10 @@
-"""The grader service: DESIGN.md's HTTP API on 127.0.0.1, one evaluation at a time.
+"""The grader service: the HTTP API of docs/architecture.md on 127.0.0.1, one evaluation at a time.
 
 Every ``POST /submit`` that reaches the server becomes a row in run.db before anything
 else happens, so no submission is lost: bad input is recorded as ``rejected`` with the
 error the agent got back, accepted ones are ``queued`` and then evaluated in order by a
-single consumer, each in a fresh eval worker process (started ahead of need) with a
-timeout. The baseline (the base model, submission 0) goes through the same path when the
+single consumer, in one eval worker process that stays up for the run with its engine warm
+(a worker that dies or times out is replaced), each evaluation under a timeout. The baseline (the base model, submission 0) goes through the same path when the
 server starts, before the agent's budget begins. All routes live under a per-run secret
 path prefix, so only the run's agent (who got the URL) can submit.
 

@@ -1,4 +1,4 @@
-"""The HTTP API (DESIGN.md) of one run's grader: a Starlette app, every route under the
+"""The HTTP API (docs/architecture.md, "The grader's HTTP API") of one run's grader: a Starlette app, every route under the
 run's secret path prefix, every error a JSON object with a code and advice for the agent.
 
 What the agent is sent holds status, scores, counts and codes with advice in our words, never
