@@ -48,7 +48,7 @@ from agent2rl_tui.run.vitals import VitalsSampler
 from agent2rl_tui.run.watcher import RevisionWatcher
 from agent2rl_tui.run.workspace import make_run_folder, populate_workspace, write_run_meta
 from agent2rl_tui.tasks.data import source_paths
-from agent2rl_tui.tasks.registry import Task, cache_root, load_task
+from agent2rl_tui.tasks.registry import DEFAULT_EVAL_TIMEOUT_S, Task, cache_root, load_task
 from agent2rl_tui.util import procs as procs
 from agent2rl_tui.util.logsetup import configure_logging
 from agent2rl_tui.util.timeutil import human_duration, iso, now
@@ -205,7 +205,7 @@ class Supervisor:
         self.grader, self.grader_url, port = started.popen, started.url, started.port
         self.store.update_run(grader_pid=self.grader.pid, grader_port=port)
         log.info("grader started (pid %s, port %s); scoring the baseline", self.grader.pid, port)
-        timeout = float(self.cfg.get("eval_timeout_s", 1800)) + 120.0
+        timeout = float(self.cfg.get("eval_timeout_s", DEFAULT_EVAL_TIMEOUT_S)) + 120.0
         with GraderClient(self.grader_url) as client:
             try:
                 info = client.wait_ready(
@@ -592,7 +592,7 @@ class Supervisor:
 
     def drain_grader(self) -> None:
         """Let submissions received before the deadline be scored (a second stop cuts this)."""
-        timeout = float(self.cfg.get("eval_timeout_s", 1800))
+        timeout = float(self.cfg.get("eval_timeout_s", DEFAULT_EVAL_TIMEOUT_S))
         last, waited_since = -1, time.monotonic()
         while self.grader:
             self.check_grader()

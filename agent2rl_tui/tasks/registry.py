@@ -40,6 +40,9 @@ def draw_eval_seed() -> int:
     return secrets.randbits(63)
 
 
+DEFAULT_EVAL_TIMEOUT_S = 1800.0
+"""Seconds one evaluation may take where neither the task's ``[grader]`` nor the run says: the one default."""
+
 GRADING_MARK = "<!-- grading -->"
 """The line of a task's description.md that the prompt profile's ``about`` replaces."""
 
@@ -418,7 +421,7 @@ def load_task(name_or_path: str | Path) -> Task:
         title=str(raw.get("title", folder.name)),
         data=dict(raw.get("data", {})),
         inference=profiles[default],
-        eval_timeout_s=float(raw.get("grader", {}).get("eval_timeout_s", 1800)),
+        eval_timeout_s=float(raw.get("grader", {}).get("eval_timeout_s", DEFAULT_EVAL_TIMEOUT_S)),
         raw=raw,
         engine=engine,
         prompt_profiles=profiles,

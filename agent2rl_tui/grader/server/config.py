@@ -12,10 +12,9 @@ from typing import Any
 
 from agent2rl_tui.grader.launch import SECRET_ENV
 from agent2rl_tui.record.store import RunStore
-from agent2rl_tui.tasks.registry import EVAL_SEED_KEY
+from agent2rl_tui.tasks.registry import DEFAULT_EVAL_TIMEOUT_S, EVAL_SEED_KEY
 
 DESCRIPTION = "The grader service: one run's HTTP API on 127.0.0.1, one evaluation at a time."
-DEFAULT_EVAL_TIMEOUT_S = 1800.0
 DEFAULT_MAX_QUEUED = 4
 GIB = 1 << 30
 
