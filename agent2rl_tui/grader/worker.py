@@ -149,7 +149,7 @@ def _evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float, ph
         "engine": engine.name,
         "settings": {"evaluator": task.evaluator, "engine_choice": loaded.why, "engine_load": loaded.how,
                      **settings.to_dict(), "engine_settings": {**engine_cfg.to_dict(), **loaded.effective},
-                     **details, **({"env": task.raw.get("env", {}), "episodes": played} if played else {})},
+                     **details, **({"env": task.env_table, "episodes": played} if played else {})},
         "timings": timings,
     }
 

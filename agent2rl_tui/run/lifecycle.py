@@ -189,7 +189,7 @@ def check_judge(task: Any, judge: dict[str, Any] | None, env: dict[str, str]) ->
     from agent2rl_tui.judge import JudgeError, JudgeSettings
     from agent2rl_tui.judge.client import JudgeClient
 
-    if "judge" not in task.raw:
+    if not task.judged:
         if judge:
             raise RunError(f"--judge-*: task {task.name} is not judge-graded; drop the judge options")
         return None
@@ -199,7 +199,7 @@ def check_judge(task: Any, judge: dict[str, Any] | None, env: dict[str, str]) ->
                        "`vllm serve MODEL` (--judge-url http://127.0.0.1:8000/v1)")
     modes = task.evaluator == "pairwise_judge"  # a verdict judge (deepsearchqa) has no modes
     try:
-        settings = JudgeSettings.for_task(task.raw.get("judge", {}), judge, modes=modes)
+        settings = JudgeSettings.for_task(task.judge_table, judge, modes=modes)
         JudgeClient(settings, env).check()
     except JudgeError as exc:
         raise RunError(f"the judge: {exc}") from None
@@ -211,7 +211,7 @@ def check_search(task: Any, search: dict[str, Any] | None, env: dict[str, str]) 
     from agent2rl_tui.envs.base import EnvError
     from agent2rl_tui.envs.search import BM25Corpus, HTTPSearch
 
-    if task.raw.get("env", {}).get("kind") != "search-qa":
+    if task.env_kind != "search-qa":
         if search:
             raise RunError(f"--search-*: task {task.name} does not search; drop the search options")
         return None
@@ -238,7 +238,7 @@ def check_store(task: Any, store: dict[str, Any] | None) -> dict[str, Any] | Non
     from agent2rl_tui.envs.webshop import INSTALL_HINT, RemoteWebShop
     from agent2rl_tui.tasks.registry import task_cache
 
-    if task.raw.get("env", {}).get("kind") != "webshop":
+    if task.env_kind != "webshop":
         if store:
             raise RunError(f"--webshop-url: task {task.name} does not shop; drop it")
         return None

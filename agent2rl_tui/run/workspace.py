@@ -216,7 +216,7 @@ Only train games are served; the grader's games are refused.
 
 def train_env_section(task: Task) -> str:
     """How an interactive task's agent reaches its train games (``TRAIN_ENV_SECTION``)."""
-    spec = EnvSpec.from_table(task.raw.get("env", {}))
+    spec = EnvSpec.from_table(task.env_table)
     in_process = PLAY_PROGRAMS.get(spec.kind) not in (None, Path(__file__).with_name("play_service.py"))
     play_note = ("it also plays them in this process, faster, with the same episodes" if in_process
                  else "`python data/play.py games` lists them")
@@ -245,7 +245,7 @@ def write_play_kit(data_dir: Path, task: Task, settings: InferenceSettings) -> N
     ALFWorld's kit also gets the few-shot examples file and, under data/games/, the game
     files of the train split only (never the grader's games).
     """
-    spec = EnvSpec.from_table(task.raw.get("env", {}))
+    spec = EnvSpec.from_table(task.env_table)
     program = PLAY_PROGRAMS.get(spec.kind)
     env = {"kind": spec.kind, "game": spec.game, "params": spec.params,
            "max_steps": spec.max_steps, "header": settings.prompt_template,

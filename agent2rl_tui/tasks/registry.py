@@ -191,6 +191,31 @@ def _engine_value(key: str, raw: Any, current: Any, annotation: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class GraderSection:
+    """A task's ``[grader]``: how long one evaluation may take, and how HumanEval's programs run."""
+
+    eval_timeout_s: float = DEFAULT_EVAL_TIMEOUT_S
+    sandbox_timeout_s: float = 5.0
+    sandbox_memory_mb: int = 1024
+    sandbox_mode: str | None = None
+    """None: the strongest the machine allows (``grader.sandbox``)."""
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any], where: Path) -> GraderSection:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise TaskError(f"{where} [grader]: unknown keys {unknown}; known: {sorted(known)}")
+        try:
+            return cls(eval_timeout_s=float(table.get("eval_timeout_s", DEFAULT_EVAL_TIMEOUT_S)),
+                       sandbox_timeout_s=float(table.get("sandbox_timeout_s", 5.0)),
+                       sandbox_memory_mb=int(table.get("sandbox_memory_mb", 1024)),
+                       sandbox_mode=str(table["sandbox_mode"]) if table.get("sandbox_mode") else None)
+        except (TypeError, ValueError) as exc:
+            raise TaskError(f"{where} [grader]: {exc}") from exc
+
+
+@dataclass(frozen=True)
 class Task:
     """One benchmark task as declared by its folder."""
 
@@ -206,6 +231,28 @@ class Task:
     engine: EngineSettings = field(default_factory=EngineSettings)
     prompt_profiles: dict[str, InferenceSettings] = field(default_factory=dict)
     """Every prompt profile by name; ``inference`` is the default one."""
+    grader: GraderSection = field(default_factory=GraderSection)
+
+    @property
+    def env_table(self) -> dict[str, Any]:
+        """The ``[env]`` table of an interactive task (``envs.EnvSpec`` reads it), else empty."""
+        return dict(self.raw.get("env", {}))
+
+    @property
+    def env_kind(self) -> str | None:
+        """The environment an interactive task plays (``webshop``, ``search-qa``, ...), else None."""
+        kind = self.env_table.get("kind")
+        return str(kind) if kind else None
+
+    @property
+    def judged(self) -> bool:
+        """Whether the task's answers are graded by an LLM judge the run names (it has a ``[judge]``)."""
+        return "judge" in self.raw
+
+    @property
+    def judge_table(self) -> dict[str, Any]:
+        """The ``[judge]`` defaults a run's judge options go over (``judge.JudgeSettings.for_task``)."""
+        return dict(self.raw.get("judge", {}))
 
     @property
     def description(self) -> str:
@@ -413,6 +460,7 @@ def load_task(name_or_path: str | Path) -> Task:
             engine_settings(engine, profile.engine)
         except TaskError as exc:
             raise TaskError(f"{folder / 'task.toml'} [prompt_profiles.{name}] engine: {exc}") from exc
+    grader = GraderSection.from_table(dict(raw.get("grader", {})), folder / "task.toml")
     return Task(
         name=str(raw.get("name", folder.name)),
         folder=folder,
@@ -421,7 +469,8 @@ def load_task(name_or_path: str | Path) -> Task:
         title=str(raw.get("title", folder.name)),
         data=dict(raw.get("data", {})),
         inference=profiles[default],
-        eval_timeout_s=float(raw.get("grader", {}).get("eval_timeout_s", DEFAULT_EVAL_TIMEOUT_S)),
+        eval_timeout_s=grader.eval_timeout_s,
+        grader=grader,
         raw=raw,
         engine=engine,
         prompt_profiles=profiles,

@@ -334,7 +334,7 @@ def build(run_dir: Path, recorder: Recorder, limits: dict[str, int] | None = Non
     cfg = json.loads(run["config_json"])
     task = load_task(cfg["task_folder"])
     settings = task.settings_for(cfg.get("prompt_profile"))
-    spec = EnvSpec.from_table(task.raw.get("env", {}), data_dir=task_cache(task), search=cfg.get("search"),
+    spec = EnvSpec.from_table(task.env_table, data_dir=task_cache(task), search=cfg.get("search"),
                               store=cfg.get("store"))
     train = load_train(task)
     engine = None
@@ -371,7 +371,7 @@ def judge_reward(task: Task, judge: dict[str, Any]) -> Callable[[str, dict[str, 
     from agent2rl_tui.judge import JudgeSettings
     from agent2rl_tui.judge.verdict import judge_answers
 
-    settings = JudgeSettings.for_task(task.raw.get("judge", {}), judge, modes=False)
+    settings = JudgeSettings.for_task(task.judge_table, judge, modes=False)
     cache = task_cache(task) / "judge-cache.sqlite"
 
     def reward(answer: str, row: dict[str, Any]) -> tuple[float, int]:

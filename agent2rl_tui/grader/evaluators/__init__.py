@@ -36,12 +36,10 @@ def evaluator_for(task: Task, settings: InferenceSettings | None = None, *,
     if task.evaluator == "pairwise_judge":
         return pairwise_evaluator(task, spec, judge)
     if task.evaluator == "humaneval":
-        grader = task.raw.get("grader", {})
-        chosen = settings or task.inference
-        timeout_s = chosen.sandbox_timeout_s if chosen.sandbox_timeout_s is not None else grader.get("sandbox_timeout_s", 5)
-        return HumanEvalEvaluator(spec, timeout_s=float(timeout_s),
-                                  memory_mb=int(grader.get("sandbox_memory_mb", 1024)),
-                                  mode=grader.get("sandbox_mode"))
+        grader, chosen = task.grader, settings or task.inference
+        timeout_s = chosen.sandbox_timeout_s if chosen.sandbox_timeout_s is not None else grader.sandbox_timeout_s
+        return HumanEvalEvaluator(spec, timeout_s=float(timeout_s), memory_mb=grader.sandbox_memory_mb,
+                                  mode=grader.sandbox_mode)
     return get_evaluator(task.evaluator, spec)
 
 
@@ -51,7 +49,7 @@ def pairwise_evaluator(task: Task, spec: dict[str, Any], judge: dict[str, Any] |
     if not judge:
         raise JudgeError(f"task {task.name} is graded by a judge, and this run names none: start it with "
                          "--judge-url URL --judge-model NAME [--judge-key-env VAR]")
-    table = task.raw.get("judge", {})
+    table = task.judge_table
     settings = JudgeSettings.for_task(table, judge)
     templates = {mode: (task.folder / table[f"{mode}_template"]).read_text(encoding="utf-8")
                  for mode in JUDGE_MODES if f"{mode}_template" in table}

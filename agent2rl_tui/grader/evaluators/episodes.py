@@ -107,7 +107,7 @@ def judge_episodes(task: Task, episodes: list[Episode], items: list[dict[str, An
     if not judge:
         raise JudgeError(f"task {task.name} is graded by a judge, and this run names none: start it with "
                          "--judge-url URL --judge-model NAME [--judge-key-env VAR]")
-    settings = JudgeSettings.for_task(task.raw.get("judge", {}), judge, modes=False)
+    settings = JudgeSettings.for_task(task.judge_table, judge, modes=False)
     fmt = fmt or SearchReActFormat()
     answers = [fmt.answer_of(ep) for ep in episodes]
     triples = [(a, str(item["answer"]), str(item.get("answer_type") or "Single Answer"))
@@ -175,7 +175,7 @@ def play_task(task: Task, engine: Engine, items: list[dict[str, Any]], settings:
               store: dict[str, Any] | None = None) -> tuple[list[ItemResult], dict[str, Any]]:
     """Per-episode results and the summary (score, games won, by kind, generate calls); a
     searching task's answers judged by the run's judge."""
-    spec = EnvSpec.from_table(task.raw.get("env", {}), data_dir=task_cache(task), search=search, store=store)
+    spec = EnvSpec.from_table(task.env_table, data_dir=task_cache(task), search=search, store=store)
     fmt = episode_format(spec, settings, engine)
 
     policy = engine_policy(engine, settings)
