@@ -138,7 +138,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         run = store.run()
         baseline = store.baseline()
         subs = store.submissions(kind="agent")
-        revisions = [dict(r) for r in store.conn.execute("SELECT * FROM revisions ORDER BY seq")]
+        revisions = store.revision_rows()
         transcript = transcript_totals(store)
         usage = run_usage(store)
         warnings = warning_events(store)

@@ -593,9 +593,28 @@ class RunStore:
                 cols = ", ".join(row)
                 conn.execute(f"INSERT INTO env_calls ({cols}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))
 
+    def add_sample(self, at: float, *, cpu_pct: float | None, mem_used: int | None, mem_total: int | None,
+                   disk_free: int | None, disk_total: int | None, agent_procs: int | None, agent_rss: int | None,
+                   gpus: list[dict[str, Any]], gpu_note: str | None) -> None:
+        """One vitals sample (table ``samples``): the machine, the agent's processes, each GPU."""
+        self.conn.execute(
+            "INSERT INTO samples (at, cpu_pct, mem_used, mem_total, disk_free, disk_total, agent_procs,"
+            " agent_rss, gpus_json, gpu_note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (at, cpu_pct, mem_used, mem_total, disk_free, disk_total, agent_procs, agent_rss, json.dumps(gpus),
+             gpu_note),
+        )
+
     def revision_rows(self) -> list[dict[str, Any]]:
         """Every recorded revision (table ``revisions``), in order."""
         return [dict(r) for r in self.conn.execute("SELECT * FROM revisions ORDER BY seq")]
+
+    def step_rows(self, columns: tuple[str, ...] = ("kind", "tool", "text", "args_json")) -> list[dict[str, Any]]:
+        """The transcript's steps in order, with ``columns`` (names of table ``steps``)."""
+        known = {"seq", "at", "kind", "role", "tool", "call_id", "text", "args_json", "size", "tokens_in", "tokens_out",
+                 "cost_usd", "line"}
+        if not set(columns) <= known:
+            raise StoreError(f"steps has no column {sorted(set(columns) - known)}")
+        return [dict(r) for r in self.conn.execute(f"SELECT {', '.join(columns)} FROM steps ORDER BY seq")]
 
     def step_lines(self) -> Iterator[tuple[float, str, str | None, str | None, str, str | None]]:
         """The transcript in order as (at, kind, tool, call_id, text, args_json): read as it is

@@ -204,7 +204,7 @@ def judge_run(run_dir: Path, plan: _Plan, driver: RunningDriver) -> list[Check]:
     with RunStore.of_run(run_dir) as store:
         run = store.run()
         subs = store.submissions(kind="agent")
-        rows = [dict(r) for r in store.conn.execute("SELECT kind, tool, text, args_json FROM steps ORDER BY seq")]
+        rows = store.step_rows()
         containment = store.last_event_data("containment") or {}
         usage = run_usage(store)
         stream = transcript_totals(store)

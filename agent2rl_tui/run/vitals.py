@@ -10,7 +10,6 @@ reads "no GPU".
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -125,12 +124,9 @@ class VitalsSampler:
                       agent_procs=procs, agent_rss=rss, gpus=gpus, gpu_note=note)
 
     def record(self, store: RunStore, s: Sample) -> None:
-        store.conn.execute(
-            "INSERT INTO samples (at, cpu_pct, mem_used, mem_total, disk_free, disk_total, agent_procs,"
-            " agent_rss, gpus_json, gpu_note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (s.at, s.cpu_pct, s.mem_used, s.mem_total, s.disk_free, s.disk_total, s.agent_procs, s.agent_rss,
-             json.dumps([asdict(g) for g in s.gpus]), s.gpu_note),
-        )
+        store.add_sample(s.at, cpu_pct=s.cpu_pct, mem_used=s.mem_used, mem_total=s.mem_total, disk_free=s.disk_free,
+                         disk_total=s.disk_total, agent_procs=s.agent_procs, agent_rss=s.agent_rss,
+                         gpus=[asdict(g) for g in s.gpus], gpu_note=s.gpu_note)
         self._check(store, s)
 
     def _alert(self, store: RunStore, key: str, active: bool, message: str, data: dict[str, Any]) -> None:
