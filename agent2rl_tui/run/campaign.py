@@ -50,6 +50,7 @@ from agent2rl_tui.record.campaign_view import JobState, read_summary, run_state
 from agent2rl_tui.record.index import RunError, default_root
 from agent2rl_tui.record.store import ACTIVE_STATUSES
 from agent2rl_tui.run.lifecycle import RunRequest, create_run, launch_supervisor, preflight_run, reconcile
+from agent2rl_tui.run.options import CAMPAIGN_OPTIONS, request_fields_from_campaign
 from agent2rl_tui.util import procs
 from agent2rl_tui.util.timeutil import compact_utc, now, parse_duration
 
@@ -57,9 +58,8 @@ CAMPAIGN_FILE = "campaign.toml"
 CAMPAIGN_DB = "campaign.db"
 SCHEDULER_BEAT_S = 1.0
 SCHEDULER_LOST_AFTER_S = 30.0
-RUN_OPTIONS = ("eval_limit", "eval_timeout_s", "prompt_profile", "env", "judge", "search", "store", "engine",
-               "contain", "read_only_paths", "writable_paths", "allow_missing_key", "grace", "keep_submissions",
-               "eval_memory_gib", "driver_url", "meter", "max_tokens", "max_cost_usd", "prices_path", "eval_seed")
+RUN_OPTIONS = tuple(CAMPAIGN_OPTIONS)
+"""The ``[options]`` keys a campaign file may give: ``run.options`` declares them."""
 
 
 @dataclass(frozen=True)
@@ -118,12 +118,10 @@ class CampaignSpec:
                    options=dict(raw.get("options", {})), backend=backend)
 
     def request(self, cell: Cell, seed: int, root: Path) -> RunRequest:
-        opts = dict(self.options)
-        grace = opts.pop("grace", None)
+        """The run of ``cell`` with ``seed``: the matrix's fields, then the ``[options]`` (``run.options``)."""
         return RunRequest(task=cell.task, agent=cell.agent, model=Path(cell.base_model), budget_s=self.budget_s,
-                          grace_s=parse_duration(str(grace)) if grace else 30.0, driver=cell.driver, seed=seed,
-                          command=cell.command, root=root, agent_env=dict(opts.pop("env", {})),
-                          **{k: (tuple(v) if k.endswith("_paths") else v) for k, v in opts.items()})
+                          driver=cell.driver, seed=seed, command=cell.command, root=root,
+                          **request_fields_from_campaign(self.options))
 
 
 class Campaign:
