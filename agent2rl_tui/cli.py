@@ -25,6 +25,8 @@ from agent2rl_tui.record.index import RunError, RunSummary, default_root, find_r
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStatus, RunStore, StoreError
 from agent2rl_tui.run.containment import probe as containment_probe
 from agent2rl_tui.run.lifecycle import RunRequest, decoding_note, start_run, stop_run
+from agent2rl_tui.run.options import SUMMARIZER_FLAGS, Flag, OptionValueError, request_from_flags
+from agent2rl_tui.run.options import flags as run_flags
 from agent2rl_tui.run.profiles import ProfileError, load_profiles
 from agent2rl_tui.tasks.registry import TaskError, discover, load_task
 from agent2rl_tui.util.inert import one_line, visible
@@ -252,147 +254,52 @@ def run_group() -> None:
     """Start, show and stop runs."""
 
 
-def _parse_pairs(pairs: tuple[str, ...], option: str) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
-        key, value = pair.split("=", 1)
-        out[key.strip()] = value
-    return out
+def _click_option(flag: Flag) -> Any:
+    """A declared flag (``run.options.Flag``) as a click option."""
+    kw: dict[str, Any] = {}
+    if flag.kind == "flag":
+        kw["is_flag"] = True
+    elif flag.kind == "path":
+        kw["type"] = click.Path(path_type=Path, exists=flag.exists, dir_okay=flag.dir_okay)
+    elif flag.kind == "choice":
+        kw["type"] = click.Choice(list(flag.choices))
+    elif flag.kind == "int":
+        kw["type"] = click.IntRange(*flag.bounds) if flag.bounds else int
+    elif flag.kind == "float":
+        kw["type"] = float
+    for key in ("help", "default", "metavar"):
+        if getattr(flag, key) is not None:
+            kw[key] = getattr(flag, key)
+    for key in ("show_default", "required", "multiple"):
+        if getattr(flag, key):
+            kw[key] = True
+    return click.option(flag.name, flag.dest, **kw)
 
 
-def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
-    return _parse_pairs(pairs, "--env")
+def _options(flags: list[Flag]) -> Any:
+    """A decorator giving a command these declared flags, in this order."""
+    def apply(command: Any) -> Any:
+        for flag in reversed(flags):
+            command = _click_option(flag)(command)
+        return command
+    return apply
 
 
-def _summarizer_options(command: Any) -> Any:
-    """``--summarizer-url/--summarizer-model/--summarizer-key-env``: the optional narrative's endpoint."""
-    for option in reversed((
-        click.option("--summarizer-url", "summarizer_url", metavar="URL",
-                     help="A narrative of the run: an OpenAI-compatible API root (e.g. https://api.openai.com/v1 "
-                          "or a local `vllm serve`, http://127.0.0.1:8000/v1) that writes 2-4 sentences per "
-                          "iteration into the report (optional; cached; its tokens and cost recorded)."),
-        click.option("--summarizer-model", "summarizer_model", metavar="MODEL",
-                     help="The narrative's model name at that endpoint."),
-        click.option("--summarizer-key-env", "summarizer_key_env", metavar="VAR",
-                     help="The environment variable holding the summarizer's API key (its name is recorded, "
-                          "never its value)."),
-    )):
-        command = option(command)
-    return command
+_summarizer_options = _options(list(SUMMARIZER_FLAGS))
+"""``--summarizer-url/--summarizer-model/--summarizer-key-env``: the optional narrative's endpoint."""
 
 
 @run_group.command("start")
-@click.option("--task", required=True, help="Task name (see `agent2rl-tui tasks`) or folder.")
-@click.option("--agent", required=True, help="Agent profile (see `agent2rl-tui agents`).")
-@click.option("--model", "model", required=True, type=click.Path(path_type=Path), help="Base model folder.")
-@click.option("--budget", default="5m", show_default=True, help="Wall-clock budget: 90s, 5m, 12h.")
-@click.option("--grace", default="30s", show_default=True, help="Time between SIGTERM and SIGKILL at the deadline.")
-@click.option("--driver", help="The driver LLM of the agent, for the record.")
-@click.option("--driver-url", "driver_url", metavar="URL",
-              help="The driver API's root, e.g. http://127.0.0.1:8000 (a gateway, a proxy, a local server): each "
-                   "agent CLI is pointed at it its own way (docs/agent-clis.md); recorded. Default: the CLI's own.")
-@click.option("--no-meter", "no_meter", is_flag=True,
-              help="Let the agent call its driver API directly, for an endpoint the loopback meter cannot stand in "
-                   "front of: tokens and cost are then the agent's own account (the report says 'not metered').")
-@click.option("--max-tokens", "max_tokens", type=int, metavar="N",
-              help="Refuse the agent's driver calls once the run has used N tokens (input + output, metered).")
-@click.option("--max-cost", "max_cost", type=float, metavar="USD",
-              help="Refuse the agent's driver calls once the run has cost USD dollars (metered, by the price table).")
-@click.option("--prices", "prices", type=click.Path(path_type=Path, exists=True, dir_okay=False),
-              help="A price file (TOML, as agent2rl_tui/llm/prices.toml) over the package's table and your own.")
-@click.option("--eval-seed", "eval_seed", type=click.IntRange(0, (1 << 63) - 1), metavar="N",
-              help="Grade on the eval draw of this seed (another run's, from `run show --eval-seed`, to compare two "
-                   "agents on the same items). Default: a new secret draw. An agent that knows the seed can "
-                   "compute its eval items: keep it from the agent.")
-@click.option("--seed", default=0, show_default=True)
-@click.option("--command", "command", help="Shell command line for the 'command' agent.")
-@click.option("--env", "env", multiple=True, help="KEY=VALUE for the agent's environment (repeatable).")
-@click.option("--eval-timeout", help="Per-evaluation timeout (default: the task's).")
-@click.option("--eval-limit", type=int, help="Grade only the first N eval items (quick checks).")
-@click.option("--gpus", help="CUDA devices the run expects, e.g. 0 or 0,1 (checked before the run).")
-@click.option("--allow-missing-key", is_flag=True, help="Start even if the agent's API key variable is unset.")
-@click.option("--profiles", "profiles", type=click.Path(path_type=Path), help="Agent profiles TOML file.")
-@click.option("--read-only-path", "read_only_paths", multiple=True, type=click.Path(path_type=Path, exists=True),
-              help="A path outside the workspace the contained agent may read, e.g. its own script (repeatable).")
-@click.option("--writable-path", "writable_paths", multiple=True, type=click.Path(path_type=Path, exists=True),
-              help="A path outside the workspace the contained agent may write (repeatable).")
-@click.option("--no-contain", "no_contain", is_flag=True,
-              help="Run the agent without its sandbox (the record marks the run 'not contained').")
-@click.option("--engine", type=click.Choice(["auto", "vllm", "transformers"]),
-              help="The grader's generation engine (default: the task's, normally auto: vLLM on a GPU; on a CPU "
-                   "vLLM for models of 50M parameters and more).")
-@click.option("--engine-option", "engine_options", multiple=True, metavar="KEY=VALUE",
-              help="An engine setting over the task's [engine], e.g. gpu_memory_utilization=0.3, max_model_len=4096, "
-                   "dtype=bfloat16, tensor_parallel_size=2 (repeatable).")
-@click.option("--prompt-profile", "prompt_profile",
-              help="How the grader prompts the model and reads its answers (see `agent2rl-tui tasks`; default: "
-                   "the task's, `reference` for gsm8k and humaneval: AutoRL-Bench's own prompts and extraction).")
-@click.option("--judge-url", "judge_url", help="Judge-graded tasks (alpacaeval): the judge's OpenAI-compatible API "
-              "root, e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1 (a local `vllm serve`).")
-@click.option("--judge-model", "judge_model", help="The judge's model name at that endpoint.")
-@click.option("--judge-key-env", "judge_key_env", metavar="VAR",
-              help="The environment variable holding the judge's API key (its name is recorded, never its value).")
-@click.option("--judge-mode", "judge_mode", type=click.Choice(["ranking", "weighted"]),
-              help="ranking: a strict structured answer (AutoRL-Bench's judge; the task's default); weighted: "
-                   "the preference from the top-5 logprobs (judges that return logprobs).")
-@click.option("--judge-concurrency", "judge_concurrency", type=int, help="Judge calls in flight at once (default 8).")
-@click.option("--search-url", "search_url", help="Searching tasks (deepsearchqa): a web search API answering "
-              "SerpAPI-shaped JSON (GET URL?q=...&num=K), e.g. https://serpapi.com/search.")
-@click.option("--search-key-env", "search_key_env", metavar="VAR",
-              help="The environment variable holding the search API's key (its name is recorded, never its value).")
-@click.option("--search-corpus", "search_corpus", type=click.Path(path_type=Path),
-              help="Searching tasks offline: a JSONL corpus (title, text, url rows) searched with BM25.")
-@click.option("--webshop-url", "webshop_url", help="Shopping tasks (webshop): a running WebShop server (AgentGym's "
-              "environment-server protocol), instead of the WebShop checkout `data prepare webshop --from` recorded.")
-@click.option("--keep-submissions", "keep_submissions", is_flag=True,
-              help="Keep the grader's copy of each submission (RUN/intake/N/) after it is scored.")
-@click.option("--eval-memory", "eval_memory", type=float, metavar="GIB",
-              help="The eval worker's memory limit in GiB (default: six times the base model, at least 8, at most "
-                   "half the machine's memory); an evaluation over it fails as out_of_memory.")
-@_summarizer_options
+@_options(run_flags())
 @click.option("--detach", is_flag=True, help="Return at once; the run goes on in the background.")
 @click.pass_context
-def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: str, grace: str,
-              driver: str | None, seed: int, command: str | None, env: tuple[str, ...],
-              eval_timeout: str | None, eval_limit: int | None, gpus: str | None, allow_missing_key: bool,
-              profiles: Path | None, read_only_paths: tuple[Path, ...], writable_paths: tuple[Path, ...],
-              no_contain: bool, engine: str | None, engine_options: tuple[str, ...], prompt_profile: str | None,
-              judge_url: str | None, judge_model: str | None, judge_key_env: str | None, judge_mode: str | None,
-              judge_concurrency: int | None, search_url: str | None, search_key_env: str | None,
-              search_corpus: Path | None, webshop_url: str | None, keep_submissions: bool, eval_memory: float | None,
-              detach: bool, driver_url: str | None = None, no_meter: bool = False, max_tokens: int | None = None,
-              max_cost: float | None = None, prices: Path | None = None, eval_seed: int | None = None,
-              summarizer_url: str | None = None, summarizer_model: str | None = None,
-              summarizer_key_env: str | None = None) -> None:
+def run_start(ctx: click.Context, detach: bool, **values: Any) -> None:
     """Start a run: workspace, baseline, agent under a budget, report."""
-    from agent2rl_tui.run.narrative import SummarizerSettings
-
     try:
-        summarizer = SummarizerSettings.from_options(summarizer_url, summarizer_model, summarizer_key_env)
-        engine_overrides = dict(_parse_pairs(engine_options, "--engine-option"))
-        if engine:
-            engine_overrides["engine"] = engine
-        req = RunRequest(
-            task=task, agent=agent, model=model, budget_s=parse_duration(budget),
-            grace_s=0.0 if grace.strip() in ("0", "0s") else parse_duration(grace),
-            driver=driver, seed=seed, command=command, root=ctx.obj["root"],
-            eval_timeout_s=parse_duration(eval_timeout) if eval_timeout else None,
-            eval_limit=eval_limit, agent_env=_parse_env(env), gpus=gpus,
-            allow_missing_key=allow_missing_key, profiles_path=profiles, contain=not no_contain,
-            read_only_paths=tuple(map(str, read_only_paths)), writable_paths=tuple(map(str, writable_paths)),
-            engine=engine_overrides, prompt_profile=prompt_profile,
-            judge={k: v for k, v in (("base_url", judge_url), ("model", judge_model), ("key_env", judge_key_env),
-                                     ("mode", judge_mode), ("concurrency", judge_concurrency)) if v is not None},
-            search={k: v for k, v in (("url", search_url), ("key_env", search_key_env),
-                                      ("corpus", str(search_corpus) if search_corpus else None)) if v} or None,
-            store={"url": webshop_url} if webshop_url else None,
-            keep_submissions=keep_submissions, eval_memory_gib=eval_memory, driver_url=driver_url,
-            meter=not no_meter, max_tokens=max_tokens, max_cost_usd=max_cost, prices_path=prices,
-            eval_seed=eval_seed, summarizer=summarizer.to_dict() if summarizer else None,
-        )
+        req = request_from_flags(values, root=ctx.obj["root"])
         run_dir, pid = start_run(req)
+    except OptionValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=exc.flag) from None
     except USER_ERRORS as exc:
         _fail(exc)
     click.echo(f"run {run_dir.name} started (supervisor pid {pid})")
@@ -400,6 +307,7 @@ def run_start(ctx: click.Context, task: str, agent: str, model: Path, budget: st
     decoding = decoding_note(run_dir)
     if decoding:
         click.echo(decoding)
+    no_contain = not req.contain
     why_not = None if no_contain else containment_probe()
     if no_contain:
         click.echo("warning: --no-contain: the agent can read and write outside its workspace; the "
