@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from agent2rl_tui.grader.engines.keeper import EngineKeeper
+    from agent2rl_tui.record.evaljob import EvalJob
     from agent2rl_tui.tasks.registry import InferenceSettings
 
 
@@ -54,7 +55,7 @@ def prompt_texts(engine: Any, settings: InferenceSettings, asked: list[Any]) -> 
             engine.render(p, require_template=settings.require_chat_template, enable_thinking=settings.enable_thinking)
             for p in asked]
 
-def evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float) -> dict[str, Any]:
+def evaluate(job: EvalJob, keeper: EngineKeeper, worker_start: float) -> dict[str, Any]:
     """Run one evaluation job and return its summary (also written to summary.json); an
     ``EvalFailure`` (its code for the agent, its full text for the record) when it fails."""
     from agent2rl_tui.grader.engines import EngineError
@@ -73,7 +74,7 @@ def evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float) -> 
         raise EvalFailure(PHASE_FAILURES[phase[0]], f"{type(exc).__name__}: {exc}") from exc
 
 
-def _evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float, phase: list[str]) -> dict[str, Any]:
+def _evaluate(job: EvalJob, keeper: EngineKeeper, worker_start: float, phase: list[str]) -> dict[str, Any]:
     from agent2rl_tui.grader.evaluators import evaluator_for
     from agent2rl_tui.grader.evaluators.humaneval import HumanEvalEvaluator
     from agent2rl_tui.grader.failures import EvalFailure
@@ -81,32 +82,32 @@ def _evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float, ph
     from agent2rl_tui.tasks.modelfiles import weights_hash
     from agent2rl_tui.tasks.registry import TaskError, load_task
 
-    out_dir = Path(job["out_dir"])
+    out_dir = Path(job.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    model_path = Path(job["model_path"])
-    task = load_task(job["task_folder"])
+    model_path = Path(job.model_path)
+    task = load_task(job.task_folder)
     # The base model's row of the reference's model table, decided when the run was made, where
     # the profile uses the table: every submission is decoded by the base model's row.
     try:
-        settings = decoding.run_settings(task, job.get("prompt_profile"), job.get("decoding_row"))
+        settings = decoding.run_settings(task, job.prompt_profile, job.decoding_row)
     except TaskError as exc:
         raise EvalFailure("grader_error", str(exc)) from exc
-    engine_cfg = task.engine_for(settings, job.get("engine"))
-    engine_cfg = decoding.row_engine(engine_cfg, settings.decoding_row, job.get("engine"))
+    engine_cfg = task.engine_for(settings, job.engine)
+    engine_cfg = decoding.row_engine(engine_cfg, settings.decoding_row, job.engine)
     interactive = task.level == 3
-    evaluator = None if interactive else evaluator_for(task, settings, judge=job.get("judge"))
+    evaluator = None if interactive else evaluator_for(task, settings, judge=job.judge)
     if isinstance(evaluator, HumanEvalEvaluator):  # its sandbox hides the run folder (evals/<n>/ is in it)
         evaluator.run_dir = out_dir.resolve().parent.parent
-    items = task.eval_items(job.get("eval_seed"))  # the run's own draw, from its record
-    if job.get("limit"):
-        items = items[: int(job["limit"])]
+    items = task.eval_items(job.eval_seed)  # the run's own draw, from its record
+    if job.limit:
+        items = items[: job.limit]
     played: dict[str, Any] = {}
     details: dict[str, Any] = {}
     timings = {"worker_start": worker_start}
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         # Exactly the weights the engine loads (the grader's copy holds nothing else).
-        hashing = pool.submit(weights_hash, model_path, job.get("weight_files"))
+        hashing = pool.submit(weights_hash, model_path, job.weight_files)
         t0 = time.perf_counter()
         engine, loaded = keeper.load(engine_cfg, model_path)
         print(f"engine {engine.name} ({loaded.why}): {loaded.how} in {loaded.seconds:.2f} s", file=sys.stderr,
@@ -116,8 +117,8 @@ def _evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float, ph
             from agent2rl_tui.grader.evaluators.episodes import play_task
 
             phase[0] = "play"
-            results, played = play_task(task, engine, items, settings, judge=job.get("judge"),
-                                        search=job.get("search"), store=job.get("store"))
+            results, played = play_task(task, engine, items, settings, judge=job.judge,
+                                        search=job.search, store=job.store)
             score = float(played["score"])
             t2 = t3 = time.perf_counter()
         else:
@@ -141,7 +142,7 @@ def _evaluate(job: dict[str, Any], keeper: EngineKeeper, worker_start: float, ph
             fh.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
     return {
         "ok": True,
-        "submission_id": job["submission_id"],
+        "submission_id": job.submission_id,
         "score": score,
         "n_items": len(results),
         "n_correct": sum(r.correct for r in results),
@@ -181,6 +182,7 @@ def protocol_channel() -> TextIO:
 def serve(jobs: TextIO, answers: TextIO, started: float, ready: float) -> None:
     """Evaluate jobs until stdin closes, keeping the engine warm between them."""
     from agent2rl_tui.grader.engines.keeper import EngineKeeper
+    from agent2rl_tui.record.evaljob import EvalJob
 
     keeper = EngineKeeper()
     worker_start = ready - started  # paid by the first job only; later ones find a warm worker
@@ -189,8 +191,8 @@ def serve(jobs: TextIO, answers: TextIO, started: float, ready: float) -> None:
             if not line.strip():
                 continue
             received = time.time()
-            job = json.loads(line)
-            out_dir = Path(job["out_dir"])
+            job = EvalJob.from_json(line)  # the grader's own line: one it cannot have written ends the worker
+            out_dir = Path(job.out_dir)
             out_dir.mkdir(parents=True, exist_ok=True)
             try:
                 summary = evaluate(job, keeper, worker_start)
@@ -198,11 +200,11 @@ def serve(jobs: TextIO, answers: TextIO, started: float, ready: float) -> None:
             except Exception as exc:  # noqa: BLE001 - any failure becomes a recorded error
                 traceback.print_exc()
                 keeper.close()  # an engine in an unknown state is not reused
-                summary = {"ok": False, "submission_id": job.get("submission_id"),
+                summary = {"ok": False, "submission_id": job.submission_id,
                            "error_code": getattr(exc, "code", "evaluation_failed"),
                            "error": getattr(exc, "message", f"{type(exc).__name__}: {exc}")}
             write_json_atomic(out_dir / "summary.json", summary)
-            answers.write(json.dumps({"done": job.get("submission_id"), "ok": summary["ok"]}) + "\n")
+            answers.write(json.dumps({"done": job.submission_id, "ok": summary["ok"]}) + "\n")
             worker_start = 0.0
             keeper.idle()  # after the answer: freeing GPU memory does not delay the agent
     finally:

@@ -29,6 +29,7 @@ from agent2rl_tui.grader.server.config import GraderConfig
 from agent2rl_tui.grader.server.intake import BaseModel, Intake, Manifest
 from agent2rl_tui.grader.server.validation import Accepted, Rejection, recordable
 from agent2rl_tui.grader.server.workers import JobOutOfMemory, JobTimeout, Worker, WorkerPool
+from agent2rl_tui.record.evaljob import EvalJob
 from agent2rl_tui.record.revisions import Revision, SnapshotError, Snapshotter
 from agent2rl_tui.record.store import RunStore, Submission, SubStatus
 from agent2rl_tui.util.timeutil import now
@@ -252,27 +253,27 @@ class Grader:
         assert summary is not None
         self._record_score(sub_id, summary)
 
-    def _job(self, sub: Submission, folder: str, manifest: Manifest, out_dir: Path) -> dict[str, Any]:
-        return {
-            "submission_id": sub.id,
-            "model_path": folder,
-            "weight_files": manifest.weight_names,
-            "task_folder": str(self.cfg.task_folder),
-            "out_dir": str(out_dir),
-            "limit": self.cfg.eval_limit,
-            "engine": self.cfg.engine,
-            "prompt_profile": self.cfg.prompt_profile,
-            "decoding_row": self.cfg.decoding_row,
-            "judge": self.cfg.judge,
-            "eval_seed": self.cfg.eval_seed,
-            "search": self.cfg.search,
-            "store": self.cfg.store,
-        }
+    def _job(self, sub: Submission, folder: str, manifest: Manifest, out_dir: Path) -> EvalJob:
+        return EvalJob(
+            submission_id=sub.id,
+            model_path=folder,
+            weight_files=manifest.weight_names,
+            task_folder=str(self.cfg.task_folder),
+            out_dir=str(out_dir),
+            limit=self.cfg.eval_limit,
+            engine=self.cfg.engine,
+            prompt_profile=self.cfg.prompt_profile,
+            decoding_row=self.cfg.decoding_row,
+            judge=self.cfg.judge,
+            eval_seed=self.cfg.eval_seed,
+            search=self.cfg.search,
+            store=self.cfg.store,
+        )
 
-    async def _run_job(self, worker: Worker, job: dict[str, Any]) -> EvalFailure | None:
+    async def _run_job(self, worker: Worker, job: EvalJob) -> EvalFailure | None:
         """Hand the job to the worker and wait for its answer; a failure if it was killed."""
         try:
-            await self.workers.run(worker, job, self.cfg.eval_timeout_s, self.cfg.eval_memory_bytes)
+            await self.workers.run(worker, job.to_json(), self.cfg.eval_timeout_s, self.cfg.eval_memory_bytes)
         except JobTimeout:
             return EvalFailure("eval_timeout", f"evaluation timed out after {self.cfg.eval_timeout_s:g} s and "
                                "was killed")
