@@ -15,9 +15,9 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent2rl_tui.record.index import RunError, default_root
 from agent2rl_tui.record.report import write_report
@@ -41,6 +41,10 @@ from agent2rl_tui.util.timeutil import compact_utc, now
 
 @dataclass
 class RunRequest:
+    """What a run is asked to be. Its fields are declared as options (flags, campaign keys,
+    checks) in ``run.options``; ``preflight_run`` checks them and returns the request as checked
+    (a new one: the request given is never changed)."""
+
     task: str
     agent: str
     model: Path
@@ -68,7 +72,8 @@ class RunRequest:
     prompt_profile: str | None = None
     """The task's prompt profile (how the grader asks and reads answers); None: the task's default."""
     store: dict[str, Any] | None = None
-    """A shopping task's store: ``url`` of a running WebShop server (else the prepared checkout)."""
+    """A shopping task's store: ``url`` of a running WebShop server (``--webshop-url``; else the
+    prepared checkout). Recorded as ``store`` in the run's config; no relation to ``record.store``."""
     search: dict[str, Any] | None = None
     """A searching task's backend: ``url`` (+ ``key_env``) of a web search API, or ``corpus`` (a JSONL file)."""
     judge: dict[str, Any] | None = None
@@ -290,7 +295,24 @@ def check_metering(req: RunRequest, profile: AgentProfile, env: dict[str, str]) 
             raise RunError(f"--prices: {exc}") from None
 
 
-def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfile, Path]:
+def checked_options(task: Any, req: RunRequest, env: dict[str, str]) -> dict[str, Any]:
+    """The request's judge, search, store and summarizer as their checks return them (what the
+    run records: e.g. a corpus path resolved, a judge's mode dropped where the task has none)."""
+    return {"judge": check_judge(task, req.judge, env), "search": check_search(task, req.search, env),
+            "store": check_store(task, req.store), "summarizer": check_summarizer(req.summarizer, env)}
+
+
+class Preflight(NamedTuple):
+    """What ``preflight_run`` found: the task, the agent's profile, the model folder (resolved)
+    and the request as checked (a copy; the request given is left as it was)."""
+
+    task: Any
+    profile: AgentProfile
+    model: Path
+    request: RunRequest
+
+
+def preflight_run(req: RunRequest, env: dict[str, str]) -> Preflight:
     """Everything checkable before a run exists: task, agent CLI and key, model, GPUs, budget."""
     task = load_task(req.task)
     task.check_data()
@@ -312,18 +334,15 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> tuple[Any, AgentProfi
         raise RunError(f"--eval-memory {req.eval_memory_gib}: give the eval worker's limit in GiB, at least 0.5 "
                        "(its Python, torch and the model need that much)")
     check_prompt_profile(task, req.prompt_profile, model)
-    req.judge = check_judge(task, req.judge, env)
-    req.search = check_search(task, req.search, env)
-    req.store = check_store(task, req.store)
-    req.summarizer = check_summarizer(req.summarizer, env)
+    checked = replace(req, **checked_options(task, req, env))
     if req.budget_s <= 0 or req.grace_s < 0:
         raise RunError("the budget must be positive and the grace period not negative")
-    return task, profile, model
+    return Preflight(task, profile, model, checked)
 
 
 def create_run(req: RunRequest, env: dict[str, str] | None = None) -> Path:
     """Pre-flight the request, then make the run folder with its run.db (status ``created``)."""
-    task, profile, model = preflight_run(req, dict(os.environ if env is None else env))
+    task, profile, model, req = preflight_run(req, dict(os.environ if env is None else env))
     decoding_row = decoding_row_for(task, req)
     root = (req.root or default_root()).resolve()
     root.mkdir(parents=True, exist_ok=True)
