@@ -339,10 +339,11 @@ def flag(name: str) -> Flag:
 
 def request_from_flags(values: Mapping[str, Any], **extra: Any) -> Any:
     """A ``RunRequest`` from flags' values keyed by ``Flag.dest`` (as click hands them; an absent
-    one counts as not given); ``extra`` sets fields no flag gives (``root``)."""
+    one takes its declared default); ``extra`` sets fields no flag gives (``root``)."""
     from agent2rl_tui.run.lifecycle import RunRequest
 
-    return RunRequest(**{o.field: o.value_from_flags(values) for o in OPTIONS}, **extra)
+    given = {**{f.dest: f.default for f in flags()}, **values}
+    return RunRequest(**{o.field: o.value_from_flags(given) for o in OPTIONS}, **extra)
 
 
 def request_fields_from_campaign(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,11 @@
 """New run: a form for task, agent, driver, base model, budget and seed, validated in place.
 
+The run options it shows are those ``run.options`` declares: each such field's label,
+placeholder and id come from its flag's declaration (``Flag.form``), and the form's values
+become a ``RunRequest`` through ``run.options.request_from_flags``, as ``run start``'s do.
+Task, agent, budget and seed are the form's own (choices from what is installed; the form's
+budget starts at 30m where the CLI's default is 5m).
+
 Pre-flight (the CLI, its key, the model really loading, the budget) runs in a thread worker;
 an error is shown under the form and nothing is created. On success the run folder is
 made, a detached supervisor is started, and the Run screen opens on the live run (the
@@ -20,6 +26,7 @@ from textual.widget import Widget
 from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
 
 from agent2rl_tui.run.lifecycle import RunRequest, start_run
+from agent2rl_tui.run.options import flag, request_from_flags
 from agent2rl_tui.run.profiles import BUILTIN_PROFILES, ProfileError, load_profiles
 from agent2rl_tui.tasks.registry import discover
 from agent2rl_tui.ui.format import literal
@@ -50,6 +57,19 @@ def text_input(widget_id: str, placeholder: str) -> Input:
     return Input(placeholder=placeholder, id=widget_id)
 
 
+def declared(name: str) -> Vertical:
+    """The field of the run option flag ``name`` (``--judge-url``): its declared label and
+    placeholder (``run.options``), its id the flag's name."""
+    decl = flag(name)
+    assert decl.form is not None, f"{name} has no form field declared"
+    return field(decl.form.label, text_input(decl.widget_id, decl.form.placeholder))
+
+
+FORM_FLAGS = ("--command", "--driver", "--model", "--gpus", "--judge-url", "--judge-model", "--judge-key-env",
+              "--webshop-url")
+"""The declared flags the form shows as text fields of their own."""
+
+
 def search_options(where: str, key_env: str) -> dict[str, str] | None:
     """The search field: an http(s) URL is a search API, anything else a corpus file."""
     if not where:
@@ -57,6 +77,12 @@ def search_options(where: str, key_env: str) -> dict[str, str] | None:
     if where.startswith(("http://", "https://")):
         return {"url": where, **({"key_env": key_env} if key_env else {})}
     return {"corpus": where}
+
+
+def search_flags(where: str, key_env: str) -> dict[str, str]:
+    """The search field as the search flags' values (``--search-url``, ``--search-key-env``,
+    ``--search-corpus``), which ``run.options`` turns into the run's search."""
+    return {f"search_{k}": v for k, v in (search_options(where, key_env) or {}).items()}
 
 
 class NewRunScreen(Screen[None]):
@@ -89,22 +115,19 @@ class NewRunScreen(Screen[None]):
                                            allow_blank=False)),
                       field("agent profile", Select([(p, p) for p in profiles], value="example", id="agent",
                                                     allow_blank=False)))
-            yield row(field("command (only for the 'command' agent)", text_input("command", "python code/train.py")),
-                      field("driver LLM (passed to the CLI as its model, and recorded)",
-                            text_input("driver", "e.g. claude-sonnet-4-5")))
-            yield field("base model folder", text_input("model", "/path/to/model (config.json, weights, tokenizer)"))
+            yield row(declared("--command"), declared("--driver"))
+            yield declared("--model")
+            missing_key = flag("--allow-missing-key")
             yield row(field("budget", Input(value="30m", id="budget")),
                       field("seed", Input(value="0", id="seed", type="integer")),
-                      field("GPUs (e.g. 0 or 0,1)", text_input("gpus", "none checked")),
-                      field("API key variable", Select([("required", False), ("not needed (logged in)", True)],
-                                                       value=False, id="allow-missing-key", allow_blank=False)))
-            yield row(field("judge URL (judge-graded tasks)", text_input("judge-url", "http://127.0.0.1:8000/v1")),
-                      field("judge model", text_input("judge-model", "e.g. gpt-4.1")),
-                      field("judge key variable", text_input("judge-key-env", "e.g. OPENAI_API_KEY")))
+                      declared("--gpus"),
+                      field(missing_key.form.label if missing_key.form else missing_key.widget_id,
+                            Select([("required", False), ("not needed (logged in)", True)],
+                                   value=False, id=missing_key.widget_id, allow_blank=False)))
+            yield row(declared("--judge-url"), declared("--judge-model"), declared("--judge-key-env"))
             yield row(field("search: API URL or corpus .jsonl (searching tasks)",
                             text_input("search", "https://serpapi.com/search or /data/corpus.jsonl")),
-                      field("search key variable", text_input("search-key-env", "e.g. SERPAPI_KEY")),
-                      field("WebShop server URL (webshop)", text_input("webshop-url", "http://127.0.0.1:36001")))
+                      declared("--search-key-env"), declared("--webshop-url"))
             yield Static("", id="new-run-error")
             with Horizontal(id="new-run-buttons"):
                 yield Button("Start (ctrl+s)", variant="success", id="start")
@@ -130,7 +153,7 @@ class NewRunScreen(Screen[None]):
             return self.query_one(f"#{widget_id}", Input).value.strip()
 
         try:
-            budget_s = parse_duration(value("budget"))
+            parse_duration(value("budget"))  # said here, before anything is checked
         except ValueError as exc:
             self.show_error(str(exc))
             return
@@ -142,22 +165,14 @@ class NewRunScreen(Screen[None]):
         if not value("model"):
             self.show_error("give the base model folder")
             return
-        req = RunRequest(
-            task=str(self.query_one("#task", Select).value),
-            agent=str(self.query_one("#agent", Select).value),
-            model=Path(value("model")),
-            budget_s=budget_s,
-            driver=value("driver") or None,
-            seed=seed,
-            command=value("command") or None,
-            gpus=value("gpus") or None,
-            allow_missing_key=bool(self.query_one("#allow-missing-key", Select).value),
-            root=self.root,
-            judge={k: v for k, v in (("base_url", value("judge-url")), ("model", value("judge-model")),
-                                     ("key_env", value("judge-key-env"))) if v} or None,
-            search=search_options(value("search"), value("search-key-env")),
-            store={"url": value("webshop-url")} if value("webshop-url") else None,
-        )
+        values: dict[str, object] = {flag(name).dest: value(flag(name).widget_id) or None for name in FORM_FLAGS}
+        values.update(search_flags(value("search"), value("search-key-env")))
+        req = request_from_flags(
+            {**values, "task": str(self.query_one("#task", Select).value),
+             "agent": str(self.query_one("#agent", Select).value), "model": Path(value("model")),
+             "budget": value("budget"), "seed": seed,
+             "allow_missing_key": bool(self.query_one("#allow-missing-key", Select).value)},
+            root=self.root)
         self.busy = True
         self.query_one("#new-run-error", Static).update("checking…")
         self.query_one("#start", Button).disabled = True

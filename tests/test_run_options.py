@@ -1,0 +1,146 @@
+"""Run options declared once (agent2rl_tui/run/options.py): the CLI's flags, the campaign
+file's [options] and the New Run form's fields all come from the one declaration."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from agent2rl_tui import cli
+from agent2rl_tui.record.index import RunError
+from agent2rl_tui.run import options
+from agent2rl_tui.run.campaign import RUN_OPTIONS, CampaignSpec
+from agent2rl_tui.run.lifecycle import RunRequest
+
+CAMPAIGN_KEYS = {"eval_limit", "eval_timeout_s", "prompt_profile", "env", "judge", "search", "store", "engine",
+                 "contain", "read_only_paths", "writable_paths", "allow_missing_key", "grace", "keep_submissions",
+                 "eval_memory_gib", "driver_url", "meter", "max_tokens", "max_cost_usd", "prices_path", "eval_seed"}
+"""The keys campaign files have always taken: none may be lost."""
+
+CAMPAIGN = """name = "x"
+tasks = ["arith"]
+base_models = ["/models/m"]
+[[agents]]
+agent = "command"
+command = "true"
+[options]
+"""
+
+
+def squeeze(text: str) -> str:
+    return "".join(text.split())
+
+
+def test_every_declared_flag_is_in_run_start_help_with_its_help() -> None:
+    result = CliRunner().invoke(cli.main, ["run", "start", "--help"], terminal_width=100)
+    assert result.exit_code == 0, result.output
+    shown = squeeze(result.output)  # click wraps (also at hyphens): compare without whitespace
+    for flag in options.flags():
+        assert flag.name in result.output
+        if flag.help:
+            assert squeeze(flag.help) in shown, flag.name
+    params = {p.name: p for p in cli.run_start.params if isinstance(p, click.Option)}
+    for flag in options.flags():
+        param = params.pop(flag.dest)
+        assert param.opts == [flag.name] and param.help == flag.help
+        assert (param.required, param.multiple, param.is_flag) == (flag.required, flag.multiple, flag.kind == "flag")
+        if flag.default is not None:
+            assert param.default == flag.default
+    assert set(params) == {"detach"}  # the one flag of the command, not of the run
+
+
+def test_every_request_field_is_declared_once() -> None:
+    declared = [o.field for o in options.OPTIONS]
+    assert len(declared) == len(set(declared))
+    assert set(declared) | {"root"} == {f.name for f in fields(RunRequest)}
+    dests = [f.dest for f in options.flags()]
+    assert len(dests) == len(set(dests))
+
+
+def test_every_campaign_option_is_declared() -> None:
+    assert set(RUN_OPTIONS) == CAMPAIGN_KEYS
+    for key in RUN_OPTIONS:
+        assert options.CAMPAIGN_OPTIONS[key].campaign == key
+
+
+def test_an_unknown_campaign_option_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(RunError) as caught:
+        CampaignSpec.from_toml(CAMPAIGN + "colour = 'red'\n")
+    message = str(caught.value)
+    assert "unknown [options] ['colour']" in message
+    assert all(key in message for key in CAMPAIGN_KEYS)
+
+
+def test_campaign_options_become_the_request_fields() -> None:
+    spec = CampaignSpec.from_toml(CAMPAIGN + 'grace = "10s"\nenv = { A = "1" }\nread_only_paths = ["/tmp"]\n'
+                                  'judge = { base_url = "u", model = "m" }\nmeter = false\nstore = { url = "w" }\n')
+    req = spec.request(spec.cells[0], 3, Path("/runs"))
+    assert (req.grace_s, req.agent_env, req.read_only_paths) == (10.0, {"A": "1"}, ("/tmp",))
+    assert (req.judge, req.meter, req.store, req.seed) == ({"base_url": "u", "model": "m"}, False, {"url": "w"}, 3)
+    assert CampaignSpec.from_toml(CAMPAIGN).request(spec.cells[0], 0, Path("/runs")).grace_s == 30.0
+
+
+def test_run_start_maps_its_flags_to_the_request(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: list[RunRequest] = []
+
+    def start_run(req: RunRequest) -> Any:
+        seen.append(req)
+        raise RunError("stop here")
+
+    monkeypatch.setattr(cli, "start_run", start_run)
+    corpus = tmp_path / "c.jsonl"
+    result = CliRunner().invoke(cli.main, [
+        "--root", str(tmp_path), "run", "start", "--task", "arith", "--agent", "command", "--model", "/m",
+        "--grace", "0", "--env", "A=1", "--engine", "vllm", "--engine-option", "dtype=bfloat16",
+        "--judge-url", "http://j/v1", "--judge-model", "jm", "--judge-concurrency", "2", "--search-corpus",
+        str(corpus), "--webshop-url", "http://w", "--no-contain", "--no-meter", "--max-cost", "1.5",
+        "--eval-timeout", "2m", "--summarizer-url", "http://s/v1", "--summarizer-model", "sm"])
+    assert "stop here" in result.output
+    req = seen[0]
+    assert (req.task, req.agent, req.model, req.budget_s, req.grace_s, req.root) == (
+        "arith", "command", Path("/m"), 300.0, 0.0, tmp_path)
+    assert req.agent_env == {"A": "1"} and req.engine == {"dtype": "bfloat16", "engine": "vllm"}
+    assert req.judge == {"base_url": "http://j/v1", "model": "jm", "concurrency": 2}
+    assert req.search == {"corpus": str(corpus)} and req.store == {"url": "http://w"}
+    assert (req.contain, req.meter, req.max_cost_usd, req.eval_timeout_s) == (False, False, 1.5, 120.0)
+    assert req.summarizer is not None and req.summarizer["model"] == "sm"
+    bare = options.request_from_flags({"task": "t", "agent": "a", "model": Path("/m"), "budget": "5m"})
+    assert bare == RunRequest(task="t", agent="a", model=Path("/m"), budget_s=300.0, judge={})
+
+
+def test_a_bad_pair_is_a_bad_parameter_of_its_flag() -> None:
+    result = CliRunner().invoke(cli.main, ["run", "start", "--task", "arith", "--agent", "command", "--model",
+                                           "/m", "--env", "NOEQUALS"])
+    assert result.exit_code == 2 and "Invalid value for --env: 'NOEQUALS' is not KEY=VALUE" in result.output
+
+
+@pytest.mark.asyncio
+async def test_the_new_run_form_shows_the_declared_fields(tmp_path: Path) -> None:
+    from textual.app import App
+    from textual.widgets import Input, Label
+
+    from agent2rl_tui.ui.screens.new_run import FORM_FLAGS, NewRunScreen
+
+    class FormApp(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(NewRunScreen(tmp_path))
+
+    async with FormApp().run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        form = pilot.app.screen
+        assert isinstance(form, NewRunScreen)
+        for name in (*FORM_FLAGS, "--search-key-env", "--allow-missing-key"):
+            flag = options.flag(name)
+            assert flag.form is not None, name
+            widget = form.query_one(f"#{flag.widget_id}")
+            label = widget.parent.query_one(Label)
+            assert str(label.render()) == flag.form.label
+            if isinstance(widget, Input):
+                assert widget.placeholder == flag.form.placeholder
+        shown = {f.name for f in options.flags() if f.form is not None}
+        assert shown == {*FORM_FLAGS, "--search-key-env", "--allow-missing-key"}
