@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from agent2rl_tui.grader.engines.keeper import EngineKeeper
-    from agent2rl_tui.record.evaljob import EvalJob
+    from agent2rl_tui.record.evaljob import EvalJob, WorkerSummary
     from agent2rl_tui.tasks.registry import InferenceSettings
 
 
@@ -55,7 +55,7 @@ def prompt_texts(engine: Any, settings: InferenceSettings, asked: list[Any]) -> 
             engine.render(p, require_template=settings.require_chat_template, enable_thinking=settings.enable_thinking)
             for p in asked]
 
-def evaluate(job: EvalJob, keeper: EngineKeeper, worker_start: float) -> dict[str, Any]:
+def evaluate(job: EvalJob, keeper: EngineKeeper, worker_start: float) -> WorkerSummary:
     """Run one evaluation job and return its summary (also written to summary.json); an
     ``EvalFailure`` (its code for the agent, its full text for the record) when it fails."""
     from agent2rl_tui.grader.engines import EngineError
@@ -74,10 +74,11 @@ def evaluate(job: EvalJob, keeper: EngineKeeper, worker_start: float) -> dict[st
         raise EvalFailure(PHASE_FAILURES[phase[0]], f"{type(exc).__name__}: {exc}") from exc
 
 
-def _evaluate(job: EvalJob, keeper: EngineKeeper, worker_start: float, phase: list[str]) -> dict[str, Any]:
+def _evaluate(job: EvalJob, keeper: EngineKeeper, worker_start: float, phase: list[str]) -> WorkerSummary:
     from agent2rl_tui.grader.evaluators import evaluator_for
     from agent2rl_tui.grader.evaluators.humaneval import HumanEvalEvaluator
     from agent2rl_tui.grader.failures import EvalFailure
+    from agent2rl_tui.record.evaljob import EvalSummary, WorkerSummary
     from agent2rl_tui.tasks import decoding
     from agent2rl_tui.tasks.modelfiles import weights_hash
     from agent2rl_tui.tasks.registry import TaskError, load_task
@@ -140,19 +141,13 @@ def _evaluate(job: EvalJob, keeper: EngineKeeper, worker_start: float, phase: li
     with (out_dir / "results.jsonl").open("w", encoding="utf-8") as fh:
         for r in results:
             fh.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
-    return {
-        "ok": True,
-        "submission_id": job.submission_id,
-        "score": score,
-        "n_items": len(results),
-        "n_correct": sum(r.correct for r in results),
-        "weights_hash": digest,
-        "engine": engine.name,
-        "settings": {"evaluator": task.evaluator, "engine_choice": loaded.why, "engine_load": loaded.how,
-                     **settings.to_dict(), "engine_settings": {**engine_cfg.to_dict(), **loaded.effective},
-                     **details, **({"env": task.env_table, "episodes": played} if played else {})},
-        "timings": timings,
-    }
+    made = EvalSummary.made_with(evaluator=task.evaluator, engine_choice=loaded.why, engine_load=loaded.how,
+                                 inference=settings.to_dict(),
+                                 engine_settings={**engine_cfg.to_dict(), **loaded.effective}, details=details,
+                                 env=task.env_table if played else None, episodes=played or None)
+    return WorkerSummary(ok=True, submission_id=job.submission_id, score=score, n_items=len(results),
+                         n_correct=sum(r.correct for r in results), weights_hash=digest, engine=engine.name,
+                         settings=made, timings=timings)
 
 
 def die_with_parent() -> None:
@@ -182,7 +177,7 @@ def protocol_channel() -> TextIO:
 def serve(jobs: TextIO, answers: TextIO, started: float, ready: float) -> None:
     """Evaluate jobs until stdin closes, keeping the engine warm between them."""
     from agent2rl_tui.grader.engines.keeper import EngineKeeper
-    from agent2rl_tui.record.evaljob import EvalJob
+    from agent2rl_tui.record.evaljob import EvalJob, WorkerSummary
 
     keeper = EngineKeeper()
     worker_start = ready - started  # paid by the first job only; later ones find a warm worker
@@ -196,15 +191,15 @@ def serve(jobs: TextIO, answers: TextIO, started: float, ready: float) -> None:
             out_dir.mkdir(parents=True, exist_ok=True)
             try:
                 summary = evaluate(job, keeper, worker_start)
-                summary["timings"]["job_to_summary"] = time.time() - received
+                summary.timings["job_to_summary"] = time.time() - received
             except Exception as exc:  # noqa: BLE001 - any failure becomes a recorded error
                 traceback.print_exc()
                 keeper.close()  # an engine in an unknown state is not reused
-                summary = {"ok": False, "submission_id": job.submission_id,
-                           "error_code": getattr(exc, "code", "evaluation_failed"),
-                           "error": getattr(exc, "message", f"{type(exc).__name__}: {exc}")}
-            write_json_atomic(out_dir / "summary.json", summary)
-            answers.write(json.dumps({"done": job.submission_id, "ok": summary["ok"]}) + "\n")
+                summary = WorkerSummary(ok=False, submission_id=job.submission_id,
+                                        error_code=getattr(exc, "code", "evaluation_failed"),
+                                        error=getattr(exc, "message", f"{type(exc).__name__}: {exc}"))
+            write_json_atomic(out_dir / "summary.json", summary.to_json())
+            answers.write(json.dumps({"done": job.submission_id, "ok": summary.ok}) + "\n")
             worker_start = 0.0
             keeper.idle()  # after the answer: freeing GPU memory does not delay the agent
     finally:

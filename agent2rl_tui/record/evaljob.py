@@ -14,9 +14,12 @@ readable by old releases.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from agent2rl_tui.tasks.registry import InferenceSettings
 
 
 class EvalJobError(ValueError):
@@ -111,3 +114,181 @@ class EvalJob:
             search=_dict_or_none(data.get("search")),
             store=_dict_or_none(data.get("store")),
         )
+
+
+def _loads(text: str | bytes | None) -> Any:
+    """JSON from the record, or None where it is absent or unreadable (never raises)."""
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+@dataclass
+class EvalSummary:
+    """How a score was made, as kept beside it (a submission's ``settings_json``).
+
+    The worker writes, in this order: the evaluator and how the engine was chosen and loaded;
+    the prompt profile's settings (``InferenceSettings.to_dict``: ``inference``, with the
+    profile's name and its model-table row typed); the engine's settings; the evaluator's
+    details (our stricter reading ``strict``, a pairwise judge's ``judge`` and ``winrate``, or
+    anything else an evaluator adds: ``rest``); an interactive task's ``env`` table and its
+    ``episodes`` summary. Every reader of a stored score goes through ``from_settings_json``.
+    """
+
+    evaluator: str | None = None
+    engine_choice: str | None = None
+    engine_load: str | None = None
+    inference: dict[str, Any] = field(default_factory=dict)
+    """The prompt profile's settings as recorded, but for the two typed below."""
+    prompt_profile: str | None = None
+    decoding_row: str | None = None
+    engine_settings: dict[str, Any] | None = None
+    strict: dict[str, Any] | None = None
+    """Our stricter reading beside a reference-profile score: score, n_correct, n_differ, differ, rule."""
+    judge: dict[str, Any] | None = None
+    """A pairwise judge's settings (model, mode, prompt_version, order...)."""
+    winrate: dict[str, Any] | None = None
+    """A pairwise judge's rates (metric, win_rate, length_controlled_winrate, n_total...)."""
+    env: dict[str, Any] | None = None
+    """An interactive task's ``[env]`` table."""
+    episodes: dict[str, Any] | None = None
+    """An interactive task's play summary (score, games won, by kind, generate calls, its judging)."""
+    rest: dict[str, Any] = field(default_factory=dict)
+    """Every other key, kept as found (an evaluator's other details, a later release's keys)."""
+
+    TEXTS = ("evaluator", "engine_choice", "engine_load")
+    TABLES = ("engine_settings", "strict", "judge", "winrate", "env", "episodes")
+    INFERENCE_KEYS = frozenset(f.name for f in dataclasses.fields(InferenceSettings)) - {"prompt_profile",
+                                                                                        "decoding_row"}
+    """The prompt profile's settings (``InferenceSettings.to_dict``), but for the two typed."""
+
+    @classmethod
+    def made_with(cls, *, evaluator: str, engine_choice: str, engine_load: str, inference: dict[str, Any],
+                  engine_settings: dict[str, Any], details: dict[str, Any],
+                  env: dict[str, Any] | None = None, episodes: dict[str, Any] | None = None) -> EvalSummary:
+        """The worker's summary of one evaluation: ``inference`` is ``InferenceSettings.to_dict()``,
+        ``details`` the evaluator's."""
+        details = dict(details)
+        pick = {key: details.pop(key) for key in ("strict", "judge", "winrate") if key in details}
+        inference = dict(inference)
+        return cls(evaluator=evaluator, engine_choice=engine_choice, engine_load=engine_load, inference=inference,
+                   prompt_profile=inference.get("prompt_profile"), decoding_row=inference.get("decoding_row"),
+                   engine_settings=engine_settings, env=env, episodes=episodes, rest=details, **pick)
+
+    def to_json(self) -> dict[str, Any]:
+        """The object kept as ``settings_json``, in the worker's order."""
+        out: dict[str, Any] = {key: getattr(self, key) for key in self.TEXTS if getattr(self, key) is not None}
+        out.update(self.inference)
+        for key in ("prompt_profile", "decoding_row"):
+            if key in out or getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.engine_settings is not None:
+            out["engine_settings"] = self.engine_settings
+        out.update({key: getattr(self, key) for key in ("strict", "judge", "winrate")
+                    if getattr(self, key) is not None})
+        out.update(self.rest)
+        if self.episodes is not None or self.env is not None:
+            out.update(env=self.env, episodes=self.episodes)
+        return out
+
+    def to_settings_json(self) -> str:
+        return json.dumps(self.to_json())
+
+    @classmethod
+    def from_json(cls, data: Any) -> EvalSummary:
+        """A summary from its object, old or new; anything not an object is an empty summary,
+        a typed key of the wrong type is kept in ``rest`` as found."""
+        if not isinstance(data, dict):
+            return cls()
+        summary, rest = cls(), {}
+        for key, value in data.items():
+            if key in cls.TEXTS or key in ("prompt_profile", "decoding_row"):
+                if isinstance(value, str) or (value is None and key in ("prompt_profile", "decoding_row")):
+                    if key in ("prompt_profile", "decoding_row"):
+                        summary.inference[key] = value  # its place among the profile's settings
+                    setattr(summary, key, value)
+                    continue
+            elif key in cls.TABLES:
+                if isinstance(value, dict):
+                    setattr(summary, key, value)
+                    continue
+            elif key in cls.INFERENCE_KEYS:
+                summary.inference[key] = value
+                continue
+            rest[key] = value
+        summary.rest = rest
+        return summary
+
+    @classmethod
+    def from_settings_json(cls, text: str | bytes | None) -> EvalSummary:
+        """A stored ``settings_json``, of any release or none; never raises (an unreadable one,
+        or one that is not an object, is an empty summary)."""
+        return cls.from_json(_loads(text))
+
+    def judgement(self) -> dict[str, Any] | None:
+        """A judge-graded score's facts: which rate the score is, both rates, the judge, how many
+        items it failed on; None for other scores."""
+        rates, judge = self.winrate, self.judge
+        if not rates or not judge:
+            return None
+        return {"metric": rates.get("metric"), "win_rate": rates.get("win_rate"),
+                "length_controlled_winrate": rates.get("length_controlled_winrate"),
+                "lc_unavailable": rates.get("lc_unavailable"), "n_judged": rates.get("n_total"),
+                "n_failed": rates.get("n_failed"), "n_cached": rates.get("n_cached"),
+                "judge_model": judge.get("model"), "judge_mode": judge.get("mode")}
+
+
+@dataclass
+class WorkerSummary:
+    """The eval worker's answer for one job (``evals/<n>/summary.json``): a score with how it was
+    made (``settings``, kept as the submission's ``settings_json``) and its timings, or a failure's
+    code and text."""
+
+    ok: bool
+    submission_id: int | None
+    score: float | None = None
+    n_items: int | None = None
+    n_correct: int | None = None
+    weights_hash: str | None = None
+    engine: str | None = None
+    settings: EvalSummary = field(default_factory=EvalSummary)
+    timings: dict[str, float] = field(default_factory=dict)
+    error_code: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        if not self.ok:
+            return {"ok": False, "submission_id": self.submission_id, "error_code": self.error_code,
+                    "error": self.error}
+        return {"ok": True, "submission_id": self.submission_id, "score": self.score, "n_items": self.n_items,
+                "n_correct": self.n_correct, "weights_hash": self.weights_hash, "engine": self.engine,
+                "settings": self.settings.to_json(), "timings": self.timings}
+
+    @classmethod
+    def from_json(cls, data: Any) -> WorkerSummary:
+        """A summary.json's object; an ``EvalJobError`` for one that is not an answer (a score
+        without its figures, a field of the wrong type)."""
+        if not isinstance(data, dict):
+            raise EvalJobError(f"a worker's summary is a JSON object, not {type(data).__name__}")
+        sub_id = data.get("submission_id")
+        sub_id = sub_id if isinstance(sub_id, int) and not isinstance(sub_id, bool) else None
+        if not data.get("ok"):
+            code, error = data.get("error_code"), data.get("error")
+            return cls(ok=False, submission_id=sub_id, error_code=None if code is None else str(code),
+                       error=None if error is None else str(error))
+        try:
+            timings = data.get("timings") or {}
+            if not isinstance(timings, dict):
+                raise TypeError("timings is not an object")
+            score = data["score"]
+            if not isinstance(score, int | float) or isinstance(score, bool):
+                raise TypeError(f"score is {type(score).__name__}")
+            return cls(ok=True, submission_id=sub_id, score=score, n_items=int(data["n_items"]),
+                       n_correct=int(data["n_correct"]), weights_hash=str(data["weights_hash"]),
+                       engine=str(data["engine"]), settings=EvalSummary.from_json(data.get("settings")),
+                       timings=dict(timings))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise EvalJobError(f"a worker's summary without its figures: {type(exc).__name__}: {exc}") from exc

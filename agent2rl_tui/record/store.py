@@ -17,6 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from agent2rl_tui.record.evaljob import EvalSummary
 from agent2rl_tui.util.timeutil import now
 
 SCHEMA_VERSION = 4
@@ -323,51 +324,48 @@ def best_of(subs: Iterable[Submission]) -> Submission | None:
     return max(valid, key=lambda s: (s.score, -s.id)) if valid else None
 
 
+def _summary(sub: Submission | None) -> EvalSummary:
+    """How ``sub``'s score was made (``EvalSummary``); empty for none, or an unreadable record."""
+    return EvalSummary.from_settings_json(sub.settings_json if sub is not None else None)
+
+
+def _run_config(config_json: str | None) -> dict[str, Any]:
+    try:
+        config = json.loads(config_json or "{}")
+    except (ValueError, RecursionError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
 def prompt_profile_of(config_json: str | None, *subs: Submission | None) -> str | None:
     """The prompt profile a run's scores were made with: as a score recorded it (the first that
     did), else as the run was started with; None for a run of the task's default before any
     score, or one made before profiles were recorded."""
     for sub in subs:
-        if sub is not None and sub.settings_json:
-            name = json.loads(sub.settings_json).get("prompt_profile")
-            if name:
-                return str(name)
-    return json.loads(config_json or "{}").get("prompt_profile")
+        if name := _summary(sub).prompt_profile:
+            return name
+    return _run_config(config_json).get("prompt_profile")
 
 
 def decoding_row_of(config_json: str | None, *subs: Submission | None) -> str | None:
     """The row of the reference's model table that set a run's decoding (a profile that uses
     the table): as a score recorded it, else as the run was started with; None: the profile's own."""
     for sub in subs:
-        if sub is not None and sub.settings_json:
-            row = json.loads(sub.settings_json).get("decoding_row")
-            if row:
-                return str(row)
-    return json.loads(config_json or "{}").get("decoding_row") or None
+        if row := _summary(sub).decoding_row:
+            return row
+    return _run_config(config_json).get("decoding_row") or None
 
 
 def strict_of(sub: Submission | None) -> dict[str, Any] | None:
     """Our stricter reading beside a reference-profile score (its score and how many items
     differ), or None."""
-    if sub is None or not sub.settings_json:
-        return None
-    return json.loads(sub.settings_json).get("strict")
+    return _summary(sub).strict
 
 
 def judgement_of(sub: Submission | None) -> dict[str, Any] | None:
     """A judge-graded score's facts: which rate the score is, both rates, the judge, how many
-    items it failed on; None for other scores."""
-    if sub is None or not sub.settings_json:
-        return None
-    settings = json.loads(sub.settings_json)
-    rates, judge = settings.get("winrate"), settings.get("judge")
-    if not rates or not judge:
-        return None
-    return {"metric": rates.get("metric"), "win_rate": rates.get("win_rate"),
-            "length_controlled_winrate": rates.get("length_controlled_winrate"),
-            "lc_unavailable": rates.get("lc_unavailable"), "n_judged": rates.get("n_total"),
-            "n_failed": rates.get("n_failed"), "n_cached": rates.get("n_cached"),
-            "judge_model": judge.get("model"), "judge_mode": judge.get("mode")}
+    items it failed on; None for other scores (``EvalSummary.judgement``)."""
+    return _summary(sub).judgement()
 
 
 BEST_SCORE_SQL = (

@@ -29,7 +29,7 @@ from agent2rl_tui.grader.server.config import GraderConfig
 from agent2rl_tui.grader.server.intake import BaseModel, Intake, Manifest
 from agent2rl_tui.grader.server.validation import Accepted, Rejection, recordable
 from agent2rl_tui.grader.server.workers import JobOutOfMemory, JobTimeout, Worker, WorkerPool
-from agent2rl_tui.record.evaljob import EvalJob
+from agent2rl_tui.record.evaljob import EvalJob, WorkerSummary
 from agent2rl_tui.record.revisions import Revision, SnapshotError, Snapshotter
 from agent2rl_tui.record.store import RunStore, Submission, SubStatus
 from agent2rl_tui.util.timeutil import now
@@ -287,21 +287,22 @@ class Grader:
         self.store.update_submission(sub_id, status=SubStatus.FAILED, finished_at=now(), error=f"{code}: {message}",
                                      error_code=code)
 
-    def _record_score(self, sub_id: int, summary: dict[str, Any]) -> None:
-        self.engine_name = summary["engine"]
+    def _record_score(self, sub_id: int, summary: WorkerSummary) -> None:
+        assert summary.score is not None
+        self.engine_name = summary.engine or "-"
         self.store.update_submission(
             sub_id,
             status=SubStatus.SCORED,
             finished_at=now(),
-            score=float(summary["score"]),
-            n_items=int(summary["n_items"]),
-            n_correct=int(summary["n_correct"]),
-            weights_hash=summary["weights_hash"],
-            engine=summary["engine"],
-            settings_json=json.dumps(summary["settings"]),
-            timings_json=json.dumps(summary["timings"]),
+            score=float(summary.score),
+            n_items=summary.n_items,
+            n_correct=summary.n_correct,
+            weights_hash=summary.weights_hash,
+            engine=summary.engine,
+            settings_json=summary.settings.to_settings_json(),
+            timings_json=json.dumps(summary.timings),
         )
-        log.info("submission %s scored %.2f", sub_id, summary["score"])
+        log.info("submission %s scored %.2f", sub_id, summary.score)
 
     # -- answers ----------------------------------------------------------------------
     def result_of(self, sub_id: int) -> Result:
@@ -339,21 +340,22 @@ class Grader:
         return out
 
 
-def _read_summary(path: Path) -> dict[str, Any] | None:
+def _read_summary(path: Path) -> WorkerSummary | None:
+    """The worker's answer; None where it left none (or none it could have written)."""
     try:
-        return json.loads(path.read_text()) if path.exists() else None
-    except (OSError, ValueError):
+        return WorkerSummary.from_json(json.loads(path.read_text())) if path.exists() else None
+    except (OSError, ValueError, RecursionError):  # EvalJobError is a ValueError
         return None
 
 
-def _summary_failure(summary: dict[str, Any] | None, worker: Worker, worker_tail: str) -> EvalFailure | None:
+def _summary_failure(summary: WorkerSummary | None, worker: Worker, worker_tail: str) -> EvalFailure | None:
     """Why a worker's evaluation failed, or None if it scored."""
     if summary is None:
         return EvalFailure("worker_died", f"the eval worker exited with code {worker.proc.returncode} without a "
                            "result (killed, or out of memory?)" + (f"; its last output:\n{worker_tail}"
                                                                     if worker_tail else ""))
-    if not summary.get("ok"):
-        return EvalFailure(str(summary.get("error_code") or "evaluation_failed"), str(summary.get("error")))
+    if not summary.ok:
+        return EvalFailure(summary.error_code or "evaluation_failed", str(summary.error))
     return None
 
 

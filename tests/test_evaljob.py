@@ -1,0 +1,115 @@
+"""The run folder's typed eval job and summary (record.evaljob): a real grader's job and summary
+go to JSON and back unchanged, and old or hostile settings_json rows read without error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import LiveGrader
+
+from agent2rl_tui.grader.server.config import GraderConfig
+from agent2rl_tui.grader.server.intake import Intake
+from agent2rl_tui.grader.server.queue import Grader
+from agent2rl_tui.record.evaljob import EvalJob, EvalJobError, EvalSummary, WorkerSummary
+from agent2rl_tui.record.store import (
+    Submission,
+    decoding_row_of,
+    judgement_of,
+    prompt_profile_of,
+    strict_of,
+)
+
+JOB_KEYS = ["submission_id", "model_path", "weight_files", "task_folder", "out_dir", "limit", "engine",
+            "prompt_profile", "decoding_row", "judge", "eval_seed", "search", "store"]
+"""The job line's keys before it was typed, in their order."""
+
+
+def test_a_real_job_goes_to_json_and_back(live_grader: LiveGrader) -> None:
+    grader = Grader(GraderConfig.from_run(live_grader.run_dir))
+    try:
+        base = grader.store.baseline()
+        assert base is not None and base.intake_json
+        manifest = Intake.from_json(base.intake_json).manifest
+        job = grader._job(base, "/tmp/intake/0", manifest, live_grader.run_dir / "evals" / "0")
+    finally:
+        grader.store.close()
+    line = json.dumps(job.to_json())
+    assert list(json.loads(line)) == JOB_KEYS
+    assert EvalJob.from_json(line) == job
+    assert job.weight_files and job.eval_seed is not None
+
+
+def test_a_job_missing_what_it_needs_is_a_clear_error() -> None:
+    minimal = {"submission_id": 3, "model_path": "/m", "task_folder": "/t", "out_dir": "/o"}
+    job = EvalJob.from_json(minimal)
+    assert (job.engine, job.limit, job.judge, job.weight_files) == ({}, None, None, None)
+    with pytest.raises(EvalJobError, match="out_dir"):
+        EvalJob.from_json({k: v for k, v in minimal.items() if k != "out_dir"})
+    for bad in ("[1]", "not json", {**minimal, "submission_id": "3"}, {**minimal, "model_path": 5}):
+        with pytest.raises(EvalJobError):
+            EvalJob.from_json(bad)
+
+
+def test_a_real_summary_goes_to_json_and_back(live_grader: LiveGrader) -> None:
+    path = live_grader.run_dir / "evals" / "0" / "summary.json"
+    written = json.loads(path.read_text())
+    summary = WorkerSummary.from_json(written)
+    assert summary.ok and summary.to_json() == written
+    assert json.dumps(summary.to_json()) == json.dumps(written)  # same keys, same order
+    with live_grader.store() as store:
+        base = store.baseline()
+    assert base is not None and base.settings_json
+    settings = EvalSummary.from_settings_json(base.settings_json)
+    assert settings.to_settings_json() == base.settings_json
+    assert settings.evaluator and settings.engine_settings and settings.inference
+    assert settings.prompt_profile == json.loads(base.settings_json).get("prompt_profile")
+    assert prompt_profile_of(None, base) == settings.prompt_profile
+
+
+def test_a_failed_summary_reads_back() -> None:
+    failed = {"ok": False, "submission_id": 4, "error_code": "model_load_failed", "error": "no weights"}
+    summary = WorkerSummary.from_json(failed)
+    assert not summary.ok and summary.error_code == "model_load_failed" and summary.to_json() == failed
+    with pytest.raises(EvalJobError):
+        WorkerSummary.from_json({"ok": True, "submission_id": 4})
+
+
+def sub_with(settings_json: str | None) -> Submission:
+    return Submission(id=1, kind="agent", model_path=None, resolved_path=None, status="scored", received_at=0.0,
+                      started_at=None, finished_at=None, score=1.0, n_items=1, n_correct=1, error=None,
+                      weights_hash=None, engine=None, settings_json=settings_json, timings_json=None, gpu=None)
+
+
+def test_an_old_summary_reads_as_it_was_written() -> None:
+    old = {"evaluator": "math", "prompt_profile": "opencompass", "chat": True, "decoding_row": "qwen",
+           "max_new_tokens": 512, "engine_settings": {"engine": "vllm"},
+           "strict": {"score": 50.0, "n_correct": 1, "n_differ": 0, "differ": [], "rule": "r"},
+           "judge": {"model": "gpt", "mode": "pairwise"},
+           "winrate": {"metric": "win_rate", "win_rate": 60.0, "n_total": 5, "n_failed": 0},
+           "some_later_key": [1, 2]}
+    text = json.dumps(old)
+    summary = EvalSummary.from_settings_json(text)
+    assert summary.to_json() == old and summary.rest == {"some_later_key": [1, 2]}
+    sub = sub_with(text)
+    assert prompt_profile_of(None, sub) == "opencompass" and decoding_row_of(None, sub) == "qwen"
+    assert strict_of(sub) == old["strict"]
+    judged = judgement_of(sub)
+    assert judged is not None and judged["win_rate"] == 60.0 and judged["judge_model"] == "gpt"
+    # A run without a recorded profile falls back to the run's config, as before.
+    assert prompt_profile_of('{"prompt_profile": "ours"}', sub_with("{}")) == "ours"
+
+
+@pytest.mark.parametrize("text", [None, "", "not json", "[1, 2]", "null", "3", '"x"', "[" * 100_000,
+                                  '{"strict": 5, "judge": "x", "winrate": [1], "prompt_profile": 7,'
+                                  ' "decoding_row": {"a": 1}, "evaluator": null}'])
+def test_a_hostile_or_broken_summary_reads_as_none(text: str | None) -> None:
+    summary = EvalSummary.from_settings_json(text)
+    sub = sub_with(text)
+    assert strict_of(sub) is None and judgement_of(sub) is None
+    assert prompt_profile_of("not json", sub) is None and decoding_row_of("[]", sub) is None
+    assert summary.prompt_profile is None and summary.strict is None
+
+
+def test_a_judge_without_rates_is_no_judgement() -> None:
+    assert judgement_of(sub_with(json.dumps({"judge": {"model": "m"}}))) is None
