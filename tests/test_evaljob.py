@@ -4,6 +4,7 @@ go to JSON and back unchanged, and old or hostile settings_json rows read withou
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import LiveGrader
@@ -113,3 +114,55 @@ def test_a_hostile_or_broken_summary_reads_as_none(text: str | None) -> None:
 
 def test_a_judge_without_rates_is_no_judgement() -> None:
     assert judgement_of(sub_with(json.dumps({"judge": {"model": "m"}}))) is None
+
+
+# -- the lines of evals/<n>/results.jsonl (record.results) -------------------------------------
+
+def test_a_real_results_file_reads_back_line_for_line(live_grader: LiveGrader) -> None:
+    from agent2rl_tui.record.results import ItemRow
+    from agent2rl_tui.record.runview import read_items, read_rows
+
+    path = live_grader.run_dir / "evals" / "0" / "results.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines and all(ItemRow.from_dict(json.loads(line)).to_line() == line for line in lines)
+    assert [r.to_dict() for r in read_rows(live_grader.run_dir, 0)] == read_items(live_grader.run_dir, 0)
+
+
+def test_an_episode_line_is_the_runners_episode() -> None:
+    from agent2rl_tui.grader.episodes import Episode
+    from agent2rl_tui.grader.episodes import Turn as PlayedTurn
+    from agent2rl_tui.grader.evaluators.episodes import episode_result
+    from agent2rl_tui.record.results import EpisodeRow
+
+    ep = Episode(index=2, game="g:1", goal="Find it.", first_observation="Room.", kind="pick", end="won", won=True,
+                 score=1.0, prompt="p", turns=[PlayedTurn(action="look", observation="A box.", reward=0.0,
+                                                          completion=" look")])
+    line = episode_result(ep).to_dict()
+    assert list(line["extra"]) == ["game", "kind", "goal", "steps", "end", "score", "first_observation", "turns"]
+    row = EpisodeRow.from_dict(line)
+    assert (row.index, row.won, row.game, row.steps, row.turns[0].completion) == (2, True, "g:1", 1, " look")
+    assert row.to_dict() == line
+    judged = {**line, "extra": {**line["extra"], "answer": "x", "gold_answer": "y"}}
+    assert EpisodeRow.from_dict(judged).rest == {"answer": "x", "gold_answer": "y"}
+
+
+def test_hostile_results_lines_are_skipped_not_fatal(tmp_path: Path) -> None:
+    from agent2rl_tui.record.episodes_view import all_episodes, episode_rows, facts, is_episode
+    from agent2rl_tui.record.runview import compare_items, read_items
+
+    good = {"index": 0, "prompt": "1+1=", "output": "2", "extracted": "2", "gold": "2", "correct": True}
+    hostile = ["not json", "[1, 2]", '"text"', "[" * 50_000, json.dumps({"prompt": "no index"}),
+               json.dumps({**good, "index": "0"}), json.dumps({**good, "extra": [1]}),
+               json.dumps({**good, "prompt": {"a": 1}}), json.dumps({**good, "correct": "yes"})]
+    out = tmp_path / "evals" / "1"
+    out.mkdir(parents=True)
+    (out / "results.jsonl").write_text("\n".join([*hostile, json.dumps(good)]) + "\n", encoding="utf-8")
+    assert read_items(tmp_path, 1) == [good]
+    cmp = compare_items([good, [1], {"index": None}], [{"index": 0, "correct": False}, "x"])  # type: ignore[list-item]
+    assert cmp.solved == [good] and cmp.kept == 0
+    weird = {"index": 1, "correct": 1, "extra": {"turns": [5, {"action": 3, "reward": "big"}], "steps": "many",
+                                                  "score": float("inf"), "game": None}}
+    assert is_episode(weird) and all_episodes([weird]) and not is_episode({"extra": {"turns": []}})
+    f = facts(weird)
+    assert (f.game, f.steps, f.actions) == ("?", 1, ["3"])
+    assert any(r.note == "reward ?" for r in episode_rows(weird))

@@ -140,7 +140,7 @@ def _evaluate(job: EvalJob, keeper: EngineKeeper, worker_start: float, phase: li
 
     with (out_dir / "results.jsonl").open("w", encoding="utf-8") as fh:
         for r in results:
-            fh.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
+            fh.write(r.to_line() + "\n")
     made = EvalSummary.made_with(evaluator=task.evaluator, engine_choice=loaded.why, engine_load=loaded.how,
                                  inference=settings.to_dict(),
                                  engine_settings={**engine_cfg.to_dict(), **loaded.effective}, details=details,

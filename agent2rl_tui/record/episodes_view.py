@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agent2rl_tui.record.results import EpisodeRow, RowError
+
 MAX_TURNS = 200
 """Turns shown per episode; the rest are counted, not drawn."""
 MAX_TEXT_CHARS = 4000
@@ -69,9 +71,12 @@ class Row:
 
 
 def is_episode(item: dict[str, Any]) -> bool:
-    """An interactive task's result line: its ``extra`` holds the turns played."""
-    extra = item.get("extra")
-    return isinstance(extra, dict) and isinstance(extra.get("turns"), list)
+    """An interactive task's result line: an item (``ItemRow``) whose ``extra`` holds the turns played."""
+    try:
+        EpisodeRow.from_dict(item)
+    except RowError:
+        return False
+    return True
 
 
 def all_episodes(items: Iterable[dict[str, Any]]) -> bool:
@@ -85,15 +90,15 @@ def all_episodes(items: Iterable[dict[str, Any]]) -> bool:
 
 
 def facts(item: dict[str, Any]) -> EpisodeFacts:
-    extra = item.get("extra") or {}
-    turns = [t for t in extra.get("turns") or [] if isinstance(t, dict)]
-    score = extra.get("score")
+    """An episode's facts (``is_episode`` lines only: another is a ``RowError``)."""
+    return _facts(EpisodeRow.from_dict(item))
+
+
+def _facts(ep: EpisodeRow) -> EpisodeFacts:
     return EpisodeFacts(
-        index=int(item.get("index", 0)), won=bool(item.get("correct")), game=str(extra.get("game") or "?"),
-        kind=str(extra["kind"]) if extra.get("kind") else None, goal=str(extra.get("goal") or ""),
-        end=str(extra.get("end") or item.get("extracted") or ""), steps=int(extra.get("steps", len(turns))),
-        score=float(score) if isinstance(score, int | float) else None,
-        actions=[str(t.get("action", "")) for t in turns])
+        index=ep.index, won=ep.won, game=ep.game or "?", kind=ep.kind, goal=ep.goal,
+        end=ep.end or ep.item.extracted or "", steps=ep.steps,
+        score=float(ep.score) if ep.score is not None else None, actions=[t.action for t in ep.turns])
 
 
 def _reward(value: Any) -> str:
@@ -114,8 +119,9 @@ def episode_rows(item: dict[str, Any], *, max_turns: int = MAX_TURNS,
     """The detail of one episode: its facts, the opening observation, then every turn
     (action and reward; the raw completion where it says more than the action; the
     observation), with long texts and turns past ``max_turns`` counted instead of shown."""
-    f = facts(item)
-    extra = item.get("extra") or {}
+    ep = EpisodeRow.from_dict(item)
+    f = _facts(ep)
+    extra = ep.rest  # a searching task's answer and judging
     score = f" · score {f.score:g}" if f.score is not None else ""
     rows = [Row("won" if f.won else "lost", "",
                 f"episode {f.index} · {f.outcome} after {f.steps} step{'s' if f.steps != 1 else ''}{score}"),
@@ -131,17 +137,16 @@ def episode_rows(item: dict[str, Any], *, max_turns: int = MAX_TURNS,
                  Row("field", "judge", str(extra.get("judge_raw") or extra.get("judge_error") or "-"))]
         if extra.get("judge_fallback"):  # the reference's judge failed, and its string match decided
             rows.append(Row("field", "decided by", f"{extra['judge_fallback']} (the judge failed)"))
-    rows += _capped("observation", "start", str(extra.get("first_observation") or "").rstrip(), None, max_chars)
-    turns = [t for t in extra.get("turns") or [] if isinstance(t, dict)]
+    rows += _capped("observation", "start", ep.first_observation.rstrip(), None, max_chars)
+    turns = ep.turns
     for n, turn in enumerate(turns[:max_turns], start=1):
-        action = str(turn.get("action", ""))
-        reward = turn.get("reward")
+        action, reward = turn.action, turn.reward
         rows.append(Row("action", f"{n} >", action or "(empty action)", n, _reward(reward),
-                        isinstance(reward, int | float) and reward > 0))
-        completion = turn.get("completion")
-        if isinstance(completion, str) and completion.strip() != action:
+                        reward is not None and reward > 0))
+        completion = turn.completion
+        if completion is not None and completion.strip() != action:
             rows += _capped("completion", "raw", json.dumps(completion, ensure_ascii=False), n, max_chars)
-        rows += _capped("observation", "", str(turn.get("observation", "")).rstrip(), n, max_chars)
+        rows += _capped("observation", "", turn.observation.rstrip(), n, max_chars)
     if len(turns) > max_turns:
         rows.append(Row("hidden", "", f"… {len(turns) - max_turns} more turns not shown (turns {max_turns + 1}-"
                                       f"{len(turns)}); the evaluation's results.jsonl holds them all"))

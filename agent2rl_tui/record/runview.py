@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.record.index import effective_status
+from agent2rl_tui.record.results import ItemRow, RowError
 from agent2rl_tui.record.revisions import Revision, list_revisions
 from agent2rl_tui.record.store import (
     ACTIVE_STATUSES,
@@ -102,13 +103,34 @@ def load_run_view(run_dir: Path) -> RunView:
                    submissions=subs, revisions=list_revisions(run_dir))
 
 
-def read_items(run_dir: Path, sub_id: int) -> list[dict[str, Any]]:
-    """Per-item results of an evaluation (evals/<n>/results.jsonl), [] if there are none."""
+def _read_lines(run_dir: Path, sub_id: int) -> list[tuple[ItemRow, dict[str, Any]]]:
+    """Each line of evals/<n>/results.jsonl that is an item's outcome, typed and as written; a line
+    that is not (not JSON, not an object, a field mistyped: ``ItemRow.from_dict``) is skipped."""
     path = Path(run_dir) / "evals" / str(sub_id) / "results.jsonl"
     if not path.exists():
         return []
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    out = []
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+                out.append((ItemRow.from_dict(raw), raw))
+            except (ValueError, RecursionError):  # RowError is a ValueError
+                continue
+    return out
+
+
+def read_rows(run_dir: Path, sub_id: int) -> list[ItemRow]:
+    """Per-item results of an evaluation, typed; [] if there are none."""
+    return [row for row, _ in _read_lines(run_dir, sub_id)]
+
+
+def read_items(run_dir: Path, sub_id: int) -> list[dict[str, Any]]:
+    """Per-item results of an evaluation (evals/<n>/results.jsonl) as written, each line read
+    through ``ItemRow`` (one that is not an item is skipped); [] if there are none."""
+    return [raw for _, raw in _read_lines(run_dir, sub_id)]
 
 
 @dataclass(frozen=True)
@@ -121,13 +143,24 @@ class ItemComparison:
     still_wrong: int              # wrong in both
 
 
+def _typed(items: list[dict[str, Any]]) -> list[tuple[ItemRow, dict[str, Any]]]:
+    out = []
+    for item in items:
+        try:
+            out.append((ItemRow.from_dict(item), item))
+        except RowError:
+            continue
+    return out
+
+
 def compare_items(current: list[dict[str, Any]], other: list[dict[str, Any]]) -> ItemComparison:
-    by_index = {item["index"]: item for item in other}
+    """Item by item, paired by index (``ItemRow``); an item that is not one is left out."""
+    by_index = {row.index: row for row, _ in _typed(other)}
     solved, broken, kept, still_wrong = [], [], 0, 0
-    for item in current:
-        before = by_index.get(item["index"])
-        was = bool(before and before.get("correct"))
-        now_ok = bool(item.get("correct"))
+    for row, item in _typed(current):
+        before = by_index.get(row.index)
+        was = bool(before and before.correct)
+        now_ok = row.correct
         if now_ok and not was:
             solved.append(item)
         elif was and not now_ok:

@@ -9,9 +9,9 @@ builds them; accuracy); a task overrides ``judge`` or ``judge_all``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.tasks import grading_rules as rules
 from agent2rl_tui.tasks.registry import InferenceSettings
 
@@ -19,20 +19,8 @@ Messages = list[dict[str, str]]
 Prompt = Messages | str  # chat turns, or a plain completion prompt
 
 
-@dataclass
-class ItemResult:
-    """One eval item's outcome, as kept in evals/<n>/results.jsonl."""
-
-    index: int
-    prompt: str
-    output: str
-    extracted: str | None
-    gold: str
-    correct: bool
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+ItemResult = ItemRow
+"""One eval item's outcome: the record's line of evals/<n>/results.jsonl (``record.results.ItemRow``)."""
 
 
 class BaseEvaluator:

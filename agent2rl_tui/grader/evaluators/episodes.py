@@ -31,18 +31,18 @@ from agent2rl_tui.grader.episodes import (
     summarize,
 )
 from agent2rl_tui.grader.evaluators.base import ItemResult
+from agent2rl_tui.record.results import EpisodeRow, Turn
 from agent2rl_tui.tasks.registry import InferenceSettings, Task, task_cache
 
 
 def episode_result(ep: Episode) -> ItemResult:
-    return ItemResult(
-        index=ep.index, prompt=ep.prompt, output="\n".join(t.action for t in ep.turns), extracted=ep.end,
-        gold="won", correct=ep.won,
-        extra={"game": ep.game, "kind": ep.kind, "goal": ep.goal, "steps": ep.steps, "end": ep.end,
-               "score": ep.score, "first_observation": ep.first_observation,
-               "turns": [{"action": t.action, "observation": t.observation, "reward": t.reward,
-                          "completion": t.completion} for t in ep.turns]},
-    )
+    """The episode's results line (``record.results.EpisodeRow``), as an item."""
+    item = ItemResult(index=ep.index, prompt=ep.prompt, output="\n".join(t.action for t in ep.turns),
+                      extracted=ep.end, gold="won", correct=ep.won)
+    return EpisodeRow(item=item, game=ep.game, kind=ep.kind, goal=ep.goal, steps=ep.steps, end=ep.end,
+                      score=ep.score, first_observation=ep.first_observation,
+                      turns=[Turn(action=t.action, observation=t.observation, reward=t.reward,
+                                  completion=t.completion) for t in ep.turns]).to_item()
 
 
 def context_check(engine: Engine, settings: InferenceSettings) -> Any:
