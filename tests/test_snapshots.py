@@ -43,17 +43,52 @@ def test_runs_screen(snap_compare, snapshot_root: Path) -> None:
 
 def test_run_screen_scores(snap_compare, snapshot_root: Path) -> None:
     assert snap_compare(app_for(snapshot_root, "20261122T233320-arith-example"), terminal_size=SIZE,
-                        press=["_", "down", "down", "_"])
+                        run_before=run_screen_up, press=["_", "down", "down", "_"])
 
 
 def test_run_screen_revisions(snap_compare, snapshot_root: Path) -> None:
     assert snap_compare(app_for(snapshot_root, "20261122T233320-arith-example"), terminal_size=SIZE,
-                        press=["2", "_", "_"])
+                        run_before=run_screen_up, press=["2", "_", "_"])
+
+
+async def until(pilot, ready, what: str) -> None:  # noqa: ANN001
+    """Pause until ``ready()``: the panes read the record in workers, which a busy machine slows."""
+    for _ in range(600):
+        await pilot.pause(0.05)
+        if ready():
+            return
+    raise AssertionError(f"waited 30 s for {what}")
+
+
+async def run_screen_up(pilot) -> None:  # noqa: ANN001
+    """Until the Run screen is up: a key pressed before it is lost (a busy machine slows it)."""
+    from agent2rl_tui.ui.screens.run import RunScreen
+
+    await until(pilot, lambda: isinstance(pilot.app.screen, RunScreen), "the Run screen")
+
+
+async def open_a_step(pilot) -> None:  # noqa: ANN001
+    """The Transcript pane (3), its second step opened whole (down, enter), every worker done."""
+    from textual.widgets import Static
+
+    from agent2rl_tui.ui.screens.run import RunScreen
+    from agent2rl_tui.ui.widgets.steps_view import StepsView
+
+    await until(pilot, lambda: isinstance(pilot.app.screen, RunScreen), "the Run screen")  # a key before it is lost
+    await pilot.press("3")
+    await until(pilot, lambda: bool(pilot.app.screen.query(StepsView)) and
+                pilot.app.screen.query_one(StepsView).listed >= 0 and pilot.app.screen.query_one(StepsView).row_count > 1,
+                "the transcript's steps")
+    await pilot.press("down", "enter")
+    await until(pilot, lambda: "enter on a step" not in str(pilot.app.screen.query_one("#step-text", Static).render()),
+                "the step's text")
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
 
 
 def test_run_screen_transcript(snap_compare, snapshot_root: Path) -> None:
     assert snap_compare(app_for(snapshot_root, "20261122T233320-arith-example"), terminal_size=SIZE,
-                        press=["3", "_", "down", "enter", "_"])
+                        run_before=open_a_step)
 
 
 def test_new_run_screen(snap_compare, snapshot_root: Path) -> None:
