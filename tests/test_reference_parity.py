@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from conftest import SHARED_DATA
+from test_deepsearchqa_reference import reference_string_match  # the reference's _string_match, copied there
 from test_prompt_profiles import GSM8K_REFERENCE_ROUND, HUMANEVAL_REFERENCE_ROUND, opencompass_turns
 from test_webshop import reference_prompt as webshop_reference_user_text
 
@@ -191,14 +192,6 @@ REFERENCE_JUDGE_SYSTEM = "You are a strict answer evaluator."
 # rdagent/oai/llm_conf.py: the chat defaults _judge_answer's APIBackend() call runs with
 RDAGENT_CHAT = {"chat_temperature": 0.5, "chat_max_tokens": None, "max_retry": 10, "system_prompt_role": "system"}
 
-
-def reference_string_match(predicted: str, gold: str, answer_type: str) -> bool:  # DeepSearchQAEvaluator._string_match
-    pred = predicted.strip().lower()
-    gold = gold.strip().lower()
-    if answer_type == "Single Answer":
-        return gold in pred or pred in gold
-    gold_items = [x.strip() for x in gold.split(",")]
-    return all(item in pred for item in gold_items)
 
 
 # -- a tokenizer that adds a BOS, as Llama's and Mistral's do -----------------------------------------

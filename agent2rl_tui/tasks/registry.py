@@ -226,12 +226,16 @@ class Task:
     title: str
     data: dict[str, Any]
     inference: InferenceSettings
-    eval_timeout_s: float
     raw: dict[str, Any] = field(repr=False)
     engine: EngineSettings = field(default_factory=EngineSettings)
     prompt_profiles: dict[str, InferenceSettings] = field(default_factory=dict)
     """Every prompt profile by name; ``inference`` is the default one."""
     grader: GraderSection = field(default_factory=GraderSection)
+
+    @property
+    def eval_timeout_s(self) -> float:
+        """Seconds one evaluation may take (the task's ``[grader]``)."""
+        return self.grader.eval_timeout_s
 
     @property
     def env_table(self) -> dict[str, Any]:
@@ -469,7 +473,6 @@ def load_task(name_or_path: str | Path) -> Task:
         title=str(raw.get("title", folder.name)),
         data=dict(raw.get("data", {})),
         inference=profiles[default],
-        eval_timeout_s=grader.eval_timeout_s,
         grader=grader,
         raw=raw,
         engine=engine,

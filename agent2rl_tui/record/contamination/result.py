@@ -145,40 +145,30 @@ def _object(data: object, what: str) -> dict[str, Any]:
     return data
 
 
-def _int(d: dict[str, Any], key: str, default: int) -> int:
+def _read(d: dict[str, Any], key: str, default: Any, types: tuple[type, ...], expected: str) -> Any:
+    """``d[key]`` when it is one of ``types`` (a bool is never a number), the default when missing."""
     value = d.get(key)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _wrong(d, key, "an integer")
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        raise _wrong(d, key, expected)
     return value
+
+
+def _int(d: dict[str, Any], key: str, default: int) -> int:
+    return _read(d, key, default, (int,), "an integer")
 
 
 def _number(d: dict[str, Any], key: str, default: Any) -> Any:
-    value = d.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _wrong(d, key, "a number")
-    return value
+    return _read(d, key, default, (int, float), "a number")
 
 
 def _bool(d: dict[str, Any], key: str, default: bool) -> bool:
-    value = d.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise _wrong(d, key, "true or false")
-    return value
+    return _read(d, key, default, (bool,), "true or false")
 
 
 def _str(d: dict[str, Any], key: str, default: Any) -> Any:
-    value = d.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, str):
-        raise _wrong(d, key, "a string")
-    return value
+    return _read(d, key, default, (str,), "a string")
 
 
 def _list(d: dict[str, Any], key: str) -> list[Any]:
