@@ -23,6 +23,12 @@ $(VENV)/.installed: pyproject.toml
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 		apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || \
 		echo "note: chromium is not installed; the HTML report's browser tests skip until it is: sudo apt install chromium"
+	@# Campaigns' Slurm backend is tested on a real one-node cluster (tests/slurm_cluster.py starts and
+	@# stops its own munged, slurmctld and slurmd in a temporary folder): Debian's packages, installed the same way.
+	@PATH="$$PATH:/usr/sbin:/sbin" command -v slurmctld >/dev/null && PATH="$$PATH:/usr/sbin:/sbin" command -v munged >/dev/null || \
+		{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null; } || \
+		echo "note: Slurm is not installed; the real-Slurm tests skip until it is: sudo apt install slurmctld slurmd slurm-client munge (and run them as root)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check $(TORCH_PIN) -e '.[dev]'
 	$(BIN)/pip install -q --disable-pip-version-check $(TORCH_PIN) -e '.[dev,$(VLLM_EXTRA)]' || \

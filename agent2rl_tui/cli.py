@@ -736,16 +736,11 @@ def campaign_start(ctx: click.Context, file: Path, foreground: bool) -> None:
         _fail(exc)
     with Campaign(folder) as campaign:
         spec, n = campaign.spec, len(campaign.rows())
-    click.echo(f"campaign {folder.name}: {len(spec.cells)} cells x {len(spec.seeds)} seeds = {n} runs, "
-               f"at most {spec.max_parallel} at once")
+    at_once = "Slurm decides how many run at once" if spec.backend == "slurm" else f"at most {spec.max_parallel} at once"
+    click.echo(f"campaign {folder.name}: {len(spec.cells)} cells x {len(spec.seeds)} seeds = {n} runs, {at_once}")
     click.echo(f"campaign folder: {folder}")
     if spec.backend == "slurm":
-        from agent2rl_tui.run.campaign_slurm import submit_queued
-
-        with Campaign(folder) as campaign:
-            jobs = submit_queued(campaign)
-        click.echo(f"{len(jobs)} jobs submitted ({', '.join(j for _, j in jobs[:5])}{' ...' if len(jobs) > 5 else ''}); "
-                   f"`agent2rl-tui campaign status {folder}`")
+        _submit_jobs(folder)
     elif foreground:
         serve(folder)
         click.echo("every run has ended: agent2rl-tui campaign results " + str(folder))
@@ -753,23 +748,42 @@ def campaign_start(ctx: click.Context, file: Path, foreground: bool) -> None:
         click.echo(f"scheduler pid {launch_scheduler(folder)}; `agent2rl-tui campaign status {folder}`")
 
 
+def _submit_jobs(folder: Path) -> None:
+    """Submit the campaign's queued runs as Slurm jobs and say which (or why sbatch refused)."""
+    from agent2rl_tui.run.campaign import Campaign
+    from agent2rl_tui.run.campaign_slurm import submit_queued
+
+    with Campaign(folder) as campaign:
+        try:
+            jobs = submit_queued(campaign)
+        except USER_ERRORS as exc:
+            _fail(RunError(f"{exc}; mend {folder / 'campaign.toml'}, then `agent2rl-tui campaign resume {folder}`"))
+    click.echo(f"{len(jobs)} jobs submitted ({', '.join(j for _, j in jobs[:5])}{' ...' if len(jobs) > 5 else ''}); "
+               f"`agent2rl-tui campaign status {folder}`")
+
+
 @campaign_group.command("status")
 @click.argument("ref")
 @click.pass_context
 def campaign_status(ctx: click.Context, ref: str) -> None:
-    """Each run of the campaign: its cell, seed and state."""
+    """Each run of the campaign: its cell, seed and state (and on Slurm its job's id and state)."""
     from agent2rl_tui.run.campaign import Campaign
+    from agent2rl_tui.run.campaign_slurm import campaign_jobs
 
     folder = _campaign_folder(ctx, ref)
     with Campaign(folder) as campaign:
         meta = campaign.meta()
         alive = campaign.scheduler_alive()
+        slurm = campaign.spec.backend == "slurm"
+        jobs = campaign_jobs(campaign) if slurm else {}
         for row in campaign.rows():
             state = campaign.state_of(row)
-            run = Path(row["run_dir"]).name if row["run_dir"] else (f"job {row['job_id']}" if row["job_id"] else "-")
-            note = f"  ({row['error']})" if row["error"] and state == JobState.QUEUED else ""
+            run = Path(row["run_dir"]).name if row["run_dir"] else "-"
+            if row["job_id"]:  # Slurm's job and its state (squeue, else sacct), beside the run's own
+                job = jobs.get(row["job_id"])
+                run = (f"{run}  " if row["run_dir"] else "") + f"job {row['job_id']}" + (f" {job}" if job else "")
+            note = f"  ({row['error']})" if row["error"] and state in (JobState.QUEUED, JobState.SUBMITTED) else ""
             click.echo(f"{row['id']:4} {row['cell']:50} seed {row['seed']:<3} {state:11} {run}{note}")
-        slurm = campaign.spec.backend == "slurm"
     if slurm:
         click.echo("backend: slurm (submitit jobs; `squeue` shows them)")
     else:
@@ -781,13 +795,18 @@ def campaign_status(ctx: click.Context, ref: str) -> None:
 @click.argument("ref")
 @click.pass_context
 def campaign_resume(ctx: click.Context, ref: str) -> None:
-    """Start the scheduler again (after a reboot, or after requeueing runs of an ended campaign)."""
+    """Start the scheduler again (after a reboot, or after requeueing runs of an ended campaign);
+    on Slurm, submit the runs still queued (after sbatch refused one)."""
     from agent2rl_tui.run.campaign import Campaign, launch_scheduler
 
     folder = _campaign_folder(ctx, ref)
     with Campaign(folder) as campaign:
-        if campaign.scheduler_alive():
+        slurm = campaign.spec.backend == "slurm"  # no scheduler of ours: submit what is still queued
+        if not slurm and campaign.scheduler_alive():
             _fail(RunError("its scheduler is running"))
+    if slurm:
+        _submit_jobs(folder)
+        return
     click.echo(f"scheduler pid {launch_scheduler(folder)}")
 
 
@@ -808,7 +827,10 @@ def campaign_requeue(ctx: click.Context, ref: str, run: str) -> None:
         if campaign.spec.backend == "slurm":
             from agent2rl_tui.run.campaign_slurm import submit_queued
 
-            jobs = submit_queued(campaign)
+            try:
+                jobs = submit_queued(campaign)
+            except USER_ERRORS as exc:
+                _fail(RunError(f"queued again as {new_id}, but {exc}"))
             click.echo(f"queued again as {new_id}; job {jobs[0][1] if jobs else '-'} submitted")
             return
         alive = campaign.scheduler_alive()

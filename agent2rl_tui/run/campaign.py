@@ -111,7 +111,7 @@ class CampaignSpec:
         backend = str(raw.get("backend", "local"))
         if backend not in ("local", "slurm"):
             raise RunError(f"campaign file: backend {backend!r}: use \"local\" or \"slurm\"")
-        default_parallel = max(1, gpus // gpus_per_run) if gpus else 1
+        default_parallel = max(1, gpus // gpus_per_run) if gpus and gpus_per_run else 1
         return cls(name=str(raw["name"]), cells=cells, seeds=[int(s) for s in raw.get("seeds", [0])],
                    budget_s=parse_duration(str(raw.get("budget", "1h"))),
                    max_parallel=int(raw.get("max_parallel", default_parallel)), gpus_per_run=gpus_per_run,

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,20 +68,33 @@ def executor_for(campaign: Campaign, spec: CampaignSpec, cell: Cell, table: dict
 
     cluster = table.get("cluster")
     executor = submitit.AutoExecutor(folder=campaign.folder / "slurm" / "%j", cluster=cluster)
-    params: dict[str, Any] = {"timeout_min": time_limit_min(spec, cell), "name": f"a2rl-{spec.name}",
-                              "gpus_per_node": spec.gpus_per_run if executor.cluster != "local" else 0}
+    params: dict[str, Any] = {"timeout_min": time_limit_min(spec, cell), "name": f"a2rl-{spec.name}"}
+    if spec.gpus_per_run and executor.cluster != "local":  # no gres asked of a CPU-only partition
+        params["gpus_per_node"] = spec.gpus_per_run
     for key, value in table.items():
         if key == "cluster":
             continue
         params[key if key in GENERIC else f"slurm_{key}"] = value
-    if executor.cluster != "slurm":  # the local/debug executors take the generic parameters only
+    if executor.cluster == "slurm":
+        # The job starts in the campaign folder (on the shared file system), not in whatever folder
+        # `campaign start` ran from, which the node may not have.
+        params["slurm_additional_parameters"] = {"chdir": str(campaign.folder),
+                                                 **dict(table.get("additional_parameters") or {})}
+    else:  # the local/debug executors take the generic parameters only
         params = {k: v for k, v in params.items() if not k.startswith("slurm_")}
     executor.update_parameters(**params)
     return executor
 
 
 def submit_queued(campaign: Campaign) -> list[tuple[int, str]]:
-    """Submit every queued run that has no job yet; (row id, job id) for each."""
+    """Submit every queued run that has no job yet; (row id, job id) for each.
+
+    A job sbatch refuses (a partition, account or gres the cluster does not have) raises
+    ``RunError`` with sbatch's words; the runs submitted before it keep their jobs, the rest stay
+    queued for ``campaign resume`` once the file is mended.
+    """
+    from submitit.core.utils import FailedJobError
+
     raw = campaign.spec_raw()
     table = dict(raw.get("slurm", {}))
     spec = campaign.spec
@@ -88,10 +103,82 @@ def submit_queued(campaign: Campaign) -> list[tuple[int, str]]:
         if row["superseded"] or row["run_dir"] or row["job_id"]:
             continue
         cell = Cell(row["task"], row["agent"], row["driver"], row["base_model"], row["command"])
-        job = executor_for(campaign, spec, cell, table).submit(run_job, str(campaign.folder), int(row["id"]))
+        try:
+            job = executor_for(campaign, spec, cell, table).submit(run_job, str(campaign.folder), int(row["id"]))
+        except FailedJobError as exc:
+            words = " ".join(str(exc).split())
+            hint = (" (a partition without GPUs: set gpus_per_run = 0 in the campaign file)"
+                    if "gres" in words.lower() else "")
+            raise RunError(f"sbatch refused run {row['id']}'s job: {words}{hint}; "
+                           f"{len(out)} job(s) submitted before it") from None
         try:
             campaign.db.execute("UPDATE runs SET job_id = ? WHERE id = ?", (str(job.job_id), row["id"]))
         except sqlite3.OperationalError as exc:  # noqa: PERF203 - a locked db: say so, the job still runs
             raise RunError(f"job {job.job_id} submitted, but campaign.db could not record it: {exc}") from exc
         out.append((int(row["id"]), str(job.job_id)))
     return out
+
+
+ENDED_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
+                          "DEADLINE", "PREEMPTED", "REVOKED", "SPECIAL_EXIT"})
+"""Slurm's states of a job that has ended (``squeue``/``sacct``); the rest are waiting or running."""
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """What Slurm says of one job: its state (PENDING, RUNNING, COMPLETED, FAILED, CANCELLED,
+    TIMEOUT ...), why a pending job waits, and an ended job's exit code."""
+
+    state: str
+    reason: str = ""
+    exit_code: str = ""
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED_STATES
+
+    def __str__(self) -> str:
+        note = self.reason if self.state == "PENDING" and self.reason not in ("", "None") else ""
+        if self.ended and self.exit_code not in ("", "0:0"):
+            note = f"exit {self.exit_code}"
+        return self.state + (f" ({note})" if note else "")
+
+
+def _slurm(*cmd: str) -> list[list[str]]:
+    """A Slurm client's ``|``-separated lines, [] where it fails (not installed, no controller, unknown ids)."""
+    try:
+        proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if proc.returncode != 0:
+        return []
+    return [line.split("|") for line in proc.stdout.splitlines() if line.strip()]
+
+
+def job_states(job_ids: list[str]) -> dict[str, JobInfo]:
+    """Slurm's word on each job: ``squeue`` for the jobs the controller still holds (pending,
+    running, and ended ones for ``MinJobAge``), then ``sacct`` for the others: the accounting
+    database where there is one, else the job completion log (``sacct -c``, JobCompType).
+    A job neither knows is left out."""
+    ids = sorted({j for j in job_ids if j}, key=lambda j: (len(j), j))
+    if not ids:
+        return {}
+    found: dict[str, JobInfo] = {}
+    for jid, state, reason in (r for r in _slurm("squeue", "-h", "-t", "all", "-o", "%i|%T|%r", "-j", ",".join(ids))
+                               if len(r) == 3):
+        found[jid] = JobInfo(state, reason)
+    rest = [j for j in ids if j not in found]
+    if rest:
+        fields = ("-n", "-P", "-X", "-o", "JobID,State,ExitCode", "-j", ",".join(rest))
+        rows = _slurm("sacct", *fields) or _slurm("sacct", "-c", *fields)
+        for r in rows:
+            if len(r) == 3 and r[0] in rest:
+                found[r[0]] = JobInfo(r[1].split()[0] if r[1] else "", exit_code=r[2])  # "CANCELLED by 0"
+    return found
+
+
+def campaign_jobs(campaign: Campaign) -> dict[str, JobInfo]:
+    """Slurm's word on the jobs of a campaign's current runs ({} for ``cluster = "local"``: no Slurm)."""
+    if campaign.spec_raw().get("slurm", {}).get("cluster") not in (None, "slurm"):
+        return {}
+    return job_states([r["job_id"] for r in campaign.rows() if r["job_id"] and not r["superseded"]])

@@ -1,0 +1,168 @@
+"""Campaigns on a real Slurm: a one-node cluster (tests/slurm_cluster.py: munged, slurmctld and
+slurmd from Debian's slurm-wlm) and the campaign's runs submitted to it as real jobs through the
+CLI (sbatch via submitit's Slurm executor), read back the way a user would: `campaign status`,
+the run folders and their reports, `campaign results`.
+
+Every test here shares the session's cluster (one per pytest process: keep Slurm tests in this
+file). Where root or the packages are missing they skip, saying how to run them.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+from conftest import cli, wait_for
+from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the session fixture
+
+from agent2rl_tui.record.campaign_view import read_runs
+from agent2rl_tui.record.index import summarize
+from agent2rl_tui.run.campaign import Campaign
+
+pytestmark = pytest.mark.slow
+
+FOUR_RUNS = """
+name = "on-real-slurm"
+backend = "slurm"
+tasks = ["arith"]
+base_models = ["MODEL"]
+seeds = [0, 1, 2, 3]
+budget = "20m"
+gpus_per_run = 0        # the test node has no GPUs: no gres asked
+
+[slurm]
+cpus_per_task = CPUS
+
+[[agents]]
+agent = "example"
+drivers = ["scripted"]
+
+[options]
+eval_limit = 2
+grace = "5s"
+env = { EXAMPLE_SFT_STEPS = "1", EXAMPLE_GRPO_STEPS = "0" }
+"""
+
+STATUS_LINE = re.compile(r"^\s*(\d+) .* seed (\d+)\s+(\S+)\s+(?:(\S+)\s+)?job (\d+) ([A-Z_]+)")
+"""One run in `campaign status`: row id, seed, state, run folder (once started), job id, Slurm state."""
+
+
+def folder_of(stdout: str) -> Path:
+    return Path(next(line.split(": ", 1)[1] for line in stdout.splitlines() if line.startswith("campaign folder: ")))
+
+
+def status_rows(folder: Path) -> list[tuple[str, ...]]:
+    out = cli("campaign", "status", str(folder), timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = [m.groups() for line in out.stdout.splitlines() if (m := STATUS_LINE.match(line))]
+    assert rows, out.stdout
+    return rows
+
+
+def test_a_campaign_runs_as_slurm_jobs_and_slurm_decides_how_many_at_once(
+        slurm_cluster: SlurmCluster, tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
+    cpus = int(slurm_cluster.node["CPUs"])
+    per_job = max(1, cpus // 2)  # so that at most two of the four jobs fit on the node at once
+    fit = cpus // per_job
+    spec = tmp_path / "campaign.toml"
+    spec.write_text(FOUR_RUNS.replace("MODEL", str(tiny_model)).replace("CPUS", str(per_job)), encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere"  # `campaign start` runs from a folder the jobs never see
+    elsewhere.mkdir()
+    proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=300, cwd=elsewhere)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "4 runs, Slurm decides how many run at once" in proc.stdout and "4 jobs submitted" in proc.stdout
+    folder = folder_of(proc.stdout)
+    elsewhere.rmdir()
+
+    # Watch `campaign status` until every run has finished: each line names the run's Slurm job
+    # and its state; the jobs that do not fit wait (PENDING) while the others run.
+    seen: list[list[tuple[str, ...]]] = []
+
+    def all_finished() -> bool:
+        rows = status_rows(folder)
+        seen.append(rows)
+        return len(rows) == 4 and all(r[2] == "finished" for r in rows)
+
+    wait_for(all_finished, timeout=1800, interval=1, what="the four runs to finish on Slurm")
+    running_at_once = max(sum(r[5] == "RUNNING" for r in rows) for rows in seen)
+    assert 1 <= running_at_once <= fit
+    assert any(sum(r[5] == "RUNNING" for r in rows) and any(r[5] == "PENDING" for r in rows) for rows in seen), \
+        "a job should have waited for the node while others ran"
+
+    with Campaign(folder) as campaign:
+        db_rows = {str(r["id"]): dict(r) for r in campaign.rows()}
+    job_ids = {row_id: db["job_id"] for row_id, db in db_rows.items()}
+    assert len(set(job_ids.values())) == 4 and all(j.isdigit() for j in job_ids.values())
+    final = seen[-1]
+    for row_id, seed, state, run_name, job_id, slurm_state in final:
+        assert job_ids[row_id] == job_id and state == "finished"
+        run_dir = folder / run_name
+        assert Path(db_rows[row_id]["run_dir"]) == run_dir and run_dir.is_dir()  # the run folder, in the campaign
+        s = summarize(run_dir)
+        assert (s.status, s.error) == ("finished", None)
+        assert s.baseline is not None and s.best is not None and s.n_submissions >= 1
+        assert (run_dir / "report" / "report.json").is_file() and (run_dir / "report" / "report.md").is_file()
+        assert (run_dir / "workspace").is_dir() and (run_dir / "logs" / "supervisor.log").is_file()
+        assert list((folder / "slurm" / job_id).glob("*_result.pkl")), "submitit keeps each job's result"
+    assert sorted(r[1] for r in final) == ["0", "1", "2", "3"]
+    # Each job ends once its run has (its result written): COMPLETED, as squeue and then sacct say.
+    wait_for(lambda: {r[5] for r in status_rows(folder)} == {"COMPLETED"}, timeout=300, interval=1,
+             what="the four jobs to be COMPLETED")
+
+    # Slurm ran them at most `fit` at once: each run from its start on its node to its end.
+    spans = [(db["started_at"], summarize(Path(db["run_dir"])).ended_at) for db in db_rows.values()]
+    assert max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans) <= fit
+
+    # The results read as a local campaign's: one CSV row per run, with its job id.
+    out = cli("campaign", "results", str(folder), "--csv", str(tmp_path / "runs.csv"))
+    assert out.returncode == 0 and "runs: 4 finished" in out.stdout, out.stdout + out.stderr
+    with (tmp_path / "runs.csv").open(newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert sorted(r["job_id"] for r in table) == sorted(job_ids.values())
+    assert {r["status"] for r in table} == {"finished"} and len(read_runs(folder)) == 4
+
+
+ONE_RUN = """
+name = "no-gpus-here"
+backend = "slurm"
+tasks = ["arith"]
+base_models = ["MODEL"]
+seeds = [0]
+budget = "5m"
+
+[slurm]
+cpus_per_task = 1
+
+[[agents]]
+agent = "command"
+command = "echo a run inside a job"
+
+[options]
+eval_limit = 2
+grace = "1s"
+"""
+
+
+def test_a_job_sbatch_refuses_is_said_and_submitted_once_the_file_is_mended(
+        slurm_cluster: SlurmCluster, tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
+    spec = tmp_path / "campaign.toml"
+    spec.write_text(ONE_RUN.replace("MODEL", str(tiny_model)), encoding="utf-8")
+    # gpus_per_run defaults to 1: a GPU asked of a node without any, which sbatch refuses.
+    proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=300)
+    assert proc.returncode != 0
+    assert "sbatch refused run 1's job" in proc.stderr and "gpus_per_run = 0" in proc.stderr, proc.stderr
+    folder = folder_of(proc.stdout)
+    status = cli("campaign", "status", str(folder))
+    assert " queued " in status.stdout and "job " not in status.stdout, status.stdout
+
+    mended = folder / "campaign.toml"
+    mended.write_text(mended.read_text(encoding="utf-8").replace('budget = "5m"', 'budget = "5m"\ngpus_per_run = 0'),
+                      encoding="utf-8")
+    again = cli("campaign", "resume", str(folder), timeout=300)
+    assert again.returncode == 0 and "1 jobs submitted" in again.stdout, again.stdout + again.stderr
+    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["finished"], timeout=900, interval=1,
+             what="the mended campaign's run to finish")
+    with Campaign(folder) as campaign:
+        assert summarize(Path(campaign.rows()[0]["run_dir"])).baseline is not None
