@@ -29,17 +29,23 @@ the ``walkthrough`` extra), computed on first request (1-3 s), not at every rese
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 from agent2rl_tui.envs.base import EnvError, Environment, Outcome, Start
+from agent2rl_tui.envs.spec import EnvSpec, register
 from agent2rl_tui.tasks.alfworld import GAME_FILE, goal_in, kind_of
 
-if TYPE_CHECKING:
-    from agent2rl_tui.envs import EnvSpec
-
 PREPARE_HINT = "run `agent2rl-tui data prepare alfworld --from DIR` (DIR: where alfworld-download put json_2.1.1/)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ALFWorldSpec(EnvSpec):
+    """``[env]`` of kind ``alfworld``: the common keys only; the games are the task's prepared data."""
+
+    kind: ClassVar[str] = "alfworld"
 
 
 def game_path(root: Path, game: str) -> Path:
@@ -130,10 +136,13 @@ def plan_from_start(env: Any) -> list[str] | None:
         return None
 
 
-def maker(spec: EnvSpec) -> Callable[[], Environment]:
+def maker(spec: ALFWorldSpec) -> Callable[[], Environment]:
     """Players of the task's prepared game folders."""
     from agent2rl_tui.tasks.alfworld import GAMES_DIR
 
     if spec.data_dir is None:
         raise EnvError(f"ALFWorld plays the task's prepared games, and none were given: {PREPARE_HINT}")
     return partial(ALFWorld, spec.data_dir / GAMES_DIR)
+
+
+KIND = register(ALFWorldSpec, maker)

@@ -23,21 +23,30 @@ import urllib.parse
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from agent2rl_tui.envs.base import EnvError, Environment, Outcome, Start
-
-if TYPE_CHECKING:
-    from agent2rl_tui.envs import EnvSpec
+from agent2rl_tui.envs.spec import GIVEN, EnvSpec, register
 
 ACTION = re.compile(r"Action:\s*(search|answer)\[(.+?)\]", re.S)
 """An action as the ReAct prompt asks for it, anywhere in the model's completion (the first one counts)."""
 INVALID = ("Invalid action. Write one line 'Action: search[your query]' to search, or "
            "'Action: answer[your answer]' to answer.")
 NO_RESULTS = "No results found."
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchQASpec(EnvSpec):
+    """``[env]`` of kind ``search-qa``: how many results a search shows; the backend is the run's."""
+
+    kind: ClassVar[str] = "search-qa"
+    top_k: int = 3
+    """Search results shown per query."""
+    search: dict[str, Any] | None = field(default=None, metadata=GIVEN)
+    """The run's search backend (``backend_from``)."""
 
 
 @dataclass(frozen=True)
@@ -179,7 +188,7 @@ class SearchQA:
         pass
 
 
-def maker(spec: EnvSpec) -> Callable[[], Environment]:
+def maker(spec: SearchQASpec) -> Callable[[], Environment]:
     """Question players over the task's prepared questions (both splits), searching the run's backend."""
     if spec.data_dir is None:
         raise EnvError("a searching task plays the questions of its prepared data, and none were given")
@@ -190,3 +199,6 @@ def maker(spec: EnvSpec) -> Callable[[], Environment]:
             with path.open(encoding="utf-8") as fh:
                 questions |= {row["game"]: row for row in map(json.loads, filter(str.strip, fh))}
     return partial(SearchQA, questions, backend_from(spec.search or {}), spec.top_k)
+
+
+KIND = register(SearchQASpec, maker)

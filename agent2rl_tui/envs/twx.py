@@ -20,14 +20,24 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from agent2rl_tui.envs.base import EnvError, Environment, Outcome, Start
-
-if TYPE_CHECKING:
-    from agent2rl_tui.envs import EnvSpec
+from agent2rl_tui.envs.spec import EnvSpec, register
 
 FOLDS = ("train", "dev", "test")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TextWorldExpressSpec(EnvSpec):
+    """``[env]`` of kind ``textworld-express``: the game and its parameters, over the common keys."""
+
+    kind: ClassVar[str] = "textworld-express"
+    game: str = field(metadata={"help": 'the TextWorldExpress game, e.g. "twc"'})
+    """The TextWorldExpress game (``twc``, ``coin``, ...)."""
+    params: str = ""
+    """The game's parameters as the simulator takes them (``numLocations=1,includeDoors=0``)."""
 
 
 def parse_game(game: str) -> tuple[str, int]:
@@ -135,7 +145,7 @@ class _JVM:
             pass
 
 
-def maker(spec: EnvSpec) -> Callable[[], Environment]:
+def maker(spec: TextWorldExpressSpec) -> Callable[[], Environment]:
     """Simulators of the spec's game, every one of this maker's in one JVM while it runs."""
     pool: list[TextWorldExpress] = []
 
@@ -145,3 +155,6 @@ def maker(spec: EnvSpec) -> Callable[[], Environment]:
         return pool[-1]
 
     return make
+
+
+KIND = register(TextWorldExpressSpec, maker)

@@ -28,19 +28,29 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from agent2rl_tui.envs.base import EnvError, Environment, Outcome, Start
-
-if TYPE_CHECKING:
-    from agent2rl_tui.envs import EnvSpec
+from agent2rl_tui.envs.spec import GIVEN, EnvSpec, register
 
 SUCCESS_REWARD = 0.5
 """AutoRL-Bench's success: reward >= 0.5 (WebShop's own and most papers': reward = 1.0)."""
 INSTALL_HINT = ("WebShop is not on PyPI: git clone https://github.com/princeton-nlp/WebShop, run its setup.sh "
                 "(the 1,000-product data: setup.sh -d small), then `agent2rl-tui data prepare webshop --from "
                 "THAT_DIR`; or run a WebShop server and start runs with --webshop-url URL")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WebShopSpec(EnvSpec):
+    """``[env]`` of kind ``webshop``: how many turns the prompt shows; the store is the run's."""
+
+    kind: ClassVar[str] = "webshop"
+    window: int = 5
+    """The turns shown in the prompt."""
+    store: dict[str, Any] | None = field(default=None, metadata=GIVEN)
+    """The run's store (``store_from``): ``url`` of a WebShop server."""
 
 
 class Store(Protocol):
@@ -180,7 +190,7 @@ def store_from(options: dict[str, Any], data_dir: Path | None) -> Store:
     return LocalWebShop(Path(repo), int(options.get("num_products", 1000)))
 
 
-def maker(spec: EnvSpec) -> Callable[[], Environment]:
+def maker(spec: WebShopSpec) -> Callable[[], Environment]:
     """Shoppers in the run's store (``spec.store``), else in the WebShop the task's data names."""
     options, data_dir = dict(spec.store or {}), spec.data_dir
 
@@ -188,3 +198,6 @@ def maker(spec: EnvSpec) -> Callable[[], Environment]:
         return WebShop(store_from(options, data_dir))
 
     return make
+
+
+KIND = register(WebShopSpec, maker)

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from agent2rl_tui.tasks.registry import JudgeSection
+
 JUDGE_MODES = ("ranking", "weighted")
 
 
@@ -26,8 +28,8 @@ class Unparseable(JudgeError):
     """The judge answered, but not in the form asked for; the item counts as failed."""
 
 
-TASK_DEFAULTS = ("mode", "timeout_s", "retries", "backoff_s", "concurrency")
-"""The keys of a task's ``[judge]`` table that are defaults of the run's judge settings."""
+TASK_DEFAULTS = JudgeSection.RUN_DEFAULTS
+"""The keys of a task's ``[judge]`` that are defaults of the run's judge settings."""
 
 
 @dataclass(frozen=True)
@@ -70,10 +72,14 @@ class JudgeSettings:
         return cls(**raw)
 
     @classmethod
-    def for_task(cls, table: dict[str, Any], run: dict[str, Any], *, modes: bool = True) -> JudgeSettings:
-        """The run's judge over the task's ``[judge]`` defaults; ``modes=False`` for a judge that
-        gives verdicts (it has no ranking/weighted mode, so a run's ``mode`` is not its business)."""
-        defaults = {k: v for k, v in table.items() if k in TASK_DEFAULTS and (modes or k != "mode")}
+    def for_task(cls, task: JudgeSection | Mapping[str, Any] | None, run: dict[str, Any], *,
+                 modes: bool = True) -> JudgeSettings:
+        """The run's judge over the task's ``[judge]`` defaults (its ``JudgeSection``, or the table as
+        written); ``modes=False`` for a judge that gives verdicts (it has no ranking/weighted mode, so
+        a run's ``mode`` is not its business)."""
+        if not isinstance(task, JudgeSection):
+            task = JudgeSection(**{k: v for k, v in (task or {}).items() if k in TASK_DEFAULTS})
+        defaults = task.run_defaults(modes=modes)
         return cls.from_dict({**defaults, **{k: v for k, v in run.items() if modes or k != "mode"}})
 
     def to_dict(self) -> dict[str, Any]:

@@ -204,7 +204,7 @@ def check_judge(task: Any, judge: dict[str, Any] | None, env: dict[str, str]) ->
                        "`vllm serve MODEL` (--judge-url http://127.0.0.1:8000/v1)")
     modes = task.evaluator == "pairwise_judge"  # a verdict judge (deepsearchqa) has no modes
     try:
-        settings = JudgeSettings.for_task(task.judge_table, judge, modes=modes)
+        settings = JudgeSettings.for_task(task.judge, judge, modes=modes)
         JudgeClient(settings, env).check()
     except JudgeError as exc:
         raise RunError(f"the judge: {exc}") from None

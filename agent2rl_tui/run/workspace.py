@@ -247,7 +247,7 @@ def write_play_kit(data_dir: Path, task: Task, settings: InferenceSettings) -> N
     """
     spec = EnvSpec.from_table(task.env_table)
     program = PLAY_PROGRAMS.get(spec.kind)
-    env = {"kind": spec.kind, "game": spec.game, "params": spec.params,
+    env = {"kind": spec.kind, "game": getattr(spec, "game", ""), "params": getattr(spec, "params", ""),  # TWX's
            "max_steps": spec.max_steps, "header": settings.prompt_template,
            "max_new_tokens": settings.max_new_tokens, "stop": list(settings.stop)}
     if spec.kind == "alfworld":

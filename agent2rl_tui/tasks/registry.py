@@ -17,7 +17,7 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 BUILTIN_TASKS_DIR = PACKAGE_ROOT / "tasks"
@@ -216,6 +216,66 @@ class GraderSection:
 
 
 @dataclass(frozen=True)
+class JudgeSection:
+    """A task's ``[judge]``: its answers are graded by the LLM judge a run names, and these are the
+    task's defaults under the run's judge options. A key the task leaves out is None: the judge's
+    own default (``judge.JudgeSettings``, the one place they are kept) applies."""
+
+    mode: str | None = None
+    """``ranking`` or ``weighted`` (a pairwise judge; a verdict judge has no modes)."""
+    timeout_s: float | None = None
+    retries: int | None = None
+    backoff_s: float | None = None
+    concurrency: int | None = None
+    ranking_template: str | None = None
+    """The pairwise judge's prompt for ``ranking``, a file in the task folder."""
+    weighted_template: str | None = None
+    """The pairwise judge's prompt for ``weighted``, a file in the task folder."""
+
+    RUN_DEFAULTS: ClassVar[tuple[str, ...]] = ("mode", "timeout_s", "retries", "backoff_s", "concurrency")
+    """The keys that are defaults of the run's judge settings (the templates are the task's own)."""
+    KINDS: ClassVar[dict[str, tuple[type, ...]]] = {
+        "mode": (str,), "timeout_s": (int, float), "retries": (int,), "backoff_s": (int, float),
+        "concurrency": (int,), "ranking_template": (str,), "weighted_template": (str,)}
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any], where: Path) -> JudgeSection:
+        """The table's keys, each of its type (kept as written: the judge's settings record them)."""
+        unknown = sorted(set(table) - set(cls.KINDS))
+        if unknown:
+            raise TaskError(f"{where} [judge]: {unknown[0]!r} is not a [judge] key: remove it or fix its spelling; "
+                            f"known: {', '.join(cls.KINDS)}")
+        for key, value in table.items():
+            kinds = cls.KINDS[key]
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                want = " or ".join("a string" if k is str else f"an {k.__name__}" if k is int else f"a {k.__name__}"
+                                   for k in kinds)
+                raise TaskError(f"{where} [judge]: {key} = {value!r} is not {want}: write it as one")
+        return cls(**table)
+
+    def run_defaults(self, *, modes: bool = True) -> dict[str, Any]:
+        """The task's defaults of the run's judge settings (``mode`` left out where ``modes`` is off)."""
+        return {k: v for k in self.RUN_DEFAULTS if (v := getattr(self, k)) is not None and (modes or k != "mode")}
+
+    def template(self, mode: str) -> str | None:
+        """The prompt file of a pairwise judge's ``mode``, where the task has one."""
+        return {"ranking": self.ranking_template, "weighted": self.weighted_template}.get(mode)
+
+
+SectionCheck = Callable[["Task"], None]
+SECTION_CHECKS: dict[str, SectionCheck] = {}
+"""Checks of a task's sections that a layer above this one reads (``[env]``: ``envs`` registers the
+check of its kinds' specs when imported, as every program that plays a task imports it); a task is
+loaded only when every check of a section it has passes."""
+
+
+def register_section_check(section: str, check: SectionCheck) -> None:
+    """``check(task)`` runs on every task with a ``[section]`` that ``load_task`` loads; it raises
+    ``TaskError`` naming the task file and the key."""
+    SECTION_CHECKS[section] = check
+
+
+@dataclass(frozen=True)
 class Task:
     """One benchmark task as declared by its folder."""
 
@@ -231,6 +291,8 @@ class Task:
     prompt_profiles: dict[str, InferenceSettings] = field(default_factory=dict)
     """Every prompt profile by name; ``inference`` is the default one."""
     grader: GraderSection = field(default_factory=GraderSection)
+    judge: JudgeSection | None = None
+    """The task's ``[judge]``; None: its answers are not graded by a judge."""
 
     @property
     def eval_timeout_s(self) -> float:
@@ -251,12 +313,7 @@ class Task:
     @property
     def judged(self) -> bool:
         """Whether the task's answers are graded by an LLM judge the run names (it has a ``[judge]``)."""
-        return "judge" in self.raw
-
-    @property
-    def judge_table(self) -> dict[str, Any]:
-        """The ``[judge]`` defaults a run's judge options go over (``judge.JudgeSettings.for_task``)."""
-        return dict(self.raw.get("judge", {}))
+        return self.judge is not None
 
     @property
     def description(self) -> str:
@@ -450,6 +507,10 @@ def load_task(name_or_path: str | Path) -> Task:
         raise TaskError(f"{folder / 'task.toml'} is not valid TOML: {exc}") from exc
     if not (folder / "description.md").is_file():
         raise TaskError(f"task folder {folder} needs a description.md for the agent")
+    where = folder / "task.toml"
+    for section in ("grader", "judge", "env", "engine", "inference", "data"):
+        if not isinstance(raw.get(section, {}), dict):
+            raise TaskError(f"{where}: {section} must be a table ([{section}] with its keys under it)")
     profiles = prompt_profiles_of(raw, folder / "task.toml")
     default = str(raw.get("prompt_profile", next(iter(profiles))))
     if default not in profiles:
@@ -464,8 +525,9 @@ def load_task(name_or_path: str | Path) -> Task:
             engine_settings(engine, profile.engine)
         except TaskError as exc:
             raise TaskError(f"{folder / 'task.toml'} [prompt_profiles.{name}] engine: {exc}") from exc
-    grader = GraderSection.from_table(dict(raw.get("grader", {})), folder / "task.toml")
-    return Task(
+    grader = GraderSection.from_table(dict(raw.get("grader", {})), where)
+    judge = JudgeSection.from_table(raw["judge"], where) if "judge" in raw else None
+    task = Task(
         name=str(raw.get("name", folder.name)),
         folder=folder,
         level=int(raw.get("level", 1)),
@@ -477,7 +539,12 @@ def load_task(name_or_path: str | Path) -> Task:
         raw=raw,
         engine=engine,
         prompt_profiles=profiles,
+        judge=judge,
     )
+    for section, check in SECTION_CHECKS.items():
+        if section in raw:
+            check(task)
+    return task
 
 
 def prompt_profiles_of(raw: dict[str, Any], where: Path) -> dict[str, InferenceSettings]:

@@ -371,7 +371,7 @@ def judge_reward(task: Task, judge: dict[str, Any]) -> Callable[[str, dict[str, 
     from agent2rl_tui.judge import JudgeSettings
     from agent2rl_tui.judge.verdict import judge_answers
 
-    settings = JudgeSettings.for_task(task.judge_table, judge, modes=False)
+    settings = JudgeSettings.for_task(task.judge, judge, modes=False)
     cache = task_cache(task) / "judge-cache.sqlite"
 
     def reward(answer: str, row: dict[str, Any]) -> tuple[float, int]:

@@ -13,7 +13,7 @@ from agent2rl_tui.grader.evaluators.humaneval import HumanEvalEvaluator
 from agent2rl_tui.grader.evaluators.math_answer import MathAnswerEvaluator
 from agent2rl_tui.grader.evaluators.pairwise import PairwiseJudgeEvaluator
 from agent2rl_tui.judge import JUDGE_MODES, JudgeError, JudgeSettings
-from agent2rl_tui.tasks.registry import InferenceSettings, Task, task_cache
+from agent2rl_tui.tasks.registry import InferenceSettings, JudgeSection, Task, task_cache
 
 EVALUATORS: dict[str, type[BaseEvaluator]] = {
     "math_answer": MathAnswerEvaluator,
@@ -49,10 +49,10 @@ def pairwise_evaluator(task: Task, spec: dict[str, Any], judge: dict[str, Any] |
     if not judge:
         raise JudgeError(f"task {task.name} is graded by a judge, and this run names none: start it with "
                          "--judge-url URL --judge-model NAME [--judge-key-env VAR]")
-    table = task.judge_table
-    settings = JudgeSettings.for_task(table, judge)
-    templates = {mode: (task.folder / table[f"{mode}_template"]).read_text(encoding="utf-8")
-                 for mode in JUDGE_MODES if f"{mode}_template" in table}
+    section = task.judge or JudgeSection()
+    settings = JudgeSettings.for_task(section, judge)
+    templates = {mode: (task.folder / name).read_text(encoding="utf-8")
+                 for mode in JUDGE_MODES if (name := section.template(mode))}
     if settings.mode not in templates:
         raise JudgeError(f"task {task.name} has no [judge] {settings.mode}_template")
     cache = task_cache(task)

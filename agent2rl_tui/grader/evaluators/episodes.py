@@ -17,6 +17,7 @@ from typing import Any
 
 from agent2rl_tui.envs import PROFILE_TRANSCRIPTS, TRANSCRIPTS, EnvSpec
 from agent2rl_tui.envs.base import EnvError, Start
+from agent2rl_tui.envs.webshop import WebShopSpec
 from agent2rl_tui.grader.engines.base import Engine
 from agent2rl_tui.grader.episodes import (
     Episode,
@@ -63,7 +64,8 @@ def episode_format(spec: EnvSpec, settings: InferenceSettings, engine: Engine | 
                        f"known: {', '.join(TRANSCRIPTS + PROFILE_TRANSCRIPTS)}")
     if transcript in ("webshop", "webshop-reference"):
         render = (lambda messages: engine.render(messages, require_template=True)) if engine else None
-        return WebShopFormat(window=spec.window, render=render, given_instruction=transcript == "webshop-reference")
+        window = spec.window if isinstance(spec, WebShopSpec) else WebShopFormat.window  # WebShop's layout, another kind
+        return WebShopFormat(window=window, render=render, given_instruction=transcript == "webshop-reference")
     cls = {"react": ReActFormat, "search-react": SearchReActFormat,
            "search-react-reference": ReferenceSearchReActFormat}.get(transcript, EpisodeFormat)
     return cls(header=settings.prompt_template, think_prefix=spec.think_prefix)
@@ -107,7 +109,7 @@ def judge_episodes(task: Task, episodes: list[Episode], items: list[dict[str, An
     if not judge:
         raise JudgeError(f"task {task.name} is graded by a judge, and this run names none: start it with "
                          "--judge-url URL --judge-model NAME [--judge-key-env VAR]")
-    settings = JudgeSettings.for_task(task.judge_table, judge, modes=False)
+    settings = JudgeSettings.for_task(task.judge, judge, modes=False)
     fmt = fmt or SearchReActFormat()
     answers = [fmt.answer_of(ep) for ep in episodes]
     triples = [(a, str(item["answer"]), str(item.get("answer_type") or "Single Answer"))
