@@ -172,8 +172,8 @@ def test_a_scripted_searcher_that_answers_right_wins_and_a_wrong_one_does_not(ds
     from agent2rl_tui.grader.evaluators.episodes import episode_result
     from agent2rl_tui.record.episodes_view import episode_rows
 
-    item = episode_result(episodes[1]).to_dict()
-    item["extra"].update(extras[1])
+    item = episode_result(episodes[1])
+    item.extra.update(extras[1])
     shown = {(r.label, r.text) for r in episode_rows(item)}
     assert {("answer", "amber-999"), ("gold", items[1]["answer"]), ("judge", "incorrect")} <= shown
     assert ("end", "lost: the judge called the answer wrong") in shown

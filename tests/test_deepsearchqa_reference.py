@@ -254,7 +254,7 @@ def test_the_items_screen_says_when_the_string_match_decided(questions: dict, pr
                     max_steps=6)
     extras, _ = judge_episodes(task, episodes, [questions["rows"]["eval:5"]],
                                {"base_url": judge_server().url, "model": "not-served"}, fmt, "reference")
-    item = episode_result(episodes[0]).to_dict()
-    item["extra"].update(extras[0])
+    item = episode_result(episodes[0])
+    item.extra.update(extras[0])
     shown = {(r.label, r.text) for r in episode_rows(item)}
     assert ("answer", "(empty)") in shown and ("decided by", "string match (the judge failed)") in shown

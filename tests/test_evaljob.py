@@ -94,9 +94,12 @@ def test_an_old_summary_reads_as_it_was_written() -> None:
     assert summary.to_json() == old and summary.rest == {"some_later_key": [1, 2]}
     sub = sub_with(text)
     assert prompt_profile_of(None, sub) == "opencompass" and decoding_row_of(None, sub) == "qwen"
-    assert strict_of(sub) == old["strict"]
+    strict = strict_of(sub)
+    assert strict is not None and strict.to_json() == old["strict"] and (strict.score, strict.rule) == (50.0, "r")
     judged = judgement_of(sub)
-    assert judged is not None and judged["win_rate"] == 60.0 and judged["judge_model"] == "gpt"
+    assert judged is not None and (judged.win_rate, judged.judge_model, judged.n_judged) == (60.0, "gpt", 5)
+    assert list(judged.to_json()) == JUDGED_KEYS and judged.to_json()["n_cached"] is None
+    assert summary.engine_settings is not None and summary.engine_settings.engine == "vllm"
     # A run without a recorded profile falls back to the run's config, as before.
     assert prompt_profile_of('{"prompt_profile": "ours"}', sub_with("{}")) == "ours"
 
@@ -114,18 +117,89 @@ def test_a_hostile_or_broken_summary_reads_as_none(text: str | None) -> None:
 
 def test_a_judge_without_rates_is_no_judgement() -> None:
     assert judgement_of(sub_with(json.dumps({"judge": {"model": "m"}}))) is None
+    assert judgement_of(sub_with(json.dumps({"judge": {}, "winrate": {"win_rate": 1.0}}))) is None
+
+
+JUDGED_KEYS = ["metric", "win_rate", "length_controlled_winrate", "lc_unavailable", "n_judged", "n_failed",
+               "n_cached", "judge_model", "judge_mode"]
+"""report.json's ``judged`` keys before they were typed, in their order."""
+
+HOSTILE_TABLES = {
+    "engine_settings": {"engine": 5, "dtype": None, "device": ["cpu"], "later": {"x": 1}},
+    "strict": {"rule": ["r"], "score": "high", "differ": [1, "2"], "n_correct": True, "n_differ": float("nan")},
+    "judge": {"mode": 3, "model": {"name": "m"}, "prompt_version": None, "base_url": "http://x"},
+    "winrate": {"n_total": "5", "win_rate": [60], "metric": 7, "length_controlled_winrate": None, "extra": 1},
+    "env": {"kind": 1, "max_steps": 50},
+    "episodes": {"by_kind": [1], "score": False, "games": 3, "later": None},
+}
+"""Each inner table with its typed keys of the wrong type, in another order, and unknown keys."""
+
+
+def test_hostile_inner_tables_read_without_error_and_write_back_unchanged() -> None:
+    data = {"evaluator": "x", **HOSTILE_TABLES, "rest_key": 1}
+    text = json.dumps(data)
+    summary = EvalSummary.from_settings_json(text)
+    assert summary.to_settings_json() == text  # byte-identical: the keys, their order, the odd values kept
+    assert summary.engine_settings is not None and summary.engine_settings.engine is None
+    assert summary.engine_settings.rest == {"engine": 5, "device": ["cpu"], "later": {"x": 1}}
+    strict = strict_of(sub_with(text))
+    assert strict is not None and (strict.rule, strict.score, strict.differ, strict.n_correct) == (None,) * 4
+    assert strict.n_differ != strict.n_differ  # NaN is a number: kept as written
+    assert summary.judge is not None and (summary.judge.model, summary.judge.mode) == (None, None)
+    judged = judgement_of(sub_with(text))
+    assert judged is not None and (judged.metric, judged.win_rate, judged.n_judged, judged.judge_model) == (None,) * 4
+    assert json.dumps(judged.to_json())  # what the report writes
+    assert summary.env is not None and summary.env.kind is None and summary.env.rest["max_steps"] == 50
+    assert summary.episodes is not None and (summary.episodes.by_kind, summary.episodes.score) == (None, None)
+    assert summary.episodes.games == 3
+
+
+@pytest.mark.parametrize("table", sorted(HOSTILE_TABLES))
+@pytest.mark.parametrize("value", [None, 5, "x", [1], [], {}, True])
+def test_an_inner_table_of_any_value_reads_and_writes_back(table: str, value: object) -> None:
+    text = json.dumps({table: value, "after": 1})
+    summary = EvalSummary.from_settings_json(text)
+    assert summary.to_settings_json() == text
+    part = getattr(summary, table)
+    assert (part is None) == (not isinstance(value, dict))
+    if isinstance(value, dict):  # an empty table is a part, and empty
+        assert part.empty and part.to_json() == {}
+    else:  # a table that is not one is kept as found, beside the others
+        assert summary.rest[table] == value
+    sub = sub_with(text)
+    assert judgement_of(sub) is None and (strict_of(sub) is None or strict_of(sub).empty)
+
+
+def test_a_made_summary_writes_the_workers_keys_in_order() -> None:
+    from agent2rl_tui.record.summary_parts import StrictReading
+
+    made = EvalSummary.made_with(
+        evaluator="math_answer", engine_choice="why", engine_load="fresh",
+        inference={"prompt_profile": "reference", "chat": False, "decoding_row": None},
+        engine_settings={"engine": "vllm", "dtype": "bfloat16", "device": "cuda"},
+        details={"later": 1, "winrate": {"win_rate": 50.0}, "strict": {"rule": "r", "score": 10}},
+        env={"kind": "twc"}, episodes={"score": 10.0, "games": 2})
+    assert list(made.to_json()) == ["evaluator", "engine_choice", "engine_load", "prompt_profile", "chat",
+                                    "decoding_row", "engine_settings", "strict", "winrate", "later", "env",
+                                    "episodes"]
+    assert made.strict == StrictReading.from_json({"rule": "r", "score": 10})
+    assert list(made.to_json()["strict"]) == ["rule", "score"]  # the evaluator's order, kept
+    assert made.env is not None and made.env.kind == "twc" and made.episodes is not None
+    assert EvalSummary.from_settings_json(made.to_settings_json()) == made
+    # A part made in code writes its typed fields that are set, then the rest.
+    assert StrictReading(score=1.0, rule="r", rest={"x": 2}).to_json() == {"score": 1.0, "rule": "r", "x": 2}
 
 
 # -- the lines of evals/<n>/results.jsonl (record.results) -------------------------------------
 
 def test_a_real_results_file_reads_back_line_for_line(live_grader: LiveGrader) -> None:
     from agent2rl_tui.record.results import ItemRow
-    from agent2rl_tui.record.runview import read_items, read_rows
+    from agent2rl_tui.record.runview import read_rows
 
     path = live_grader.run_dir / "evals" / "0" / "results.jsonl"
     lines = path.read_text(encoding="utf-8").splitlines()
     assert lines and all(ItemRow.from_dict(json.loads(line)).to_line() == line for line in lines)
-    assert [r.to_dict() for r in read_rows(live_grader.run_dir, 0)] == read_items(live_grader.run_dir, 0)
+    assert [r.to_line() for r in read_rows(live_grader.run_dir, 0)] == lines
 
 
 def test_an_episode_line_is_the_runners_episode() -> None:
@@ -148,7 +222,8 @@ def test_an_episode_line_is_the_runners_episode() -> None:
 
 def test_hostile_results_lines_are_skipped_not_fatal(tmp_path: Path) -> None:
     from agent2rl_tui.record.episodes_view import all_episodes, episode_rows, facts, is_episode
-    from agent2rl_tui.record.runview import compare_items, read_items
+    from agent2rl_tui.record.results import ItemRow
+    from agent2rl_tui.record.runview import compare_items, read_rows
 
     good = {"index": 0, "prompt": "1+1=", "output": "2", "extracted": "2", "gold": "2", "correct": True}
     hostile = ["not json", "[1, 2]", '"text"', "[" * 50_000, json.dumps({"prompt": "no index"}),
@@ -157,12 +232,14 @@ def test_hostile_results_lines_are_skipped_not_fatal(tmp_path: Path) -> None:
     out = tmp_path / "evals" / "1"
     out.mkdir(parents=True)
     (out / "results.jsonl").write_text("\n".join([*hostile, json.dumps(good)]) + "\n", encoding="utf-8")
-    assert read_items(tmp_path, 1) == [good]
-    cmp = compare_items([good, [1], {"index": None}], [{"index": 0, "correct": False}, "x"])  # type: ignore[list-item]
-    assert cmp.solved == [good] and cmp.kept == 0
-    weird = {"index": 1, "correct": 1, "extra": {"turns": [5, {"action": 3, "reward": "big"}], "steps": "many",
-                                                  "score": float("inf"), "game": None}}
-    assert is_episode(weird) and all_episodes([weird]) and not is_episode({"extra": {"turns": []}})
+    rows = read_rows(tmp_path, 1)
+    assert [r.to_dict() for r in rows] == [{**good, "extra": {}}]
+    cmp = compare_items(rows, [ItemRow.from_dict({"index": 0, "correct": False})])
+    assert cmp.solved == rows and cmp.kept == 0
+    weird = ItemRow.from_dict({"index": 1, "correct": 1, "extra": {"turns": [5, {"action": 3, "reward": "big"}],
+                                                                   "steps": "many", "score": float("inf"),
+                                                                   "game": None}})
+    assert is_episode(weird) and all_episodes([weird]) and not is_episode(ItemRow.from_dict({"index": 2}))
     f = facts(weird)
     assert (f.game, f.steps, f.actions) == ("?", 1, ["3"])
     assert any(r.note == "reward ?" for r in episode_rows(weird))

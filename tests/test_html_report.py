@@ -26,7 +26,7 @@ from synthetic import T0, add_revisions, add_transcript, make_run
 
 from agent2rl_tui.record.html_evidence import MAX_STEPS
 from agent2rl_tui.record.html_report import render_html
-from agent2rl_tui.record.runview import compare_items, read_items
+from agent2rl_tui.record.runview import compare_items, read_rows
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.util.inert import one_line
 
@@ -142,11 +142,11 @@ def test_example_run_page_in_a_browser(example_run: tuple[Path, str], tmp_path: 
     assert "score over run time" in svg and dom.tags("polyline")
 
     last = report["submissions"][-1]["submission_id"]  # its flips against the baseline, item by item
-    flips = compare_items(read_items(run_dir, last), read_items(run_dir, 0))
+    flips = compare_items(read_rows(run_dir, last), read_rows(run_dir, 0))
     assert flips.solved
     shown = dom.under(f"items-{last}")
     assert f"vs the baseline: {len(flips.solved)} solved, {len(flips.broken)} broken" in shown
-    assert one_line(flips.solved[0]["prompt"]) in shown and str(flips.solved[0]["gold"]) in shown
+    assert one_line(flips.solved[0].prompt) in shown and flips.solved[0].gold in shown
 
     with RunStore.of_run(run_dir) as store:
         texts = [r[0] for r in store.conn.execute("SELECT text FROM steps ORDER BY seq LIMIT 5")]

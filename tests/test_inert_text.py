@@ -34,6 +34,7 @@ from textual.widgets import DataTable, Markdown, Static
 
 from agent2rl_tui.record.episodes_view import episode_rows
 from agent2rl_tui.record.report import render_markdown
+from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.run import containment
 from agent2rl_tui.ui.app import Agent2RLApp
@@ -508,7 +509,7 @@ async def test_an_episode_of_hostile_observations_and_actions_is_inert() -> None
                                                     "end": "done", "turns": turns, "first_observation": "start\x9b2J"}}
     view = EpisodeView()
     async with _One(view).run_test(size=(100, 40)) as pilot:
-        view.set_rows(episode_rows(item))
+        view.set_rows(episode_rows(ItemRow.from_dict(item)))
         await pilot.pause()
         text = view.text()
         assert not raw_controls(text)

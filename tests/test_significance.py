@@ -74,13 +74,13 @@ def test_a_runs_submissions_are_compared_with_its_baseline_item_by_item(tmp_path
     from synthetic import make_episode_run
 
     from agent2rl_tui.record.items import significance
-    from agent2rl_tui.record.runview import read_items
+    from agent2rl_tui.record.runview import read_rows
 
     if shutil.which("java") is None:
         pytest.skip("TextWorldExpress needs Java on PATH")
     run = make_episode_run(tmp_path, "20261126T120000-twc-example",
                            [["nonsense"] * 12, ["gold"] * 12, ["gold"] * 3 + ["nonsense"] * 9])
-    base, all_won, three = (read_items(run, n) for n in (0, 1, 2))  # the baseline is evaluation 0
+    base, all_won, three = (read_rows(run, n) for n in (0, 1, 2))  # the baseline is evaluation 0
     c = significance(all_won, base)
     assert c is not None and (c.gained, c.lost, c.label) == (12, 0, BETTER) and c.diff == pytest.approx(100.0)
     c = significance(three, base)
@@ -135,9 +135,11 @@ def test_agent2rl_tui_tasks_states_each_tasks_resolution() -> None:
 
 def test_judged_preferences_are_compared_by_the_paired_bootstrap() -> None:
     from agent2rl_tui.record.items import significance
+    from agent2rl_tui.record.results import ItemRow
 
-    def items(prefs: list[float | None]) -> list[dict]:
-        return [{"index": i, "correct": p is not None and p > 1.5, "extra": {"preference": p}} for i, p in enumerate(prefs)]
+    def items(prefs: list[float | None]) -> list[ItemRow]:
+        return [ItemRow(index=i, prompt="", output="", extracted=None, gold="", correct=p is not None and p > 1.5,
+                        extra={"preference": p}) for i, p in enumerate(prefs)]
 
     rng = random.Random(1)
     base = [1.0 + rng.random() * 0.6 for _ in range(200)]  # the reference mostly preferred

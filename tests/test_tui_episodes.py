@@ -30,6 +30,7 @@ from agent2rl_tui.record.episodes_view import (
     facts,
     is_episode,
 )
+from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.ui.app import Agent2RLApp
 from agent2rl_tui.ui.screens.items import ItemsScreen
 from agent2rl_tui.ui.screens.run import RunScreen
@@ -57,13 +58,13 @@ def results(run: Path, sub_id: int) -> list[dict]:
 
 
 def made_episode(turns: list[tuple[str, str, float, str]], *, end: str = "step limit", index: int = 3,
-                 kind: str | None = "pick") -> dict:
-    """A result line exactly as the grader writes it, from the runner's own dataclasses."""
+                 kind: str | None = "pick") -> ItemRow:
+    """A result row exactly as the grader writes it, from the runner's own dataclasses."""
     ep = Episode(index=index, game="test:20003", goal="Put the apple in the fridge.",
                  first_observation="You are in the kitchen. \n", kind=kind, end=end, won=end == "won",
                  score=1.0 if end == "won" else 0.25, prompt="Your task: ...",
                  turns=[Turn(action=a, observation=o, reward=r, completion=c) for a, o, r, c in turns])
-    return episode_result(ep).to_dict()
+    return episode_result(ep)
 
 
 async def open_items(pilot, run_id: str, sub: str) -> ItemsScreen:  # noqa: ANN001
@@ -88,9 +89,8 @@ def test_episode_rows_show_facts_then_each_turn() -> None:
                          ("open fridge", "The fridge is open.", 0.0, "open fridge\nthen put the apple in it"),
                          ("dance", "Unknown action.", 0.0, "dance")])
     assert is_episode(item) and all_episodes([item])
-    assert not is_episode({"index": 0, "prompt": "1+1=", "output": "2", "extracted": "2", "gold": "2",
-                           "correct": True})
-    assert not all_episodes([]) and not all_episodes([item, {"index": 1, "correct": False}])
+    assert not is_episode(ItemRow(index=0, prompt="1+1=", output="2", extracted="2", gold="2", correct=True))
+    assert not all_episodes([]) and not all_episodes([item, ItemRow.from_dict({"index": 1, "correct": False})])
     f = facts(item)
     assert (f.game, f.kind, f.end, f.steps, f.won) == ("test:20003", "pick", "step limit", 3, False)
     assert f.outcome == "lost (step limit)" and f.end_meaning == END_MEANINGS["step limit"]

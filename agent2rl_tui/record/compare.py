@@ -23,7 +23,8 @@ from pathlib import Path
 
 from agent2rl_tui.record.index import RunSummary
 from agent2rl_tui.record.items import significance
-from agent2rl_tui.record.runview import read_items
+from agent2rl_tui.record.results import ItemRow
+from agent2rl_tui.record.runview import read_rows
 from agent2rl_tui.record.significance import Comparison
 from agent2rl_tui.record.stats import bootstrap_ci, expected_best_of
 from agent2rl_tui.record.store import RunStatus, RunStore, StoreError
@@ -135,7 +136,7 @@ class Pairing:
     """Pairs left out past ``MAX_PAIRS``."""
 
 
-def _best_items(path: Path) -> tuple[float | None, list[dict]] | None:
+def _best_items(path: Path) -> tuple[float | None, list[ItemRow]] | None:
     try:
         with RunStore.of_run(path) as store:
             best = store.best()
@@ -143,19 +144,19 @@ def _best_items(path: Path) -> tuple[float | None, list[dict]] | None:
         return None
     if best is None:
         return None
-    items = read_items(path, best.id)
+    items = read_rows(path, best.id)
     return (best.score, items) if items else None
 
 
-def _draw(items: list[dict]) -> str:
+def _draw(items: list[ItemRow]) -> str:
     """Which eval items these are: a hash of their indices and prompts (one eval seed, one draw)."""
-    key = "\n".join(f"{i.get('index')}\t{str(i.get('prompt', ''))[:2000]}" for i in sorted(items, key=lambda i: i["index"]))
+    key = "\n".join(f"{i.index}\t{i.prompt[:2000]}" for i in sorted(items, key=lambda i: i.index))
     return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def paired_bests(runs: list[RunSummary], max_pairs: int = MAX_PAIRS) -> Pairing:
     """Every two runs of one task and prompt profile graded on the same items, best against best."""
-    read: dict[tuple[str, str, str], list[tuple[RunSummary, float | None, list[dict]]]] = {}
+    read: dict[tuple[str, str, str], list[tuple[RunSummary, float | None, list[ItemRow]]]] = {}
     for r in runs:
         got = _best_items(r.path)
         if got is not None:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent2rl_tui.record.results import EpisodeRow, RowError
+from agent2rl_tui.record.results import EpisodeRow, ItemRow
 
 MAX_TURNS = 200
 """Turns shown per episode; the rest are counted, not drawn."""
@@ -70,16 +70,12 @@ class Row:
     note_good: bool = False  # the note is good news (a positive reward)
 
 
-def is_episode(item: dict[str, Any]) -> bool:
-    """An interactive task's result line: an item (``ItemRow``) whose ``extra`` holds the turns played."""
-    try:
-        EpisodeRow.from_dict(item)
-    except RowError:
-        return False
-    return True
+def is_episode(item: ItemRow) -> bool:
+    """An interactive task's result line: an item whose ``extra`` holds the turns played."""
+    return item.is_episode
 
 
-def all_episodes(items: Iterable[dict[str, Any]]) -> bool:
+def all_episodes(items: Iterable[ItemRow]) -> bool:
     """The items are episodes (an evaluation's items are all of one kind); False for none."""
     seen = False
     for item in items:
@@ -89,9 +85,9 @@ def all_episodes(items: Iterable[dict[str, Any]]) -> bool:
     return seen
 
 
-def facts(item: dict[str, Any]) -> EpisodeFacts:
-    """An episode's facts (``is_episode`` lines only: another is a ``RowError``)."""
-    return _facts(EpisodeRow.from_dict(item))
+def facts(item: ItemRow) -> EpisodeFacts:
+    """An episode's facts (``is_episode`` items only: another is a ``RowError``)."""
+    return _facts(EpisodeRow.from_item(item))
 
 
 def _facts(ep: EpisodeRow) -> EpisodeFacts:
@@ -114,12 +110,12 @@ def _capped(kind: RowKind, label: str, text: str, turn: int | None, max_chars: i
             Row("hidden", "", f"… {len(text) - max_chars:,} more characters not shown", turn)]
 
 
-def episode_rows(item: dict[str, Any], *, max_turns: int = MAX_TURNS,
+def episode_rows(item: ItemRow, *, max_turns: int = MAX_TURNS,
                  max_chars: int = MAX_TEXT_CHARS) -> list[Row]:
     """The detail of one episode: its facts, the opening observation, then every turn
     (action and reward; the raw completion where it says more than the action; the
     observation), with long texts and turns past ``max_turns`` counted instead of shown."""
-    ep = EpisodeRow.from_dict(item)
+    ep = EpisodeRow.from_item(item)
     f = _facts(ep)
     extra = ep.rest  # a searching task's answer and judging
     score = f" · score {f.score:g}" if f.score is not None else ""

@@ -7,9 +7,11 @@ on the worker's stdin; the worker (``grader/worker.py``) writes its answer to
 ``judgement_of``, ``prompt_profile_of``, ``decoding_row_of``) parse again, years later, from
 run folders any release may have written. They live here, in the layer that owns the run
 folder, so that the writer (the grader) and those readers share one definition: each is a
-dataclass with one way to JSON and one way back. The JSON is the same as before these types
-existed (same keys, same order), so old run folders stay readable and new ones stay
-readable by old releases.
+dataclass with one way to JSON and one way back, and so is each table inside a summary
+(``record.summary_parts``: our stricter reading, the judge, its win rates, the engine's
+settings, the environment, the play summary). The JSON is the same as before these types
+existed (same keys, same order, unknown keys kept), so old run folders stay readable and new
+ones stay readable by old releases.
 """
 
 from __future__ import annotations
@@ -17,8 +19,19 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from agent2rl_tui.record.summary_parts import (
+    EngineRecord,
+    EnvRecord,
+    EpisodesSummary,
+    Judgement,
+    JudgeRecord,
+    Part,
+    StrictReading,
+    WinRates,
+    as_json,
+)
 from agent2rl_tui.tasks.registry import InferenceSettings
 
 
@@ -145,22 +158,28 @@ class EvalSummary:
     """The prompt profile's settings as recorded, but for the two typed below."""
     prompt_profile: str | None = None
     decoding_row: str | None = None
-    engine_settings: dict[str, Any] | None = None
-    strict: dict[str, Any] | None = None
+    engine_settings: EngineRecord | None = None
+    strict: StrictReading | None = None
     """Our stricter reading beside a reference-profile score: score, n_correct, n_differ, differ, rule."""
-    judge: dict[str, Any] | None = None
+    judge: JudgeRecord | None = None
     """A pairwise judge's settings (model, mode, prompt_version, order...)."""
-    winrate: dict[str, Any] | None = None
+    winrate: WinRates | None = None
     """A pairwise judge's rates (metric, win_rate, length_controlled_winrate, n_total...)."""
-    env: dict[str, Any] | None = None
+    env: EnvRecord | None = None
     """An interactive task's ``[env]`` table."""
-    episodes: dict[str, Any] | None = None
+    episodes: EpisodesSummary | None = None
     """An interactive task's play summary (score, games won, by kind, generate calls, its judging)."""
     rest: dict[str, Any] = field(default_factory=dict)
     """Every other key, kept as found (an evaluator's other details, a later release's keys)."""
+    order: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    """A read summary's keys in their order (a later release may write its keys elsewhere); empty
+    for one made here, which writes the worker's order."""
 
     TEXTS = ("evaluator", "engine_choice", "engine_load")
-    TABLES = ("engine_settings", "strict", "judge", "winrate", "env", "episodes")
+    TABLES: ClassVar[dict[str, type[Part]]] = {
+        "engine_settings": EngineRecord, "strict": StrictReading, "judge": JudgeRecord, "winrate": WinRates,
+        "env": EnvRecord, "episodes": EpisodesSummary}
+    """Each inner table's key and its part (``record.summary_parts``)."""
     INFERENCE_KEYS = frozenset(f.name for f in dataclasses.fields(InferenceSettings)) - {"prompt_profile",
                                                                                         "decoding_row"}
     """The prompt profile's settings (``InferenceSettings.to_dict``), but for the two typed."""
@@ -172,11 +191,13 @@ class EvalSummary:
         """The worker's summary of one evaluation: ``inference`` is ``InferenceSettings.to_dict()``,
         ``details`` the evaluator's."""
         details = dict(details)
-        pick = {key: details.pop(key) for key in ("strict", "judge", "winrate") if key in details}
+        pick = {key: cls.TABLES[key].from_json(details.pop(key)) for key in ("strict", "judge", "winrate")
+                if isinstance(details.get(key), dict)}
         inference = dict(inference)
         return cls(evaluator=evaluator, engine_choice=engine_choice, engine_load=engine_load, inference=inference,
                    prompt_profile=inference.get("prompt_profile"), decoding_row=inference.get("decoding_row"),
-                   engine_settings=engine_settings, env=env, episodes=episodes, rest=details, **pick)
+                   engine_settings=EngineRecord.from_json(engine_settings), env=EnvRecord.from_json(env),
+                   episodes=EpisodesSummary.from_json(episodes), rest=details, **pick)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
         """The object kept as ``settings_json``, in the worker's order."""
@@ -186,12 +207,16 @@ class EvalSummary:
             if key in out or getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         if self.engine_settings is not None:
-            out["engine_settings"] = self.engine_settings
-        out.update({key: getattr(self, key) for key in ("strict", "judge", "winrate")
-                    if getattr(self, key) is not None})
+            out["engine_settings"] = self.engine_settings.to_json()
+        out.update({key: part.to_json() for key in ("strict", "judge", "winrate")
+                    if (part := getattr(self, key)) is not None})
         out.update(self.rest)
-        if self.episodes is not None or self.env is not None:
-            out.update(env=self.env, episodes=self.episodes)
+        if self.episodes is not None or self.env is not None:  # the worker writes both (a read one: those it had)
+            pair = {"env": as_json(self.env), "episodes": as_json(self.episodes)}
+            out.update({key: value for key, value in pair.items()
+                        if value is not None or not self.order or key in self.order})
+        if self.order:  # as read: its own order, anything set since after it
+            out = {key: out[key] for key in self.order if key in out} | out
         return out
 
     def to_settings_json(self) -> str:
@@ -212,14 +237,15 @@ class EvalSummary:
                     setattr(summary, key, value)
                     continue
             elif key in cls.TABLES:
-                if isinstance(value, dict):
-                    setattr(summary, key, value)
+                if (part := cls.TABLES[key].from_json(value)) is not None:
+                    setattr(summary, key, part)
                     continue
             elif key in cls.INFERENCE_KEYS:
                 summary.inference[key] = value
                 continue
             rest[key] = value
         summary.rest = rest
+        summary.order = tuple(data)
         return summary
 
     @classmethod
@@ -228,17 +254,13 @@ class EvalSummary:
         or one that is not an object, is an empty summary)."""
         return cls.from_json(_loads(text))
 
-    def judgement(self) -> dict[str, Any] | None:
+    def judgement(self) -> Judgement | None:
         """A judge-graded score's facts: which rate the score is, both rates, the judge, how many
-        items it failed on; None for other scores."""
+        items it failed on; None for other scores (no rates or no judge, or an empty table)."""
         rates, judge = self.winrate, self.judge
-        if not rates or not judge:
+        if rates is None or judge is None or rates.empty or judge.empty:
             return None
-        return {"metric": rates.get("metric"), "win_rate": rates.get("win_rate"),
-                "length_controlled_winrate": rates.get("length_controlled_winrate"),
-                "lc_unavailable": rates.get("lc_unavailable"), "n_judged": rates.get("n_total"),
-                "n_failed": rates.get("n_failed"), "n_cached": rates.get("n_cached"),
-                "judge_model": judge.get("model"), "judge_mode": judge.get("mode")}
+        return Judgement.of(rates, judge)
 
 
 @dataclass

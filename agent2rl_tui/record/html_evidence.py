@@ -17,6 +17,7 @@ from typing import Any
 from agent2rl_tui.record.episodes_view import facts, is_episode
 from agent2rl_tui.record.html_parts import Capped, block, num, signed, table, text
 from agent2rl_tui.record.items import SubmissionItems, read_submission_items
+from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.record.runview import compare_items, load_run_view
 from agent2rl_tui.record.significance import Comparison
 from agent2rl_tui.record.store import RunStore, SubStatus
@@ -38,15 +39,15 @@ TRANSCRIPT_BYTES = 2_000_000
 _PAGE = 100  # steps read at once: tool arguments are kept whole in run.db, so a page can be large
 
 
-def _item_rows(items: list[dict[str, Any]]) -> str:
+def _item_rows(items: list[ItemRow]) -> str:
     shown = items[:MAX_FLIPS_SHOWN]
     if shown and all(is_episode(i) for i in shown):
         rows = [(num(f.index), text(f.game, MAX_ITEM_CHARS), text(f.goal, MAX_ITEM_CHARS), text(f.outcome),
                  num(f.steps), num(f.score)) for f in map(facts, shown)]
         out = table(("item", "game", "goal", "outcome", "steps", "score"), rows, numeric=(0, 4, 5))
     else:
-        rows = [(num(i.get("index")), text(i.get("prompt"), MAX_ITEM_CHARS), text(i.get("gold"), MAX_ITEM_CHARS),
-                 text(i.get("extracted"), MAX_ITEM_CHARS), text(i.get("output"), MAX_ITEM_CHARS)) for i in shown]
+        rows = [(num(i.index), text(i.prompt, MAX_ITEM_CHARS), text(i.gold, MAX_ITEM_CHARS),
+                 text(i.extracted, MAX_ITEM_CHARS), text(i.output, MAX_ITEM_CHARS)) for i in shown]
         out = table(("item", "prompt", "gold", "answer", "output"), rows, numeric=(0,))
     if len(items) > MAX_FLIPS_SHOWN:
         out += f'<p class="cut">… and {len(items) - MAX_FLIPS_SHOWN:,} more (evals/&lt;n&gt;/results.jsonl holds them all)</p>'
@@ -59,7 +60,7 @@ def _said(c: Comparison | None) -> str:
     return f" ({signed(c.diff)} points, [{signed(c.low)}, {signed(c.high)}], {text(c.label)})"
 
 
-def _against(items: list[dict[str, Any]], other: list[dict[str, Any]], name: str, c: Comparison | None) -> tuple[str, str]:
+def _against(items: list[ItemRow], other: list[ItemRow], name: str, c: Comparison | None) -> tuple[str, str]:
     """One line for the summary, and the solved and broken tables."""
     cmp = compare_items(items, other)
     line = (f"vs {name}: {len(cmp.solved):,} solved, {len(cmp.broken):,} broken, {cmp.kept:,} kept, "

@@ -8,13 +8,11 @@ thread worker) reads them in one call and hands the screen data, never file hand
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from agent2rl_tui.record.runview import RunView, read_items
+from agent2rl_tui.record.results import ItemRow
+from agent2rl_tui.record.runview import RunView, read_rows
 from agent2rl_tui.record.significance import Comparison, compare
 from agent2rl_tui.record.store import Submission, SubStatus
-
-Item = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -22,7 +20,7 @@ class OtherItems:
     """The items of an evaluation a submission is compared with."""
 
     sub_id: int
-    items: list[Item]
+    items: list[ItemRow]
 
 
 @dataclass(frozen=True)
@@ -31,7 +29,7 @@ class SubmissionItems:
     submission's and the baseline's (None where there is none)."""
 
     sub_id: int
-    items: list[Item]
+    items: list[ItemRow]
     previous: OtherItems | None
     baseline: OtherItems | None
     vs_previous: Comparison | None = None
@@ -43,9 +41,9 @@ def read_submission_items(view: RunView, sub: Submission) -> SubmissionItems:
     agent = sub.kind == "agent"
     prev = view.previous_scored(sub.id) if agent else None
     base = view.baseline if agent else None
-    items = read_items(view.path, sub.id)
-    previous = OtherItems(prev.id, read_items(view.path, prev.id)) if prev is not None else None
-    baseline = OtherItems(base.id, read_items(view.path, base.id)) if base is not None else None
+    items = read_rows(view.path, sub.id)
+    previous = OtherItems(prev.id, read_rows(view.path, prev.id)) if prev is not None else None
+    baseline = OtherItems(base.id, read_rows(view.path, base.id)) if base is not None else None
     return SubmissionItems(
         sub_id=sub.id, items=items, previous=previous, baseline=baseline,
         vs_previous=significance(items, previous.items) if previous and items else None,
@@ -53,27 +51,26 @@ def read_submission_items(view: RunView, sub: Submission) -> SubmissionItems:
     )
 
 
-def item_value(item: Item) -> float | None:
+def item_value(item: ItemRow) -> float | None:
     """What an item adds to its score: a judged preference as the model's win (0 to 1, a tie
     0.5; None where the judge failed), else correct or not. Episode tasks count games won (a
     WebShop game at reward >= 0.5), so their items are binary too."""
-    extra = item.get("extra") or {}
-    if "preference" in extra:
-        pref = extra["preference"]
+    if item.judged:
+        pref = item.preference
         return float(pref) - 1.0 if isinstance(pref, int | float) else None
-    return 1.0 if item.get("correct") else 0.0
+    return 1.0 if item.correct else 0.0
 
 
-def significance(items: list[Item], other: list[Item]) -> Comparison | None:
+def significance(items: list[ItemRow], other: list[ItemRow]) -> Comparison | None:
     """``items`` against ``other`` (the baseline's, the previous best's) on the items both
     scored, paired by index: correct or not by the exact McNemar test, judged preferences by a
     paired bootstrap. None without a common item."""
-    before = {item["index"]: item_value(item) for item in other}
-    pairs = [(before[item["index"]], item_value(item)) for item in items if item["index"] in before]
+    before = {item.index: item_value(item) for item in other}
+    pairs = [(before[item.index], item_value(item)) for item in items if item.index in before]
     pairs = [(b, a) for b, a in pairs if b is not None and a is not None]
     if not pairs:
         return None
-    graded = any("preference" in (item.get("extra") or {}) for item in items)
+    graded = any(item.judged for item in items)
     return compare([b for b, _ in pairs], [a for _, a in pairs], binary=not graded, draws=REPORT_DRAWS)
 
 
@@ -87,9 +84,9 @@ def baseline_labels(view: RunView) -> dict[int, str]:
     base = view.baseline
     if base is None or base.status != SubStatus.SCORED:
         return {}
-    base_items = read_items(view.path, base.id)
+    base_items = read_rows(view.path, base.id)
     labels = {}
     for sub in view.submissions:
-        if sub.status == SubStatus.SCORED and (c := significance(read_items(view.path, sub.id), base_items)) is not None:
+        if sub.status == SubStatus.SCORED and (c := significance(read_rows(view.path, sub.id), base_items)) is not None:
             labels[sub.id] = c.label
     return labels

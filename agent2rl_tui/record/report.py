@@ -35,7 +35,8 @@ from agent2rl_tui.record.items import significance
 from agent2rl_tui.record.iterations import TIME_KINDS, build_iterations
 from agent2rl_tui.record.narrative import Narrative, narrative_lines, read_narrative
 from agent2rl_tui.record.plots import write_trajectory
-from agent2rl_tui.record.runview import read_items
+from agent2rl_tui.record.results import ItemRow
+from agent2rl_tui.record.runview import read_rows
 from agent2rl_tui.record.samples import summarize_samples
 from agent2rl_tui.record.sessions import session_files
 from agent2rl_tui.record.significance import resolution
@@ -50,6 +51,7 @@ from agent2rl_tui.record.store import (
     scored_score,
     strict_of,
 )
+from agent2rl_tui.record.summary_parts import as_json
 from agent2rl_tui.record.transcripts import transcript_totals
 from agent2rl_tui.record.usage import RunUsage, run_usage, usage_line, usage_notes
 from agent2rl_tui.util.inert import md_block, md_code, md_escape
@@ -149,11 +151,11 @@ def build_report(run_dir: Path) -> dict[str, Any]:
     start = run.get("budget_start")
     base_hash = baseline.weights_hash if baseline else None
 
-    read: dict[int, list[dict[str, Any]]] = {}
+    read: dict[int, list[ItemRow]] = {}
 
-    def items_of(sub_id: int) -> list[dict[str, Any]]:  # each evaluation read once
+    def items_of(sub_id: int) -> list[ItemRow]:  # each evaluation read once
         if sub_id not in read:
-            read[sub_id] = read_items(run_dir, sub_id)
+            read[sub_id] = read_rows(run_dir, sub_id)
         return read[sub_id]
 
     base_items = items_of(baseline.id) if baseline is not None and base_score is not None else []
@@ -190,8 +192,8 @@ def build_report(run_dir: Path) -> dict[str, Any]:
             "is_base_copy": bool(base_hash and s.weights_hash == base_hash),
             "revision": s.revision_seq,
             "error": s.error,
-            "strict": strict_of(s),
-            "judged": judgement_of(s),
+            "strict": as_json(strict_of(s)),
+            "judged": as_json(judgement_of(s)),
             "significance": paired(s),
         }
 
@@ -226,8 +228,8 @@ def build_report(run_dir: Path) -> dict[str, Any]:
             "error": baseline.error if baseline else None,
             "eval_seconds": baseline.eval_seconds if baseline else None,
             "weights_hash": base_hash,
-            "strict": strict_of(baseline),
-            "judged": judgement_of(baseline),
+            "strict": as_json(strict_of(baseline)),
+            "judged": as_json(judgement_of(baseline)),
         },
         "resolution": ({"n": baseline.n_items, "points": round(resolution(baseline.n_items), 2)}
                        if baseline is not None and baseline.n_items else None),

@@ -46,10 +46,40 @@ class ItemRow:
     correct: bool
     extra: dict[str, Any] = field(default_factory=dict)
     """What the evaluator keeps beside the verdict (a stricter reading, a judge's preference, a game)."""
+    rest: dict[str, Any] = field(default_factory=dict)
+    """A read line's fields this release does not know, as found (written back after ``extra``)."""
+    keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+    """A read line's keys in its order; None for a row made here (which writes all seven)."""
+
+    FIELDS = ("index", "prompt", "output", "extracted", "gold", "correct", "extra")
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "prompt": self.prompt, "output": self.output, "extracted": self.extracted,
-                "gold": self.gold, "correct": self.correct, "extra": self.extra}
+                "gold": self.gold, "correct": self.correct, "extra": self.extra, **self.rest}
+
+    def beside(self) -> dict[str, Any]:
+        """What the line holds beside an item's six plain fields (index, prompt, output, extracted,
+        gold, correct), in the line's order: its ``extra`` where it has one, then what ``rest`` keeps.
+        A reviewer's "other fields": a line without ``extra`` shows none."""
+        keys = self.keys if self.keys is not None else ("extra", *self.rest)
+        return {key: self.extra if key == "extra" else self.rest[key] for key in keys
+                if key == "extra" or key in self.rest}
+
+    @property
+    def preference(self) -> Any:
+        """A judged item's preference as the judge's verdict was recorded (1 to 2: the model's output
+        better; None where the judge failed); None for an item that is not a judgement."""
+        return self.extra.get("preference")
+
+    @property
+    def judged(self) -> bool:
+        """A judge-graded item: its ``extra`` holds a preference (None where the judge failed)."""
+        return "preference" in self.extra
+
+    @property
+    def is_episode(self) -> bool:
+        """An interactive task's item: its ``extra`` holds the turns played (``EpisodeRow``)."""
+        return isinstance(self.extra.get("turns"), list)
 
     def to_line(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
@@ -74,7 +104,8 @@ class ItemRow:
         return cls(index=index, prompt=str(_text(line.get("prompt"), "prompt")),
                    output=str(_text(line.get("output"), "output")),
                    extracted=_text(line.get("extracted"), "extracted", None),
-                   gold=str(_text(line.get("gold"), "gold")), correct=bool(correct), extra=extra or {})
+                   gold=str(_text(line.get("gold"), "gold")), correct=bool(correct), extra=extra or {},
+                   rest={k: v for k, v in line.items() if k not in cls.FIELDS}, keys=tuple(line))
 
     @classmethod
     def parse(cls, text: str) -> ItemRow | None:
@@ -149,18 +180,16 @@ class EpisodeRow:
     def to_dict(self) -> dict[str, Any]:
         return self.to_item().to_dict()
 
-    @staticmethod
-    def is_episode(line: Any) -> bool:
-        """A line whose ``extra`` holds the turns played."""
-        extra = line.get("extra") if isinstance(line, dict) else None
-        return isinstance(extra, dict) and isinstance(extra.get("turns"), list)
-
     @classmethod
     def from_dict(cls, line: Any) -> EpisodeRow:
-        """A line as an episode; a ``RowError`` for one that is not an item or holds no turns. What
-        the game's fields hold is read as text where it is not (a reviewer sees all of it)."""
-        item = ItemRow.from_dict(line)
-        if not cls.is_episode(line):
+        """A line as an episode; a ``RowError`` for one that is not an item or holds no turns."""
+        return cls.from_item(ItemRow.from_dict(line))
+
+    @classmethod
+    def from_item(cls, item: ItemRow) -> EpisodeRow:
+        """An item as an episode; a ``RowError`` for one that holds no turns. What the game's fields
+        hold is read as text where it is not (a reviewer sees all of it)."""
+        if not item.is_episode:
             raise RowError("a results line without the turns of a game")
         extra = item.extra
         turns = [Turn.from_dict(t) for t in extra["turns"] if isinstance(t, dict)]

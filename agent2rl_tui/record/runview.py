@@ -8,13 +8,12 @@ finished runs, here or copied to a laptop, are read the same way.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.record.index import effective_status
-from agent2rl_tui.record.results import ItemRow, RowError
+from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.record.revisions import Revision, list_revisions
 from agent2rl_tui.record.store import (
     ACTIVE_STATUSES,
@@ -103,68 +102,43 @@ def load_run_view(run_dir: Path) -> RunView:
                    submissions=subs, revisions=list_revisions(run_dir))
 
 
-def _read_lines(run_dir: Path, sub_id: int) -> list[tuple[ItemRow, dict[str, Any]]]:
-    """Each line of evals/<n>/results.jsonl that is an item's outcome, typed and as written; a line
-    that is not (not JSON, not an object, a field mistyped: ``ItemRow.from_dict``) is skipped."""
+def read_rows(run_dir: Path, sub_id: int) -> list[ItemRow]:
+    """Per-item results of an evaluation (evals/<n>/results.jsonl), typed; [] if there are none. A
+    line that is not an item's outcome (not JSON, not an object, a field mistyped:
+    ``ItemRow.from_dict``) is skipped."""
     path = Path(run_dir) / "evals" / str(sub_id) / "results.jsonl"
     if not path.exists():
         return []
     out = []
     with path.open(encoding="utf-8", errors="replace") as fh:
         for line in fh:
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-                out.append((ItemRow.from_dict(raw), raw))
-            except (ValueError, RecursionError):  # RowError is a ValueError
-                continue
+            if line.strip() and (row := ItemRow.parse(line)) is not None:
+                out.append(row)
     return out
-
-
-def read_rows(run_dir: Path, sub_id: int) -> list[ItemRow]:
-    """Per-item results of an evaluation, typed; [] if there are none."""
-    return [row for row, _ in _read_lines(run_dir, sub_id)]
-
-
-def read_items(run_dir: Path, sub_id: int) -> list[dict[str, Any]]:
-    """Per-item results of an evaluation (evals/<n>/results.jsonl) as written, each line read
-    through ``ItemRow`` (one that is not an item is skipped); [] if there are none."""
-    return [raw for _, raw in _read_lines(run_dir, sub_id)]
 
 
 @dataclass(frozen=True)
 class ItemComparison:
     """How one evaluation's items compare with another's, item by item."""
 
-    solved: list[dict[str, Any]]  # correct now, wrong in the other
-    broken: list[dict[str, Any]]  # wrong now, correct in the other
-    kept: int                     # correct in both
-    still_wrong: int              # wrong in both
+    solved: list[ItemRow]  # correct now, wrong in the other
+    broken: list[ItemRow]  # wrong now, correct in the other
+    kept: int              # correct in both
+    still_wrong: int       # wrong in both
 
 
-def _typed(items: list[dict[str, Any]]) -> list[tuple[ItemRow, dict[str, Any]]]:
-    out = []
-    for item in items:
-        try:
-            out.append((ItemRow.from_dict(item), item))
-        except RowError:
-            continue
-    return out
-
-
-def compare_items(current: list[dict[str, Any]], other: list[dict[str, Any]]) -> ItemComparison:
-    """Item by item, paired by index (``ItemRow``); an item that is not one is left out."""
-    by_index = {row.index: row for row, _ in _typed(other)}
+def compare_items(current: list[ItemRow], other: list[ItemRow]) -> ItemComparison:
+    """Item by item, paired by index."""
+    by_index = {row.index: row for row in other}
     solved, broken, kept, still_wrong = [], [], 0, 0
-    for row, item in _typed(current):
+    for row in current:
         before = by_index.get(row.index)
         was = bool(before and before.correct)
         now_ok = row.correct
         if now_ok and not was:
-            solved.append(item)
+            solved.append(row)
         elif was and not now_ok:
-            broken.append(item)
+            broken.append(row)
         elif now_ok:
             kept += 1
         else:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.record.evaljob import EvalSummary
+from agent2rl_tui.record.summary_parts import Judgement, StrictReading
 from agent2rl_tui.util.timeutil import now
 
 SCHEMA_VERSION = 4
@@ -356,13 +357,13 @@ def decoding_row_of(config_json: str | None, *subs: Submission | None) -> str | 
     return _run_config(config_json).get("decoding_row") or None
 
 
-def strict_of(sub: Submission | None) -> dict[str, Any] | None:
+def strict_of(sub: Submission | None) -> StrictReading | None:
     """Our stricter reading beside a reference-profile score (its score and how many items
     differ), or None."""
     return _summary(sub).strict
 
 
-def judgement_of(sub: Submission | None) -> dict[str, Any] | None:
+def judgement_of(sub: Submission | None) -> Judgement | None:
     """A judge-graded score's facts: which rate the score is, both rates, the judge, how many
     items it failed on; None for other scores (``EvalSummary.judgement``)."""
     return _summary(sub).judgement()

@@ -19,6 +19,7 @@ from textual_plotext import PlotextPlot
 
 from agent2rl_tui.record.episodes_view import facts, is_episode
 from agent2rl_tui.record.items import SubmissionItems, read_submission_items
+from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.record.runview import RunView, compare_items
 from agent2rl_tui.record.store import Submission, SubStatus
 from agent2rl_tui.ui.format import fmt_score, literal_line
@@ -37,13 +38,13 @@ COLUMNS = [Column("#", 8), Column("at", 8, right=True), Column("score", 7, right
 LABEL_STYLES = {"better": "green", "worse": "red", "within noise": "yellow"}
 
 
-def item_line(item: dict) -> str:
+def item_line(item: ItemRow) -> str:
     """One solved/broken item: a game with how it ended, or the prompt's tail with the answer."""
     if is_episode(item):
         f = facts(item)
         return f"{f.game}: {f.outcome} after {f.steps} steps"
-    prompt = str(item.get("prompt", "")).replace("\n", " ")[-50:]
-    return f"{prompt!r} → {item.get('extracted')!r} (gold {item.get('gold')})"
+    prompt = item.prompt.replace("\n", " ")[-50:]
+    return f"{prompt!r} → {item.extracted!r} (gold {item.gold})"
 
 
 def workspace_relative(path: str | None) -> str:
@@ -176,7 +177,7 @@ class ScoresPane(Vertical):
             lines += [literal_line(f"  │ {part}", style="red") for part in sub.error.split("\n")[:ERROR_LINES]]
         items = read.items
         if items:
-            correct = sum(1 for i in items if i.get("correct"))
+            correct = sum(1 for i in items if i.correct)
             what = "games won" if is_episode(items[0]) else "items correct"
             lines.append(Text(f"{correct} of {len(items)} {what} (i: browse them all)"))
             others = [(f"previous submission #{read.previous.sub_id}", read.previous.items, read.vs_previous)] \
@@ -191,7 +192,7 @@ class ScoresPane(Vertical):
                     lines.append(Text(f"  {paired.describe()}", style=LABEL_STYLES.get(paired.label, "")))
                 for tag, group, style in (("+", cmp.solved, "green"), ("-", cmp.broken, "red")):
                     for item in group[:ITEMS_SHOWN]:
-                        lines.append(literal_line(f" {tag} #{item['index']} {item_line(item)}", style=style))
+                        lines.append(literal_line(f" {tag} #{item.index} {item_line(item)}", style=style))
                     if len(group) > ITEMS_SHOWN:
                         lines.append(Text(f"   … {len(group) - ITEMS_SHOWN} more", style="dim"))
         return Text("\n").join(lines)

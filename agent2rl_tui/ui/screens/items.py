@@ -34,7 +34,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from agent2rl_tui.record.episodes_view import all_episodes, episode_rows, facts
-from agent2rl_tui.record.items import Item, OtherItems, SubmissionItems
+from agent2rl_tui.record.items import OtherItems, SubmissionItems
+from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.record.runview import RunView
 from agent2rl_tui.record.store import Submission
 from agent2rl_tui.ui.format import literal, literal_line
@@ -71,25 +72,25 @@ def _change(now_ok: bool, other: dict[int, bool] | None, index: int) -> str:
     return "solved" if now_ok and not was else ("broke" if was and not now_ok else "")
 
 
-def _readings_differ(item: dict[str, Any]) -> bool:
-    extra = item.get("extra") or {}
-    return "strict_correct" in extra and bool(extra["strict_correct"]) != bool(item.get("correct"))
+def _readings_differ(item: ItemRow) -> bool:
+    extra = item.extra
+    return "strict_correct" in extra and bool(extra["strict_correct"]) != item.correct
 
 
 def _correct_by_index(other: OtherItems | None) -> dict[int, bool] | None:
-    return {item["index"]: bool(item.get("correct")) for item in other.items} if other is not None else None
+    return {item.index: item.correct for item in other.items} if other is not None else None
 
 
-def judgement_view(item: dict[str, Any]) -> Group:
+def judgement_view(item: ItemRow) -> Group:
     """One judgement: the verdict, the judge's raw answer, then the two outputs side by side."""
-    extra = item.get("extra") or {}
-    pref = extra.get("preference")
+    extra = item.extra
+    pref = item.preference
     shown = extra.get("model_shown_as")
     if pref is None:
-        verdict = literal_line(f"item {item['index']} · the judge failed: {extra.get('error')}", style="bold yellow")
+        verdict = literal_line(f"item {item.index} · the judge failed: {extra.get('error')}", style="bold yellow")
     else:
-        won = bool(item.get("correct"))
-        verdict = Text(f"item {item['index']} · {'the model wins' if won else 'the reference wins'} · "
+        won = item.correct
+        verdict = Text(f"item {item.index} · {'the model wins' if won else 'the reference wins'} · "
                        f"p(model better) {pref - 1:.2f} · the model's output was shown "
                        f"{'first (m)' if shown == 'm' else 'second (M)'}"
                        + (" · from the judgement cache" if extra.get("cached") else ""),
@@ -97,10 +98,10 @@ def judgement_view(item: dict[str, Any]) -> Group:
     pair = Table.grid(expand=True, padding=(0, 2))
     pair.add_column(ratio=1)
     pair.add_column(ratio=1)
-    pair.add_row(Text(f"the model's output ({len(item.get('output') or '')} chars)", style="bold"),
+    pair.add_row(Text(f"the model's output ({len(item.output)} chars)", style="bold"),
                  literal_line(f"the reference: {extra.get('reference_generator') or 'reference'} "
-                              f"({len(item.get('gold') or '')} chars)", style="bold"))
-    pair.add_row(literal(item.get("output") or ""), literal(item.get("gold") or ""))
+                              f"({len(item.gold)} chars)", style="bold"))
+    pair.add_row(literal(item.output), literal(item.gold))
     return Group(verdict, Text("instruction", style="dim"), literal(extra.get("instruction", "")),
                  Text("the judge said", style="dim"), literal(str(extra.get("judge_raw"))), Text(""), pair)
 
@@ -119,17 +120,17 @@ class ItemsScreen(Screen[None]):
         super().__init__()
         self.view = view
         self.sub = sub
-        self.items: list[Item] = read.items
+        self.items: list[ItemRow] = read.items
         self.episodes = all_episodes(read.items)
         """The items are episodes of an interactive task (shown turn by turn)."""
         self.prev_label = f"#{read.previous.sub_id}" if read.previous else None
         self.prev = _correct_by_index(read.previous)
         self.base = _correct_by_index(read.baseline)
         self.filter_index = 0
-        self.shown: list[dict[str, Any]] = []
-        self.judged = not self.episodes and any("judge_raw" in (i.get("extra") or {}) for i in self.items)
+        self.shown: list[ItemRow] = []
+        self.judged = not self.episodes and any("judge_raw" in i.extra for i in self.items)
         """The items of a judge-graded task: each is the model's output against a reference, judged."""
-        self.readings = any("strict_correct" in (i.get("extra") or {}) for i in self.items)
+        self.readings = any("strict_correct" in i.extra for i in self.items)
         """A reference prompt profile's items: each also has our stricter reading (``extra.strict``)."""
 
     def compose(self) -> ComposeResult:
@@ -154,8 +155,8 @@ class ItemsScreen(Screen[None]):
     def label(self) -> str:
         return str(self.sub.id) if self.sub.kind == "agent" else "baseline"
 
-    def _row_change(self, item: dict[str, Any], other: dict[int, bool] | None) -> str:
-        return _change(bool(item.get("correct")), other, item["index"])
+    def _row_change(self, item: ItemRow, other: dict[int, bool] | None) -> str:
+        return _change(item.correct, other, item.index)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("toggle_turns", "episode"):
@@ -167,16 +168,16 @@ class ItemsScreen(Screen[None]):
         base = EPISODE_FILTERS if self.episodes else JUDGED_FILTERS if self.judged else FILTERS
         return base + (("readings differ",) if self.readings else ())
 
-    def visible(self) -> list[dict[str, Any]]:
+    def visible(self) -> list[ItemRow]:
         name = self.filters[self.filter_index]
         if name == "readings differ":
             return [i for i in self.items if _readings_differ(i)]
         if name == "judge failed":
-            return [i for i in self.items if (i.get("extra") or {}).get("preference") is None]
+            return [i for i in self.items if i.preference is None]
         if name in ("wrong", "lost"):
-            return [i for i in self.items if not i.get("correct")]
+            return [i for i in self.items if not i.correct]
         if name in ("correct", "won"):
-            return [i for i in self.items if i.get("correct")]
+            return [i for i in self.items if i.correct]
         if name == "changed vs previous":
             return [i for i in self.items if self._row_change(i, self.prev)]
         if name == "changed vs baseline":
@@ -185,17 +186,17 @@ class ItemsScreen(Screen[None]):
 
     def populate(self) -> None:
         self.shown = self.visible()
-        correct = sum(1 for i in self.items if i.get("correct"))
+        correct = sum(1 for i in self.items if i.correct)
         against = " · ".join(p for p in (f"vs prev: previous submission {self.prev_label}" if self.prev_label else "",
                                          "vs base: the baseline" if self.base is not None else "") if p)
         counted = (f"{correct} of {len(self.items)} games won" if self.episodes
                    else f"{correct} of {len(self.items)} judgements won" if self.judged
                    else f"{correct} of {len(self.items)} items correct")
         if self.judged:
-            failed = sum(1 for i in self.items if i["extra"].get("preference") is None)
+            failed = sum(1 for i in self.items if i.preference is None)
             counted += f" ({failed} the judge failed on)" if failed else ""
         if self.readings:
-            strict = sum(1 for i in self.items if i["extra"].get("strict_correct"))
+            strict = sum(1 for i in self.items if i.extra.get("strict_correct"))
             differ = sum(1 for i in self.items if _readings_differ(i))
             counted += f" (our stricter reading: {strict}, {differ} differ)"
         self.query_one("#items-title", Static).update(
@@ -213,33 +214,33 @@ class ItemsScreen(Screen[None]):
 
     def _cells(self, i: int) -> list[str | Text]:
         item = self.shown[i]
-        ok = bool(item.get("correct"))
+        ok = item.correct
         prev, base = self._row_change(item, self.prev), self._row_change(item, self.base)
-        return [str(item["index"]), Text("✓" if ok else "✗", style="green" if ok else "red"),
+        return [str(item.index), Text("✓" if ok else "✗", style="green" if ok else "red"),
                 Text(prev, style=CHANGE_STYLES[prev]), Text(base, style=CHANGE_STYLES[base]),
-                _short(item.get("extracted"), 40), _short(item.get("gold"), 40), _short(item.get("prompt"))]
+                _short(item.extracted, 40), _short(item.gold, 40), _short(item.prompt)]
 
     def _judged_cells(self, i: int) -> list[str | Text]:
         item = self.shown[i]
-        extra = item.get("extra") or {}
-        pref = extra.get("preference")
+        extra = item.extra
+        pref = item.preference
         prev, base = self._row_change(item, self.prev), self._row_change(item, self.base)
-        won = Text("?", style="yellow") if pref is None else Text("✓" if item.get("correct") else "✗",
-                                                                   style="green" if item.get("correct") else "red")
-        return [str(item["index"]), won, Text(prev, style=CHANGE_STYLES[prev]), Text(base, style=CHANGE_STYLES[base]),
+        won = Text("?", style="yellow") if pref is None else Text("✓" if item.correct else "✗",
+                                                                   style="green" if item.correct else "red")
+        return [str(item.index), won, Text(prev, style=CHANGE_STYLES[prev]), Text(base, style=CHANGE_STYLES[base]),
                 "failed" if pref is None else f"{pref - 1:.2f}", str(extra.get("model_shown_as", "")),
-                f"{len(item.get('output') or '')}/{len(item.get('gold') or '')}", _short(extra.get("instruction"), 400)]
+                f"{len(item.output)}/{len(item.gold)}", _short(extra.get("instruction"), 400)]
 
     def _episode_cells(self, i: int) -> list[str | Text]:
         item = self.shown[i]
         ep = facts(item)
         prev, base = self._row_change(item, self.prev), self._row_change(item, self.base)
-        return [str(item["index"]), Text("✓" if ep.won else "✗", style="green" if ep.won else "red"),
+        return [str(item.index), Text("✓" if ep.won else "✗", style="green" if ep.won else "red"),
                 Text(prev, style=CHANGE_STYLES[prev]), Text(base, style=CHANGE_STYLES[base]),
                 literal_line(ep.end or "-", style="" if ep.won else "dim"), str(ep.steps), ep.game,
                 _short(" · ".join(ep.actions), 400)]
 
-    def current_item(self) -> dict[str, Any] | None:
+    def current_item(self) -> ItemRow | None:
         table = self.query_one("#items-table", VirtualTable)
         return self.shown[table.cursor] if 0 <= table.cursor < len(self.shown) else None
 
@@ -254,21 +255,19 @@ class ItemsScreen(Screen[None]):
         if self.judged:
             self.query_one("#item-text", Static).update(judgement_view(item))
             return
-        ok = bool(item.get("correct"))
-        parts = [literal_line(f"item {item['index']} · {'correct' if ok else 'wrong'} · extracted "
-                              f"{item.get('extracted')!r} · gold {item.get('gold')!r}",
+        ok = item.correct
+        parts = [literal_line(f"item {item.index} · {'correct' if ok else 'wrong'} · extracted "
+                              f"{item.extracted!r} · gold {item.gold!r}",
                               style="bold green" if ok else "bold red")]
-        extra = item.get("extra") or {}
+        extra = item.extra
         if "strict_correct" in extra:
             parts.append(literal_line(f"our stricter reading: {extra.get('strict')!r}, "
                               f"{'correct' if extra['strict_correct'] else 'wrong'}"
                               + (" (differs from the score's)" if _readings_differ(item) else ""),
                               style="bold yellow" if _readings_differ(item) else "dim"))
-        for key in ("prompt", "output"):
-            if item.get(key) is not None:
-                parts += [Text(key, style="dim"), literal(item[key])]
-        rest = {k: v for k, v in item.items()
-                if k not in ("index", "correct", "extracted", "gold", "prompt", "output")}
+        for key, value in (("prompt", item.prompt), ("output", item.output)):
+            parts += [Text(key, style="dim"), literal(value)]
+        rest = item.beside()
         if rest:
             parts += [Text("other fields", style="dim"), literal(json.dumps(rest, indent=2, ensure_ascii=False,
                                                                             default=str))]
