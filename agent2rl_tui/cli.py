@@ -502,8 +502,8 @@ def run_show(ctx: click.Context, run: str, as_json: bool, eval_seed: bool = Fals
           f"base model {one_line(s.base_model)}")
     _echo(f"  budget {human_duration(s.budget_s)}, used {human_duration(s.budget_used_s)}, "
           f"started {iso(s.budget_start) or '-'}, ended {iso(s.ended_at) or '-'}")
-    if run_row["end_reason"]:
-        _echo(f"  ended by {one_line(run_row['end_reason'])}, agent exit code {run_row['agent_exit_code']}")
+    if run_row.end_reason:
+        _echo(f"  ended by {one_line(run_row.end_reason)}, agent exit code {run_row.agent_exit_code}")
     if s.error:
         _echo(f"  error: {one_line(s.error)}")
     if s.flags:
@@ -540,7 +540,7 @@ def run_revisions(ctx: click.Context, run: str) -> None:
         run_dir = find_run(run, ctx.obj["root"])
         revs = list_revisions(run_dir)
         with RunStore.of_run(run_dir) as store:
-            start = store.run()["budget_start"]
+            start = store.run().budget_start
             by_rev: dict[int, list[int]] = {}
             for sub in store.submissions(kind="agent"):
                 if sub.revision_seq is not None:
@@ -642,7 +642,7 @@ def run_steps(ctx: click.Context, run: str, kinds: tuple[str, ...], search: str 
     try:
         run_dir = find_run(run, ctx.obj["root"])
         with RunStore.of_run(run_dir) as store:
-            start = store.run()["budget_start"] or 0.0
+            start = store.run().budget_start or 0.0
             if search:
                 found = search_steps(store, search, kinds or None, limit=1_000_000)
                 rows = steps_by_seq(store, found[offset: offset + limit])
@@ -768,7 +768,7 @@ def _submit_jobs(folder: Path) -> None:
 def campaign_status(ctx: click.Context, ref: str) -> None:
     """Each run of the campaign: its cell, seed and state (and on Slurm its job's id and state)."""
     from agent2rl_tui.run.campaign import Campaign
-    from agent2rl_tui.run.campaign_slurm import campaign_jobs
+    from agent2rl_tui.run.campaign_slurm import campaign_jobs, failed_before_run
 
     folder = _campaign_folder(ctx, ref)
     with Campaign(folder) as campaign:
@@ -783,6 +783,8 @@ def campaign_status(ctx: click.Context, ref: str) -> None:
                 job = jobs.get(row["job_id"])
                 run = (f"{run}  " if row["run_dir"] else "") + f"job {row['job_id']}" + (f" {job}" if job else "")
             note = f"  ({row['error']})" if row["error"] and state in (JobState.QUEUED, JobState.SUBMITTED) else ""
+            if state == JobState.SUBMITTED and (why := failed_before_run(campaign, row, jobs.get(row["job_id"]))):
+                state, note = RunStatus.FAILED, f"  ({why})"
             click.echo(f"{row['id']:4} {row['cell']:50} seed {row['seed']:<3} {state:11} {run}{note}")
     if slurm:
         click.echo("backend: slurm (submitit jobs; `squeue` shows them)")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from agent2rl_tui.record.contamination import build_index, item_id, revision_blobs, scan_run
 from agent2rl_tui.record.revisions import Snapshotter
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.tasks.data import read_rows
 
@@ -36,8 +37,8 @@ def make_run(root: Path) -> Path:
     for sub in ("code", "output", "data", "models/base"):
         (run / "workspace" / sub).mkdir(parents=True)
     with RunStore(run / "run.db", create=True) as store:
-        store.create_run(id="bench", task="gsm8k", agent="command", base_model="base", base_model_source="/m",
-                         budget_s=12 * 3600, grace_s=60, status="running", created_at=0.0)
+        store.create_run(RunRecord(id="bench", task="gsm8k", agent="command", base_model="base", base_model_source="/m",
+                         budget_s=12 * 3600, grace_s=60, status="running", created_at=0.0))
     return run
 
 

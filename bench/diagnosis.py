@@ -22,6 +22,7 @@ from pathlib import Path
 from agent2rl_tui.record.iterations import build_iterations
 from agent2rl_tui.record.report import build_report
 from agent2rl_tui.record.revisions import Snapshotter
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.run.workspace import make_run_folder
 
@@ -35,10 +36,10 @@ def make_long_run(run: Path, steps: int, submissions: int) -> None:
     code.mkdir(parents=True, exist_ok=True)
     span = 86_400.0 / submissions
     with RunStore(run / "run.db", create=True) as store:
-        store.create_run(id=run.name, task="arith", agent="bench", driver=None, base_model="m", base_model_source="/m",
+        store.create_run(RunRecord(id=run.name, task="arith", agent="bench", driver=None, base_model="m", base_model_source="/m",
                          budget_s=86_400.0, grace_s=10.0, status="finished", created_at=T0 - 10, budget_start=T0,
                          deadline=T0 + 86_400, ended_at=T0 + 86_400, agent_ended_at=T0 + 86_400,
-                         end_reason="deadline", heartbeat_at=T0 + 86_400, config_json="{}")
+                         end_reason="deadline", heartbeat_at=T0 + 86_400, config_json="{}"))
         base = store.add_submission(kind="baseline", status="scored", score=10.0, n_items=100, weights_hash="b")
         store.update_submission(base, received_at=T0 - 5, started_at=T0 - 5, finished_at=T0 - 1)
     snap = Snapshotter(run)

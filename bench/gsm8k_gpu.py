@@ -53,7 +53,7 @@ def main() -> None:
     from agent2rl_tui.tasks.registry import load_task
 
     with RunStore.of_run(run_dir) as store:
-        cfg = json.loads(store.run()["config_json"])
+        cfg = json.loads(store.run().config_json)
         cfg["task_folder"] = str(load_task("gsm8k").folder)
         store.update_run(config_json=json.dumps(cfg), task="gsm8k")
     t = time.perf_counter()

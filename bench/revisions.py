@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from agent2rl_tui.record.revisions import Snapshotter
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
 
 CLK = os.sysconf("SC_CLK_TCK")
@@ -95,8 +96,8 @@ def main() -> None:
     code.mkdir(parents=True)
     (run_dir / "workspace" / "output").mkdir()
     with RunStore(run_dir / "run.db", create=True) as store:
-        store.create_run(id="bench", task="arith", agent="command", base_model="m", base_model_source="/m",
-                         budget_s=3600, grace_s=1, status="running", created_at=time.time())
+        store.create_run(RunRecord(id="bench", task="arith", agent="command", base_model="m", base_model_source="/m",
+                         budget_s=3600, grace_s=1, status="running", created_at=time.time()))
     snapshot_cost(run_dir)
     for i in range(20):
         (code / f"module_{i}.py").write_text("".join(f"x_{j} = {j}\n" for j in range(200)))

@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.record.transcripts import (
     TranscriptRecorder,
@@ -54,8 +55,8 @@ def timed(label: str, fn):  # noqa: ANN001, ANN201
 def main() -> None:
     run = Path(tempfile.mkdtemp(prefix="bench-transcript-"))
     with RunStore(run / "run.db", create=True) as store:
-        store.create_run(id="b", task="arith", agent="claude-code", base_model="m", base_model_source="/m",
-                         budget_s=3600, grace_s=1, status="running", created_at=0.0)
+        store.create_run(RunRecord(id="b", task="arith", agent="claude-code", base_model="m", base_model_source="/m",
+                         budget_s=3600, grace_s=1, status="running", created_at=0.0))
     stream = lines()
     rec = TranscriptRecorder(run, make_normalizer("claude-stream-json"))
 

@@ -90,7 +90,7 @@ def review_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
         store.conn.execute("UPDATE run SET id = ?", (lost.name,))
         # Its supervisor "died" five seconds into the budget: no heartbeat since, no end.
         store.update_run(status="running", ended_at=None, agent_ended_at=None, agent_exit_code=None,
-                         end_reason=None, heartbeat_at=run["budget_start"] + 5, supervisor_pid=None,
+                         end_reason=None, heartbeat_at=run.budget_start + 5, supervisor_pid=None,
                          agent_pid=None, grader_pid=None)
     return root
 
@@ -163,11 +163,11 @@ def make_prepared_run(root: Path, model: Path, *, budget_s: float = 600, task: s
                                     budget_s=budget_s, root=root, **kw))
     with RunStore.of_run(run_dir) as store:
         if eval_seed is not None:
-            config = json.loads(store.run()["config_json"])
+            config = json.loads(store.run().config_json)
             store.update_run(config_json=json.dumps({**config, EVAL_SEED_KEY: eval_seed}))
         run = store.run()
-        populate_workspace(run_dir, load_task(task), Path(run["base_model_source"]), run["base_model"],
-                           budget_s=budget_s, grace_s=run["grace_s"], prompt_profile=kw.get("prompt_profile"))
+        populate_workspace(run_dir, load_task(task), Path(run.base_model_source), run.base_model,
+                           budget_s=budget_s, grace_s=run.grace_s, prompt_profile=kw.get("prompt_profile"))
         start = now()
         store.update_run(budget_start=start, deadline=start + budget_s, status="running")
     return run_dir

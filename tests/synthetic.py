@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from agent2rl_tui.record.revisions import BRANCH, GitRepo, _parse_changes, init_repo
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.record.transcripts import TranscriptRecorder
 from agent2rl_tui.run.transcripts import make_normalizer
@@ -33,12 +34,12 @@ def make_run(root: Path, name: str, *, status: str = "finished", task: str = "ar
     rng = random.Random(name)
     with RunStore(run / "run.db", create=True) as store:
         ended = t0 + budget_s * 0.5 if status not in ("running", "lost") else None
-        store.create_run(id=name, task=task, agent=agent, driver=driver, base_model="tiny-llama",
+        store.create_run(RunRecord(id=name, task=task, agent=agent, driver=driver, base_model="tiny-llama",
                          base_model_source="/models/tiny-llama", budget_s=budget_s, grace_s=10.0, status=status,
                          created_at=t0 - 20, budget_start=t0, deadline=t0 + budget_s, ended_at=ended,
                          agent_ended_at=ended, agent_exit_code=0 if ended else None,
                          end_reason="agent_exited" if ended else None, heartbeat_at=heartbeat or ended or t0,
-                         config_json=json.dumps({"task_folder": "tasks/arith"}))
+                         config_json=json.dumps({"task_folder": "tasks/arith"})))
         _submission(store, run, "baseline", None, baseline, t0 - 10, n_items, rng)
         for i, score in enumerate(scores, start=1):
             _submission(store, run, "agent", f"output/v{i}", score, t0 + 30.0 * i, n_items, rng, revision=i + 1)
@@ -221,11 +222,11 @@ def make_episode_run(root: Path, name: str, plans: list[list[str]], *, games: li
     run = root / name
     make_run_folder(run)
     with RunStore(run / "run.db", create=True) as store:
-        store.create_run(id=name, task="twc", agent="example", driver="scripted", base_model="tiny-llama",
+        store.create_run(RunRecord(id=name, task="twc", agent="example", driver="scripted", base_model="tiny-llama",
                          base_model_source="/models/tiny-llama", budget_s=300.0, grace_s=10.0, status="finished",
                          created_at=t0 - 20, budget_start=t0, deadline=t0 + 300.0, ended_at=t0 + 150.0,
                          agent_ended_at=t0 + 150.0, agent_exit_code=0, end_reason="agent_exited",
-                         heartbeat_at=t0 + 150.0, config_json=json.dumps({"task_folder": "tasks/twc"}))
+                         heartbeat_at=t0 + 150.0, config_json=json.dumps({"task_folder": "tasks/twc"})))
         for n, sub_plans in enumerate(plans):
             results = play_twc(games, sub_plans, max_steps=max_steps, context_chars=context_chars, gold=gold)
             won = sum(r["correct"] for r in results)
@@ -336,9 +337,9 @@ def example_agent_run(root: Path, name: str, *, scores: tuple[float, float] = (4
         model = Path(tmp) / "tiny-llama"
         model.mkdir()
         (model / "config.json").write_text('{"model_type": "llama"}\n', encoding="utf-8")
-        ws = populate_workspace(run, task, model, "tiny-llama", budget_s=run_row["budget_s"],
-                                grace_s=run_row["grace_s"])
-    (run / "prompt.md").write_text(build_prompt(ws, run_row["budget_s"]), encoding="utf-8")
+        ws = populate_workspace(run, task, model, "tiny-llama", budget_s=run_row.budget_s,
+                                grace_s=run_row.grace_s)
+    (run / "prompt.md").write_text(build_prompt(ws, run_row.budget_s), encoding="utf-8")
 
     plan = "# Plan\n- SFT 1000 steps on 300 rows -> output/v1\n- GRPO 400 steps, exact-match reward, from v1 -> output/v2\n"
     notes = [plan + f"- v{n} ({kind}): score {scores[n - 1]} (baseline {baseline})\n"

@@ -461,7 +461,7 @@ def test_an_agent_failing_with_only_stderr_gets_an_error_step_in_the_transcript(
     run = run_folder(proc.stdout)
     with RunStore.of_run(run) as store:
         steps = [dict(r) for r in store.conn.execute("SELECT kind, role, text FROM steps ORDER BY seq")]
-        assert store.run()["agent_exit_code"] == 41
+        assert store.run().agent_exit_code == 41
     errors = [s["text"] for s in steps if s["kind"] == "error"]
     assert errors == ["the agent exited with code 41 and printed nothing readable on stdout; its stderr ends:\n"
                       "YOLO mode is enabled.\nInvalid auth method selected."]

@@ -262,7 +262,7 @@ def test_a_run_of_the_example_agent_is_graded_by_the_judge(alpaca_run: dict) -> 
     with RunStore.of_run(run) as store:
         baseline = store.baseline()
         subs = store.submissions(kind="agent")
-        config = json.loads(store.run()["config_json"])
+        config = json.loads(store.run().config_json)
     assert baseline.status == "scored" and baseline.n_items == 6
     assert [s.status for s in subs] == ["scored"]  # SFT only: a judge-graded task has no exact reward
     settings = json.loads(subs[0].settings_json)

@@ -99,7 +99,7 @@ def test_a_campaign_runs_its_matrix_at_most_n_at_once_and_reports_per_cell(matri
     most = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
     assert most <= 2
     with RunStore.of_run(Path(rows[0]["run_dir"])) as store:
-        config = json.loads(store.run()["config_json"])
+        config = json.loads(store.run().config_json)
     assert config["eval_limit"] == 2
 
     # The results by cell, against the runs' own records.
@@ -160,7 +160,7 @@ def test_a_run_killed_mid_campaign_is_reported_and_queued_again(prepared_data: P
         run_dir = Path(campaign.rows()[0]["run_dir"])
         wait_for(lambda: summarize(run_dir).status == "running", timeout=120, what="the agent to start")
         with RunStore.of_run(run_dir) as store:
-            pid = store.run()["supervisor_pid"]
+            pid = store.run().supervisor_pid
         os.kill(pid, signal.SIGKILL)  # the run dies under the campaign
         wait_for(lambda: campaign.state_of(campaign.rows()[0]) == "lost", timeout=60, what="the run to be lost")
         wait_for(lambda: campaign.meta()["ended_at"], timeout=60, what="the scheduler to end")

@@ -307,7 +307,7 @@ def test_a_run_on_a_qwen3_base_records_its_row_and_the_kit_states_it(prepared_da
                                                                      tmp_path: Path) -> None:
     run_dir = make_prepared_run(tmp_path / "runs", qwen3_base, task="humaneval")
     with RunStore.of_run(run_dir) as store:
-        assert json.loads(store.run()["config_json"])["decoding_row"] == "Qwen/Qwen3-8B"
+        assert json.loads(store.run().config_json)["decoding_row"] == "Qwen/Qwen3-8B"
     spec = json.loads((run_dir / "workspace" / "data" / "grading.json").read_text())
     assert (spec["temperature"], spec["top_p"], spec["top_k"], spec["enable_thinking"], spec["decoding_row"],
             spec["max_new_tokens"]) == (0.6, 0.95, 20, True, "Qwen/Qwen3-8B", 38912)
@@ -322,7 +322,7 @@ def test_a_run_on_a_qwen3_base_records_its_row_and_the_kit_states_it(prepared_da
     other = create_run(RunRequest(task="gsm8k", agent="command", command="true", model=qwen3_base, budget_s=60,
                                   root=tmp_path / "runs", prompt_profile="zero-shot"))
     with RunStore.of_run(other) as store:
-        assert json.loads(store.run()["config_json"])["decoding_row"] is None
+        assert json.loads(store.run().config_json)["decoding_row"] is None
     assert decoding_note(other) is None
 
 
@@ -353,7 +353,7 @@ def test_run_start_on_a_qwen3_base_grades_with_its_row(prepared_data: Path, qwen
 
     def ended() -> bool:
         with RunStore.of_run(run_dir) as store:
-            return store.run()["status"] not in ACTIVE_STATUSES
+            return store.run().status not in ACTIVE_STATUSES
 
     wait_for(ended, timeout=300, what="the run to end")
 

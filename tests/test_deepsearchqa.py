@@ -272,7 +272,7 @@ def test_a_run_grades_its_baseline_through_the_grader_with_its_search_and_judge(
     run = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
     with RunStore.of_run(run) as store:
         baseline = store.baseline()
-        config = json.loads(store.run()["config_json"])
+        config = json.loads(store.run().config_json)
     assert baseline.status == "scored" and baseline.n_items == 2, baseline.error
     settings = json.loads(baseline.settings_json)
     assert settings["episodes"]["judge"]["model"] == "local-judge" and settings["episodes"]["games"] == 2

@@ -334,7 +334,7 @@ def test_the_coin_demo_runs_the_online_route_on_the_coin_task(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run_dir = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
     with RunStore.of_run(run_dir) as store:
-        assert store.run()["task"] == "coin"
+        assert store.run().task == "coin"
         subs = store.submissions(kind="agent")
     assert [s.status for s in subs] == [SubStatus.SCORED, SubStatus.SCORED]
     log = (run_dir / "logs" / "agent.log").read_text()

@@ -156,7 +156,7 @@ def test_two_runs_draw_different_items_kept_in_the_record_only(snoop_runs: dict[
     assert items[0] != items[1] and items[0] == task.eval_items(seeds[0])
     for run, seed, own in zip((first, second), seeds, items, strict=True):
         with RunStore.of_run(run) as store:
-            assert json.loads(store.run()["config_json"])[EVAL_SEED_KEY] == seed
+            assert json.loads(store.run().config_json)[EVAL_SEED_KEY] == seed
         log = (run / "logs" / "agent.log").read_text()
         assert "snoop done" in log and "SAW" not in log, log
         ws = run / "workspace"
@@ -196,7 +196,7 @@ def test_the_grader_scores_the_runs_own_draw(snoop_runs: dict[str, list[Path]]) 
         for run in runs:
             with RunStore.of_run(run) as store:
                 baseline = store.baseline()
-                limit = json.loads(store.run()["config_json"]).get("eval_limit")
+                limit = json.loads(store.run().config_json).get("eval_limit")
             assert baseline is not None and baseline.status == "scored", baseline
             lines = [json.loads(x) for x in (run / "evals" / str(baseline.id) / "results.jsonl").read_text().splitlines()]
             own = run_eval_items(run, task)[:limit]

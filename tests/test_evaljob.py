@@ -13,6 +13,7 @@ from agent2rl_tui.grader.server.config import GraderConfig
 from agent2rl_tui.grader.server.intake import Intake
 from agent2rl_tui.grader.server.queue import Grader
 from agent2rl_tui.record.evaljob import EvalJob, EvalJobError, EvalSummary, WorkerSummary
+from agent2rl_tui.record.runrecord import RunConfig
 from agent2rl_tui.record.store import (
     Submission,
     decoding_row_of,
@@ -65,7 +66,7 @@ def test_a_real_summary_goes_to_json_and_back(live_grader: LiveGrader) -> None:
     assert settings.to_settings_json() == base.settings_json
     assert settings.evaluator and settings.engine_settings and settings.inference
     assert settings.prompt_profile == json.loads(base.settings_json).get("prompt_profile")
-    assert prompt_profile_of(None, base) == settings.prompt_profile
+    assert prompt_profile_of(RunConfig(), base) == settings.prompt_profile
 
 
 def test_a_failed_summary_reads_back() -> None:
@@ -93,7 +94,7 @@ def test_an_old_summary_reads_as_it_was_written() -> None:
     summary = EvalSummary.from_settings_json(text)
     assert summary.to_json() == old and summary.rest == {"some_later_key": [1, 2]}
     sub = sub_with(text)
-    assert prompt_profile_of(None, sub) == "opencompass" and decoding_row_of(None, sub) == "qwen"
+    assert prompt_profile_of(RunConfig(), sub) == "opencompass" and decoding_row_of(RunConfig(), sub) == "qwen"
     strict = strict_of(sub)
     assert strict is not None and strict.to_json() == old["strict"] and (strict.score, strict.rule) == (50.0, "r")
     judged = judgement_of(sub)
@@ -101,7 +102,7 @@ def test_an_old_summary_reads_as_it_was_written() -> None:
     assert list(judged.to_json()) == JUDGED_KEYS and judged.to_json()["n_cached"] is None
     assert summary.engine_settings is not None and summary.engine_settings.engine == "vllm"
     # A run without a recorded profile falls back to the run's config, as before.
-    assert prompt_profile_of('{"prompt_profile": "ours"}', sub_with("{}")) == "ours"
+    assert prompt_profile_of(RunConfig.from_json('{"prompt_profile": "ours"}'), sub_with("{}")) == "ours"
 
 
 @pytest.mark.parametrize("text", [None, "", "not json", "[1, 2]", "null", "3", '"x"', "[" * 100_000,
@@ -111,7 +112,8 @@ def test_a_hostile_or_broken_summary_reads_as_none(text: str | None) -> None:
     summary = EvalSummary.from_settings_json(text)
     sub = sub_with(text)
     assert strict_of(sub) is None and judgement_of(sub) is None
-    assert prompt_profile_of("not json", sub) is None and decoding_row_of("[]", sub) is None
+    assert prompt_profile_of(RunConfig.from_json("not json"), sub) is None
+    assert decoding_row_of(RunConfig.from_json("[]"), sub) is None
     assert summary.prompt_profile is None and summary.strict is None
 
 

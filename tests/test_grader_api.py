@@ -178,7 +178,7 @@ def test_a_lora_adapter_is_refused_with_merge_advice(live_grader: LiveGrader) ->
 
 def test_a_submission_after_the_deadline_is_refused(live_grader: LiveGrader, model_copy: str) -> None:
     with live_grader.store() as store:
-        deadline = store.run()["deadline"]
+        deadline = store.run().deadline
     live_grader.set_deadline(now() - 1)
     try:
         resp = live_grader.client.submit(model_copy)

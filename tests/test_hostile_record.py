@@ -37,6 +37,7 @@ from agent2rl_tui.record.revisions import (
     get_revision,
     list_revisions,
 )
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.record.transcripts import TEXT_LIMIT, TranscriptRecorder
 from agent2rl_tui.run import containment
@@ -59,8 +60,8 @@ def run_dir(tmp_path: Path) -> Path:
     (run / "workspace" / "output").mkdir()
     (run / "logs").mkdir()
     with RunStore(run / "run.db", create=True) as store:
-        store.create_run(id="r", task="arith", agent="command", base_model="m", base_model_source="/m",
-                         budget_s=60, grace_s=1, status="running", created_at=0.0)
+        store.create_run(RunRecord(id="r", task="arith", agent="command", base_model="m", base_model_source="/m",
+                         budget_s=60, grace_s=1, status="running", created_at=0.0))
     return run
 
 
@@ -362,8 +363,8 @@ def test_deeply_nested_json_lines_never_stop_a_transcript(run_dir: Path) -> None
         store_dir = run_dir.parent / f"t-{fmt}"
         (store_dir / "logs").mkdir(parents=True)
         with RunStore(store_dir / "run.db", create=True) as store:
-            store.create_run(id=fmt, task="arith", agent="command", base_model="m", base_model_source="/m",
-                             budget_s=60, grace_s=1, status="running", created_at=0.0)
+            store.create_run(RunRecord(id=fmt, task="arith", agent="command", base_model="m", base_model_source="/m",
+                             budget_s=60, grace_s=1, status="running", created_at=0.0))
         recorder = TranscriptRecorder(store_dir, make_normalizer(fmt))
         started = time.monotonic()
         for i, line in enumerate(lines):
@@ -487,8 +488,8 @@ def test_a_hostile_agent_neither_stalls_nor_blows_up_the_record(tmp_path: Path, 
 
     # It ignored SIGTERM; the run still ended by its deadline plus grace, and a small margin
     # (the final snapshot, the contamination check, stopping the grader, the report).
-    assert row["status"] == "finished" and row["end_reason"] == "deadline" and "agent_killed" in events
-    assert row["ended_at"] < row["deadline"] + grace + 20
+    assert row.status == "finished" and row.end_reason == "deadline" and "agent_killed" in events
+    assert row.ended_at < row.deadline + grace + 20
     assert processes_with(str(AGENT)) == []
 
     # The FIFO was left out and counted, and revisions after it were recorded, to the end.

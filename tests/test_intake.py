@@ -207,7 +207,7 @@ def eval_questions(run_dir: Path) -> list[str]:
 def hostile_grader(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path):
     run_dir = make_prepared_run(tmp_path_factory.mktemp("hostile-runs"), tiny_model)
     with RunStore.of_run(run_dir) as store:  # a small memory limit for the eval worker, as --eval-memory gives
-        cfg = json.loads(store.run()["config_json"])
+        cfg = json.loads(store.run().config_json)
         store.update_run(config_json=json.dumps({**cfg, "eval_memory_gib": 1.5, "max_queued": 3}))
     grader = LiveGrader(run_dir)
     yield grader

@@ -54,9 +54,9 @@ def test_an_agent_that_ignores_sigterm_is_killed_at_the_deadline(tmp_path: Path,
     with RunStore.of_run(run_dir) as store:
         run = store.run()
         kinds = [e["kind"] for e in store.events()]
-    assert run["status"] == "finished"
-    assert run["end_reason"] == "deadline"
-    assert run["agent_exit_code"] == -signal.SIGKILL
+    assert run.status == "finished"
+    assert run.end_reason == "deadline"
+    assert run.agent_exit_code == -signal.SIGKILL
     assert "agent_killed" in kinds
     # Its setsid child dies with the sandbox's namespace; without one, the supervisor finds it.
     assert ("strays_killed" in kinds) is (contain == "--no-contain")
@@ -72,8 +72,8 @@ def test_an_agent_that_ignores_sigterm_is_killed_at_the_deadline(tmp_path: Path,
     else:
         assert report["containment"]["contained"] is (containment_probe() is None)
     # It outlived SIGTERM by the grace period, then SIGKILL ended it (no wait for anything else).
-    assert run["agent_ended_at"] >= run["deadline"] + 1
-    assert run["agent_ended_at"] < run["deadline"] + 60
+    assert run.agent_ended_at >= run.deadline + 1
+    assert run.agent_ended_at < run.deadline + 60
     assert processes_with("time.sleep(600.5)") == []  # the child that left the group (setsid) is gone too
     assert "stubborn agent up" in (run_dir / "logs" / "agent.log").read_text()
     assert read_report(run_dir)["end_reason"] == "deadline"
@@ -99,7 +99,7 @@ def test_a_detached_run_survives_the_process_that_started_it(tmp_path: Path, tin
     assert status == "finished"
     with RunStore.of_run(run_dir) as store:
         run = store.run()
-    assert run["end_reason"] == "agent_exited" and run["agent_exit_code"] == 0
+    assert run.end_reason == "agent_exited" and run.agent_exit_code == 0
 
 
 def test_detach_returns_at_once_and_stop_ends_the_run(tmp_path: Path, tiny_model: Path) -> None:
@@ -118,8 +118,8 @@ def test_detach_returns_at_once_and_stop_ends_the_run(tmp_path: Path, tiny_model
     assert f"{run_dir.name}: stopped" in stop.stdout
     with RunStore.of_run(run_dir) as store:
         run = store.run()
-    assert run["status"] == "stopped" and run["end_reason"] == "stopped"
-    assert run["agent_exit_code"] == -signal.SIGTERM  # the sleeper obeys SIGTERM
+    assert run.status == "stopped" and run.end_reason == "stopped"
+    assert run.agent_exit_code == -signal.SIGTERM  # the sleeper obeys SIGTERM
     assert read_report(run_dir)["status"] == "stopped"
 
 
@@ -132,13 +132,13 @@ def test_a_run_whose_supervisor_dies_is_lost_and_reconciled(tmp_path: Path, tiny
     wait_for(lambda: summarize(run_dir).status == "running", timeout=300, what="the agent to start")
     with RunStore.of_run(run_dir) as store:
         run = store.run()
-    os.kill(run["supervisor_pid"], signal.SIGKILL)
-    wait_for(lambda: not procs.pid_alive(run["supervisor_pid"]), timeout=10, what="the supervisor to die")
+    os.kill(run.supervisor_pid, signal.SIGKILL)
+    wait_for(lambda: not procs.pid_alive(run.supervisor_pid), timeout=10, what="the supervisor to die")
     stop = cli("run", "stop", run_dir.name, root=tmp_path / "runs")
     assert f"{run_dir.name}: lost" in stop.stdout
     assert summarize(run_dir).status == "lost"
-    wait_for(lambda: not procs.group_alive(run["agent_pid"]), timeout=10, what="the orphaned agent to end")
-    assert not procs.group_alive(run["grader_pid"])
+    wait_for(lambda: not procs.group_alive(run.agent_pid), timeout=10, what="the orphaned agent to end")
+    assert not procs.group_alive(run.grader_pid)
     assert read_report(run_dir)["status"] == "lost"
 
 
@@ -167,11 +167,11 @@ def test_a_grader_that_dies_is_restarted_on_the_same_url(tmp_path: Path, tiny_mo
         with RunStore.of_run(run) as store:
             row = store.run()
         log = run / "logs" / "agent.log"
-        return row["grader_pid"] if log.exists() and "ready" in log.read_text() else None
+        return row.grader_pid if log.exists() and "ready" in log.read_text() else None
 
     grader_pid = wait_for(agent_ready, timeout=300, what="the agent to be ready")
     os.kill(grader_pid, signal.SIGKILL)
-    wait_for(lambda: RunStore.of_run(run).run()["grader_pid"] != grader_pid, timeout=30,
+    wait_for(lambda: RunStore.of_run(run).run().grader_pid != grader_pid, timeout=30,
              what="a new grader")
     (run / "workspace" / "go").write_text("")
     wait_for(lambda: summarize(run).status not in ACTIVE_STATUSES, timeout=180, what="the run to end")
@@ -234,7 +234,7 @@ def test_evaluations_that_never_finish_cannot_hold_a_run_past_a_second_stop(tmp_
     log, supervisor_log = run_dir / "logs" / "agent.log", run_dir / "logs" / "supervisor.log"
     wait_for(lambda: log.exists() and "first scored" in log.read_text(), timeout=240, what="the first score")
     with RunStore.of_run(run_dir) as store:
-        pid, grader_pid = store.run()["supervisor_pid"], store.run()["grader_pid"]
+        pid, grader_pid = store.run().supervisor_pid, store.run().grader_pid
     frozen = psutil.Process(grader_pid).children(recursive=True)
     assert frozen, "the grader has its eval worker"
     for p in frozen:
@@ -248,7 +248,7 @@ def test_evaluations_that_never_finish_cannot_hold_a_run_past_a_second_stop(tmp_
     with RunStore.of_run(run_dir) as store:
         subs = {s.id: s for s in store.submissions(kind="agent")}
         run = store.run()
-    assert run["status"] == "stopped"
+    assert run.status == "stopped"
     assert subs[1].status == "scored"
     assert [(subs[i].status, subs[i].error_code, subs[i].score) for i in (2, 3, 4)] == [("failed", "run_ended", None)] * 3
     assert (run_dir / "intake" / "1" / "model.safetensors").is_file()  # kept: --keep-submissions

@@ -655,7 +655,7 @@ def test_a_v2_run_db_is_migrated_and_read(tmp_path: Path) -> None:
         assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
         assert store.llm_calls() == [] and store.llm_totals().calls == 0
         assert store.env_calls() == [] and store.env_totals().calls == 0  # 3 -> 4 too
-        assert store.run()["id"] == "old" and len(store.submissions()) == 3
+        assert store.run().id == "old" and len(store.submissions()) == 3
         store.add_llm_call(at=1.0, protocol="chat", endpoint="generate", method="POST", path="/v1/chat/completions",
                            model="gpt-5", status=200, streamed=1, input_tokens=10, output_tokens=2, cost_usd=0.1,
                            complete=1)

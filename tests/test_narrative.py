@@ -291,7 +291,7 @@ def test_the_supervisor_writes_the_narrative_after_the_report_and_never_fails_on
     server = summarizer()
     run = run_with_iterations(tmp_path)
     with RunStore.of_run(run) as store:
-        config = json.loads(store.run()["config_json"])
+        config = json.loads(store.run().config_json)
         store.update_run(config_json=json.dumps(
             {**config, "summarizer": SummarizerSettings(base_url=server.url, model="local-judge").to_dict()}))
     sup = Supervisor(run)
@@ -329,7 +329,7 @@ def test_run_start_records_the_summarizer_but_never_its_key(tmp_path: Path, tiny
                      root=tmp_path, summarizer=dict(summarizer))
     run = create_run(req, {**os.environ, "NARRATIVE_RUN_KEY": secret})
     with RunStore.of_run(run) as store:
-        config = json.loads(store.run()["config_json"])
+        config = json.loads(store.run().config_json)
     assert SummarizerSettings.from_dict(config["summarizer"]) == SummarizerSettings(**summarizer)
     for path in run.rglob("*"):
         if path.is_file() and not path.is_symlink():

@@ -164,7 +164,7 @@ def test_a_cli_profile_runs_end_to_end_with_its_transcript(tmp_path: Path, tiny_
     assert seen == {"prompt_has_task": True, "claude_md": True, "is_sandbox": "1", "model": "claude-opus-4-1",
                     "key_len": len("sk-ant-supersecret"), "openai_key": False, "extra": len("tok-supersecret")}
     with RunStore.of_run(run) as store:
-        assert store.run()["driver"] == "claude-opus-4-1"
+        assert store.run().driver == "claude-opus-4-1"
         steps = [dict(r) for r in store.conn.execute("SELECT * FROM steps ORDER BY seq")]
     kinds = [s["kind"] for s in steps if s["role"] != "stderr"]
     assert kinds[:5] == ["system", "message", "tool_call", "tool_result", "result"]

@@ -247,7 +247,7 @@ def test_a_prompt_that_does_not_fit_the_context_is_an_error(prepared_data: Path,
     from agent2rl_tui.record.store import RunStore
 
     with RunStore.of_run(run_dir) as store:
-        assert json.loads(store.run()["config_json"])["prompt_profile"] == "zero-shot"
+        assert json.loads(store.run().config_json)["prompt_profile"] == "zero-shot"
 
 
 def test_a_completion_ends_at_the_context(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.record.watch import RunWatch, stamp
 
@@ -12,8 +13,8 @@ from agent2rl_tui.record.watch import RunWatch, stamp
 def make_record(run_dir: Path) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     with RunStore(run_dir / "run.db", create=True) as store:
-        store.create_run(id="r", task="arith", agent="example", base_model="m", base_model_source="/m",
-                         budget_s=60, grace_s=5, status="created", created_at=0.0)
+        store.create_run(RunRecord(id="r", task="arith", agent="example", base_model="m", base_model_source="/m",
+                         budget_s=60, grace_s=5, status="created", created_at=0.0))
     return run_dir
 
 

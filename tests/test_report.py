@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent2rl_tui.record.report import build_report, write_report
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
 
 
@@ -14,10 +15,10 @@ def make_history(run_dir: Path) -> None:
     run_dir.mkdir()
     t0 = 1_000_000.0
     with RunStore(run_dir / "run.db", create=True) as store:
-        store.create_run(id=run_dir.name, task="arith", agent="command", base_model="m",
+        store.create_run(RunRecord(id=run_dir.name, task="arith", agent="command", base_model="m",
                          base_model_source="/m", budget_s=100.0, grace_s=5.0, status="finished",
                          created_at=t0 - 10, budget_start=t0, deadline=t0 + 100,
-                         agent_ended_at=t0 + 80, ended_at=t0 + 85)
+                         agent_ended_at=t0 + 80, ended_at=t0 + 85))
         store.add_submission(kind="baseline", status="scored", score=10.0, weights_hash="BASE")
         history = [  # (status, score, hash, received offset)
             ("rejected", None, None, 5),
@@ -55,8 +56,8 @@ def test_a_run_without_submissions_has_empty_metrics(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
     with RunStore(run / "run.db", create=True) as store:
-        store.create_run(id="r", task="arith", agent="command", base_model="m", base_model_source="/m",
-                         budget_s=100.0, grace_s=5.0, status="failed", created_at=0.0)
+        store.create_run(RunRecord(id="r", task="arith", agent="command", base_model="m", base_model_source="/m",
+                         budget_s=100.0, grace_s=5.0, status="failed", created_at=0.0))
     report = write_report(run)
     assert report["best"] is None and report["improvement"] is None
     assert report["metrics"]["valid_submission_rate"] is None
@@ -68,7 +69,7 @@ def test_a_run_ended_at_the_deadline_used_exactly_its_budget(tmp_path: Path) -> 
     make_history(tmp_path / "run")
     with RunStore.of_run(tmp_path / "run") as store:  # TERM at the deadline, then 5 s of grace
         run = store.run()
-        store.update_run(agent_ended_at=run["deadline"] + 5.0, ended_at=run["deadline"] + 9.0)
+        store.update_run(agent_ended_at=run.deadline + 5.0, ended_at=run.deadline + 9.0)
     m = build_report(tmp_path / "run")["metrics"]
     assert m["time_used_ratio"] == pytest.approx(1.0)
     assert m["last_submit_gap"] == pytest.approx(50)  # deadline (t0+100) - last submission (t0+50)

@@ -23,6 +23,7 @@ from agent2rl_tui.record.revisions import (
     list_revisions,
     submission_revisions,
 )
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.run.watcher import RevisionWatcher
 
@@ -32,8 +33,8 @@ def run_dir(tmp_path: Path) -> Path:
     run = tmp_path / "run"
     (run / "workspace" / "code").mkdir(parents=True)
     with RunStore(run / "run.db", create=True) as store:
-        store.create_run(id="r", task="arith", agent="command", base_model="m", base_model_source="/m",
-                         budget_s=60, grace_s=1, status="running", created_at=0.0)
+        store.create_run(RunRecord(id="r", task="arith", agent="command", base_model="m", base_model_source="/m",
+                         budget_s=60, grace_s=1, status="running", created_at=0.0))
     return run
 
 

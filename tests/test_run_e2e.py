@@ -32,10 +32,10 @@ def test_scores_are_recorded_and_the_agent_beats_the_baseline(example_run: tuple
         run = store.run()
         baseline = store.baseline()
         subs = store.submissions(kind="agent")
-    assert run["status"] == "finished"
-    assert run["end_reason"] == "agent_exited"
-    assert run["agent_exit_code"] == 0
-    assert run["driver"] == "scripted"
+    assert run.status == "finished"
+    assert run.end_reason == "agent_exited"
+    assert run.agent_exit_code == 0
+    assert run.driver == "scripted"
     assert baseline.status == "scored" and baseline.score < 10.0
     assert [s.status for s in subs] == ["scored", "scored"]
     assert [s.model_path.rsplit("/", 1)[-1] for s in subs] == ["v1", "v2"]

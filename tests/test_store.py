@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import SCHEMA_VERSION, RunStore, StoreError
 
 
 def new_store(path: Path) -> RunStore:
     store = RunStore(path, create=True)
-    store.create_run(id="r", task="arith", agent="example", base_model="m", base_model_source="/m",
-                     budget_s=60, grace_s=5, status="created", created_at=0.0)
+    store.create_run(RunRecord(id="r", task="arith", agent="example", base_model="m", base_model_source="/m",
+                     budget_s=60, grace_s=5, status="created", created_at=0.0))
     return store
 
 

@@ -71,7 +71,7 @@ class Service:
 
 def with_limits(run_dir: Path, **limits: int) -> Path:
     with RunStore.of_run(run_dir) as store:
-        cfg = json.loads(store.run()["config_json"])
+        cfg = json.loads(store.run().config_json)
         store.update_run(config_json=json.dumps({**cfg, "train_env": limits}))
     return run_dir
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.record.transcripts import (
     TranscriptRecorder,
@@ -21,8 +22,8 @@ from agent2rl_tui.run.transcripts import make_normalizer
 
 def test_a_long_transcript_is_paged_filtered_and_searched(tmp_path: Path) -> None:
     with RunStore(tmp_path / "run.db", create=True) as store:
-        store.create_run(id="r", task="arith", agent="claude-code", base_model="m", base_model_source="/m",
-                         budget_s=60, grace_s=1, status="running", created_at=0.0)
+        store.create_run(RunRecord(id="r", task="arith", agent="claude-code", base_model="m", base_model_source="/m",
+                         budget_s=60, grace_s=1, status="running", created_at=0.0))
     rec = TranscriptRecorder(tmp_path, make_normalizer("claude-stream-json"))
     for i in range(3000):
         if i % 3 == 0:

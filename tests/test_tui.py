@@ -413,7 +413,7 @@ async def test_a_lost_run_is_shown_lost_and_can_be_closed(review_root: Path, tmp
         await settle(pilot, lambda: summarize(root / lost_src.name).status == "lost"
                      and (root / lost_src.name / "report" / "report.json").exists(), what="the reconcile")
     with RunStore.of_run(root / lost_src.name) as store:
-        assert store.run()["status"] == "lost"  # written now, not only inferred
+        assert store.run().status == "lost"  # written now, not only inferred
     report = json.loads((root / lost_src.name / "report" / "report.json").read_text())
     assert report["status"] == "lost"
 
@@ -619,7 +619,7 @@ async def test_a_lost_runs_record_can_be_closed_from_its_run_screen(review_root:
         await pilot.pause(0.2)
         assert app.screen is run
     with RunStore.of_run(run_dir) as store:
-        assert store.run()["status"] == "lost"
+        assert store.run().status == "lost"
     assert json.loads((run_dir / "report" / "report.json").read_text())["status"] == "lost"
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.samples import latest_samples, summarize_samples
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.run import vitals as vitals
@@ -18,8 +19,8 @@ from agent2rl_tui.run.vitals import VitalsSampler
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     with RunStore(tmp_path / "run.db", create=True) as store:
-        store.create_run(id="r", task="arith", agent="command", base_model="m", base_model_source="/m",
-                         budget_s=60, grace_s=1, status="running", created_at=0.0)
+        store.create_run(RunRecord(id="r", task="arith", agent="command", base_model="m", base_model_source="/m",
+                         budget_s=60, grace_s=1, status="running", created_at=0.0))
     return tmp_path
 
 

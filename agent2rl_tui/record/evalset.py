@@ -11,20 +11,17 @@ the items each submission was scored on are kept in its ``evals/<n>/results.json
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.record.store import RunStore
-from agent2rl_tui.tasks.registry import EVAL_SEED_KEY, Task
+from agent2rl_tui.tasks.registry import Task
 
 
 def run_eval_seed(run_dir: Path) -> int | None:
     """The eval seed in a run's record, or None (a run made before eval seeds)."""
     with RunStore.of_run(Path(run_dir)) as store:
-        config = json.loads(store.run().get("config_json") or "{}")
-    seed = config.get(EVAL_SEED_KEY)
-    return int(seed) if seed is not None else None
+        return store.config().eval_seed
 
 
 def run_eval_items(run_dir: Path, task: Task) -> list[dict[str, Any]]:

@@ -129,7 +129,7 @@ def _step_text(step: StepRow) -> str:
 def transcript_html(run_dir: Path) -> str:
     """The transcript's first ``MAX_STEPS`` steps (time, kind, role or tool, text), capped."""
     with RunStore.of_run(run_dir) as store:
-        budget_start = store.run().get("budget_start")
+        budget_start = store.run().budget_start
         total = count_steps(store)
         out = Capped(TRANSCRIPT_BYTES)
         for step in _steps(store, MAX_STEPS):

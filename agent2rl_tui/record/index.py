@@ -13,9 +13,9 @@ import sqlite3
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from agent2rl_tui.record.contamination import ContaminationResult
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import (
     ACTIVE_STATUSES,
     BASELINE_ID,
@@ -102,15 +102,15 @@ class RunSummary:
         return min(end - self.budget_start, self.budget_s)
 
 
-def effective_status(run: dict[str, Any]) -> str:
+def effective_status(run: RunRecord) -> str:
     """The stored status, or ``lost`` for an active run whose supervisor stopped beating."""
-    status = run["status"]
+    status = run.status
     if status not in ACTIVE_STATUSES:
         return status
-    beat = run.get("heartbeat_at") or run.get("created_at")
+    beat = run.heartbeat_at or run.created_at
     if status == RunStatus.CREATED:
         # Not started yet: lost only if its supervisor never came up.
-        alive = procs.pid_alive(run.get("supervisor_pid")) or now() - beat < LOST_AFTER_S
+        alive = procs.pid_alive(run.supervisor_pid) or now() - beat < LOST_AFTER_S
         return RunStatus.CREATED if alive else RunStatus.LOST
     if now() - beat > LOST_AFTER_S:
         return RunStatus.LOST
@@ -143,7 +143,7 @@ def summarize(run_dir: Path) -> RunSummary:
     return RunSummary(
         path=run_dir,
         id=run["id"],
-        status=effective_status(run),
+        status=effective_status(RunRecord.from_row(run)),
         task=run["task"],
         agent=run["agent"],
         driver=run["driver"],

@@ -46,6 +46,7 @@ from agent2rl_tui.record.codefacts import (
 )
 from agent2rl_tui.record.logscan import CODE_ERROR, LogFacts, Signal, scan
 from agent2rl_tui.record.revisions import GitRepo, SnapshotError
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore, Submission, SubStatus
 from agent2rl_tui.util.timeutil import iso
 
@@ -329,10 +330,10 @@ def build_iterations(run_dir: Path, significance: dict[int, str] | None = None) 
         gpu_busy = store.gpu_busy_intervals(GPU_BUSY_PCT)
     reader = CodeReader(run_dir)
     shas = {r["seq"]: r["sha"] for r in revisions}
-    start = run.get("budget_start") or run.get("created_at") or 0.0
-    agent_end = run.get("agent_ended_at") or run.get("ended_at")
-    if agent_end is not None and run.get("deadline") is not None:
-        agent_end = min(agent_end, run["deadline"])
+    start = run.budget_start or run.created_at or 0.0
+    agent_end = run.agent_ended_at or run.ended_at
+    if agent_end is not None and run.deadline is not None:
+        agent_end = min(agent_end, run.deadline)
     base_score = baseline.score if baseline is not None and baseline.status == SubStatus.SCORED else None
     base_hash = baseline.weights_hash if baseline is not None else None
     evals = [(s.started_at, s.finished_at) for s in all_subs if s.started_at and s.finished_at]
@@ -408,7 +409,7 @@ def _iteration(n: int, sub: Submission, base_score: float | None, base_hash: str
     )
 
 
-def _tail(run: dict[str, Any], logs: LogFacts, training: list[tuple[float, float]], revisions: list[dict[str, Any]],
+def _tail(run: RunRecord, logs: LogFacts, training: list[tuple[float, float]], revisions: list[dict[str, Any]],
           reader: CodeReader, shas: dict[int, str], after: float, prev_rev: int | None, agent_end: float | None,
           window: Any, n: int, *, no_submission: bool) -> Iteration | None:
     """The stretch after the last submission, when work happened there that never reached the grader."""
@@ -424,17 +425,17 @@ def _tail(run: dict[str, Any], logs: LogFacts, training: list[tuple[float, float
         return None
     cmds, time = window(after, end)
     facts, files = _facts_for(reader, shas.get(last_rev) if last_rev else None, cmds, changed)
-    deadline = run.get("end_reason") == "deadline"
+    deadline = run.end_reason == "deadline"
     failure = failures[-1].kind if failures else (TIMEOUT_NONE if deadline else EXITED_NONE)
     problems = _problems(failures)
     problems.append("no submission after this work: " + ("the budget ran out" if deadline else
-                                                         f"the agent ended ({run.get('end_reason') or 'still running'})"))
+                                                         f"the agent ended ({run.end_reason or 'still running'})"))
     return Iteration(
         iteration=n, timestamp=iso(end), duration_s=end - after, status="failed",
-        exit_code=run.get("agent_exit_code"), score=None, improvement=None, train_type=facts.train_type,
+        exit_code=run.agent_exit_code, score=None, improvement=None, train_type=facts.train_type,
         failure_type=failure, revision=last_rev, online=facts.rolls_out(facts.train_type),
         train_evidence=_strongest_first(facts.evidence.get(facts.train_type, []))[:5], online_evidence=facts.online[:3],
         key_config=facts.config, changes=changed, key_code=_key_code(facts, files), commands=cmds[-10:], time=time,
         problems=problems, failure_evidence=failures[:10],
-        elapsed_s=round(end - (run.get("budget_start") or end), 3),
+        elapsed_s=round(end - (run.budget_start or end), 3),
     )

@@ -36,6 +36,7 @@ from agent2rl_tui.record.iterations import TIME_KINDS, build_iterations
 from agent2rl_tui.record.narrative import Narrative, narrative_lines, read_narrative
 from agent2rl_tui.record.plots import write_trajectory
 from agent2rl_tui.record.results import ItemRow
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.runview import read_rows
 from agent2rl_tui.record.samples import summarize_samples
 from agent2rl_tui.record.sessions import session_files
@@ -62,11 +63,11 @@ def _ratio(num: float, den: float) -> float | None:
     return num / den if den else None
 
 
-def compute_metrics(run: dict[str, Any], subs: list[Submission], baseline: Submission | None) -> dict[str, Any]:
-    start = run.get("budget_start")
-    agent_end = run.get("agent_ended_at") or run.get("ended_at")
-    if agent_end is not None and run.get("deadline") is not None:
-        agent_end = min(agent_end, run["deadline"])
+def compute_metrics(run: RunRecord, subs: list[Submission], baseline: Submission | None) -> dict[str, Any]:
+    start = run.budget_start
+    agent_end = run.agent_ended_at or run.ended_at
+    if agent_end is not None and run.deadline is not None:
+        agent_end = min(agent_end, run.deadline)
     base_score = scored_score(baseline)
 
     def since_start(t: float | None) -> float | None:
@@ -92,7 +93,7 @@ def compute_metrics(run: dict[str, Any], subs: list[Submission], baseline: Submi
         "time_to_best": since_start(best.received_at) if best else None,
         "monotonic_ratio": _ratio(increases, len(scores) - 1) if len(scores) >= 2 else None,
         "time_used_ratio": (
-            round((agent_end - start) / run["budget_s"], 4) if agent_end and start else None
+            round((agent_end - start) / run.budget_s, 4) if agent_end and start else None
         ),
         "last_submit_gap": round(agent_end - last_submit, 3) if agent_end and last_submit else None,
         "base_copy_count": sum(1 for s in valid if base_hash and s.weights_hash == base_hash),
@@ -148,7 +149,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         sessions = session_files(run_dir, store)
     base_score = scored_score(baseline)
     best = best_of(subs)
-    start = run.get("budget_start")
+    start = run.budget_start
     base_hash = baseline.weights_hash if baseline else None
 
     read: dict[int, list[ItemRow]] = {}
@@ -206,22 +207,22 @@ def build_report(run_dir: Path) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - the diagnosis never costs the report
         route, iterations, diagnosis_error = None, [], f"{type(exc).__name__}: {exc}"
     return {
-        "run_id": run["id"],
-        "task": run["task"],
-        "agent": run["agent"],
-        "driver": run["driver"],
-        "base_model": run["base_model"],
-        "prompt_profile": prompt_profile_of(run.get("config_json"), baseline, *subs),
-        "decoding_row": decoding_row_of(run.get("config_json"), baseline, *subs),
-        "status": run["status"],
-        "end_reason": run["end_reason"],
-        "agent_exit_code": run["agent_exit_code"],
-        "error": run["error"],
-        "budget_s": run["budget_s"],
+        "run_id": run.id,
+        "task": run.task,
+        "agent": run.agent,
+        "driver": run.driver,
+        "base_model": run.base_model,
+        "prompt_profile": prompt_profile_of(run.config, baseline, *subs),
+        "decoding_row": decoding_row_of(run.config, baseline, *subs),
+        "status": run.status,
+        "end_reason": run.end_reason,
+        "agent_exit_code": run.agent_exit_code,
+        "error": run.error,
+        "budget_s": run.budget_s,
         "budget_start": iso(start),
-        "deadline": iso(run["deadline"]),
-        "agent_ended_at": iso(run["agent_ended_at"]),
-        "ended_at": iso(run["ended_at"]),
+        "deadline": iso(run.deadline),
+        "agent_ended_at": iso(run.agent_ended_at),
+        "ended_at": iso(run.ended_at),
         "baseline": {
             "score": base_score,
             "status": baseline.status if baseline else None,

@@ -274,9 +274,9 @@ class Snapshotter:
     def _ends(self, store: RunStore, time_limit_s: float | None) -> float:
         """When (monotonic) this snapshot must be done: its limit, and never long past the run's end."""
         limit = self.time_limit_s if time_limit_s is None else time_limit_s
-        run = store.conn.execute("SELECT deadline, grace_s FROM run").fetchone()
-        if run is not None and run["deadline"] is not None:
-            limit = min(limit, max(END_FLOOR_S, run["deadline"] + (run["grace_s"] or 0.0) - now()))
+        deadline, grace_s = store.deadline()
+        if deadline is not None:
+            limit = min(limit, max(END_FLOOR_S, deadline + grace_s - now()))
         return time.monotonic() + limit
 
     def snapshot(self, trigger: str, *, cancel: threading.Event | None = None,

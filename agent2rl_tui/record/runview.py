@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from agent2rl_tui.record.index import effective_status
 from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.record.revisions import Revision, list_revisions
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import (
     ACTIVE_STATUSES,
     RunStore,
@@ -41,7 +41,7 @@ class Budget:
 @dataclass
 class RunView:
     path: Path
-    run: dict[str, Any]
+    run: RunRecord
     status: str
     baseline: Submission | None
     submissions: list[Submission]  # agent submissions, in order
@@ -62,23 +62,23 @@ class RunView:
     @property
     def prompt_profile(self) -> str | None:
         """How the grader prompted and read answers (``store.prompt_profile_of``)."""
-        return prompt_profile_of(self.run.get("config_json"), self.baseline, *self.submissions)
+        return prompt_profile_of(self.run.config, self.baseline, *self.submissions)
 
     @property
     def decoding_row(self) -> str | None:
         """The model-table row that set the decoding, if the profile uses one (``store.decoding_row_of``)."""
-        return decoding_row_of(self.run.get("config_json"), self.baseline, *self.submissions)
+        return decoding_row_of(self.run.config, self.baseline, *self.submissions)
 
     def budget(self, t: float) -> Budget:
         run = self.run
-        start = run["budget_start"]
-        total = float(run["budget_s"])
+        start = run.budget_start
+        total = float(run.budget_s)
         scoring = sum(s.eval_seconds or 0.0 for s in self.submissions)
         if start is None:
             return Budget(False, self.live, 0.0, total, 0.0, scoring, total)
-        end = run["agent_ended_at"] or run["ended_at"]
+        end = run.agent_ended_at or run.ended_at
         if end is None and not self.live:  # lost: the last sign of life is the end
-            end = run["heartbeat_at"] or start
+            end = run.heartbeat_at or start
         elapsed = max(0.0, min(t - start, total) if end is None else end - start)
         return Budget(True, self.live and end is None, elapsed, max(0.0, total - elapsed),
                       min(1.0, elapsed / total) if total else 1.0, scoring, total)

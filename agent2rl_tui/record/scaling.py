@@ -56,7 +56,7 @@ class RunCurve:
 
 def run_points(run_dir: Path) -> list[Point]:
     with RunStore.of_run(run_dir) as store:
-        start = store.run()["budget_start"]
+        start = store.run().budget_start
         if start is None:
             return []
         source = run_usage(store).source

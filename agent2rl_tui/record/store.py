@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.record.evaljob import EvalSummary
+from agent2rl_tui.record.runrecord import RunConfig, RunRecord
 from agent2rl_tui.record.summary_parts import Judgement, StrictReading
 from agent2rl_tui.util.timeutil import now
 
@@ -330,31 +331,23 @@ def _summary(sub: Submission | None) -> EvalSummary:
     return EvalSummary.from_settings_json(sub.settings_json if sub is not None else None)
 
 
-def _run_config(config_json: str | None) -> dict[str, Any]:
-    try:
-        config = json.loads(config_json or "{}")
-    except (ValueError, RecursionError):
-        return {}
-    return config if isinstance(config, dict) else {}
-
-
-def prompt_profile_of(config_json: str | None, *subs: Submission | None) -> str | None:
+def prompt_profile_of(config: RunConfig, *subs: Submission | None) -> str | None:
     """The prompt profile a run's scores were made with: as a score recorded it (the first that
     did), else as the run was started with; None for a run of the task's default before any
     score, or one made before profiles were recorded."""
     for sub in subs:
         if name := _summary(sub).prompt_profile:
             return name
-    return _run_config(config_json).get("prompt_profile")
+    return config.prompt_profile
 
 
-def decoding_row_of(config_json: str | None, *subs: Submission | None) -> str | None:
+def decoding_row_of(config: RunConfig, *subs: Submission | None) -> str | None:
     """The row of the reference's model table that set a run's decoding (a profile that uses
     the table): as a score recorded it, else as the run was started with; None: the profile's own."""
     for sub in subs:
         if row := _summary(sub).decoding_row:
             return row
-    return _run_config(config_json).get("decoding_row") or None
+    return config.decoding_row
 
 
 def strict_of(sub: Submission | None) -> StrictReading | None:
@@ -457,18 +450,34 @@ class RunStore:
         self.conn.execute("COMMIT")
 
     # -- run row ----------------------------------------------------------------------
-    def create_run(self, **fields: Any) -> None:
+    def create_run(self, record: RunRecord) -> None:
+        fields = record.to_row()
         cols = ", ".join(fields)
         marks = ", ".join("?" for _ in fields)
         self.conn.execute(f"INSERT INTO run ({cols}) VALUES ({marks})", list(fields.values()))
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> RunRecord:
         row = self.conn.execute("SELECT * FROM run LIMIT 1").fetchone()
         if row is None:
             raise StoreError(f"{self.path} holds no run")
-        return dict(row)
+        return RunRecord.from_row(row)
+
+    def deadline(self) -> tuple[float | None, float]:
+        """(the run's deadline, its grace seconds); (None, 0.0) before the agent starts or without a run row."""
+        row = self.conn.execute("SELECT deadline, grace_s FROM run").fetchone()
+        return (None, 0.0) if row is None else (row["deadline"], row["grace_s"] or 0.0)
+
+    def config(self) -> RunConfig:
+        """The run's settings (``run.config_json``), typed."""
+        return self.run().config
+
+    def set_config(self, config: RunConfig) -> None:
+        self.update_run(config_json=config.dumps())
 
     def update_run(self, **fields: Any) -> None:
+        unknown = set(fields) - RunRecord.columns()
+        if unknown:
+            raise StoreError(f"the run table has no column {', '.join(sorted(unknown))}")
         cols = ", ".join(f"{k} = ?" for k in fields)
         self.conn.execute(f"UPDATE run SET {cols}", list(fields.values()))
 

@@ -190,7 +190,7 @@ def _wait_for_end(run_dir: Path, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with RunStore.of_run(run_dir) as store:
-            if store.run()["status"] not in ACTIVE_STATUSES:
+            if store.run().status not in ACTIVE_STATUSES:
                 return True
         time.sleep(0.5)
     stop_run(run_dir, wait_s=60)
@@ -211,7 +211,7 @@ def judge_run(run_dir: Path, plan: _Plan, driver: RunningDriver) -> list[Check]:
     results = "\n".join(r["text"] or "" for r in rows if r["kind"] == "tool_result")
     calls = [r for r in rows if r["kind"] == "tool_call"]
     checks = [
-        Check("starts in its sandbox", run.get("budget_start") is not None and containment.get("contained") is True,
+        Check("starts in its sandbox", run.budget_start is not None and containment.get("contained") is True,
               "contained" if containment.get("contained") else
               f"not contained: {containment.get('reason') or 'it never started'}"),
         Check("calls its driver", bool(served), f"{len(served)} call(s) served" if served else
@@ -227,8 +227,8 @@ def judge_run(run_dir: Path, plan: _Plan, driver: RunningDriver) -> list[Check]:
                                                                   f"; script steps served: {steps_served}")),
         _tokens_check(usage, served),
         _stream_check(stream, served),
-        Check("ends by itself", run.get("agent_exit_code") == 0 and run.get("end_reason") == "agent_exited",
-              f"exit code {run.get('agent_exit_code')}, end: {run.get('end_reason') or '?'}"),
+        Check("ends by itself", run.agent_exit_code == 0 and run.end_reason == "agent_exited",
+              f"exit code {run.agent_exit_code}, end: {run.end_reason or '?'}"),
     ]
     if not (run_dir / "report" / "report.json").is_file():
         checks.append(Check("report written", False, "no report/report.json (logs/supervisor.log says why)"))

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 from agent2rl_tui.record.index import RunError, default_root
 from agent2rl_tui.record.report import write_report
+from agent2rl_tui.record.runrecord import RunConfig, RunRecord
 from agent2rl_tui.record.store import ACTIVE_STATUSES, PENDING_SUB_STATUSES, RunStatus, RunStore, SubStatus
 from agent2rl_tui.run import containment
 from agent2rl_tui.run.metering import check_caps, plan_meter
@@ -28,7 +29,6 @@ from agent2rl_tui.run.profiles import AgentProfile, ProfileError, driver_setup, 
 from agent2rl_tui.run.workspace import make_run_folder
 from agent2rl_tui.tasks.modelfiles import check_model_folder, check_model_loads
 from agent2rl_tui.tasks.registry import (
-    EVAL_SEED_KEY,
     TaskError,
     cache_root,
     draw_eval_seed,
@@ -382,12 +382,11 @@ def decoding_note(run_dir: Path) -> str | None:
     from agent2rl_tui.tasks import decoding
 
     with RunStore.of_run(run_dir) as store:
-        cfg = json.loads(store.run()["config_json"])
-    if not cfg.get("decoding_row"):
+        cfg = store.config()
+    if not cfg.decoding_row:
         return None
     try:
-        settings = decoding.run_settings(load_task(cfg["task_folder"]), cfg.get("prompt_profile"),
-                                         cfg["decoding_row"])
+        settings = decoding.run_settings(load_task(cfg.task_folder), cfg.prompt_profile, cfg.decoding_row)
     except TaskError as exc:
         return f"decoding: {exc}"
     return f"decoding: {decoding.describe(settings)}"
@@ -398,38 +397,38 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
     run_dir.chmod(0o700)  # the record is its owner's: sandboxed code (another uid) cannot read it
     make_run_folder(run_dir)
     agent = profile.name
-    config = {
-        "task_folder": str(task_folder),
-        "agent_command": req.command,
-        "eval_timeout_s": eval_timeout_s,
-        "eval_limit": req.eval_limit,
-        "engine": req.engine,
-        "prompt_profile": req.prompt_profile,
+    config = RunConfig(
+        task_folder=str(task_folder),
+        agent_command=req.command,
+        eval_timeout_s=eval_timeout_s,
+        eval_limit=req.eval_limit,
+        engine=req.engine,
+        prompt_profile=req.prompt_profile,
         # The reference's model-table row for the base model (tasks/decoding.py), where the profile uses it.
-        "decoding_row": decoding_row,
-        "judge": req.judge or None,
-        "search": req.search or None,
-        "store": req.store or None,
-        "keep_submissions": req.keep_submissions,
-        "eval_memory_gib": req.eval_memory_gib,
-        "driver_url": req.driver_url,
-        "meter": req.meter,
-        "max_tokens": req.max_tokens,
-        "max_cost_usd": req.max_cost_usd,
-        "prices_path": str(Path(req.prices_path).expanduser().resolve()) if req.prices_path else None,
-        "summarizer": req.summarizer or None,
-        "gpus": req.gpus,
-        "contain": req.contain,
-        "read_only_paths": [str(Path(p).expanduser().resolve()) for p in req.read_only_paths],
-        "writable_paths": [str(Path(p).expanduser().resolve()) for p in req.writable_paths],
-        "profiles_path": str(req.profiles_path) if req.profiles_path else None,
-        "agent_env": names_only(req.agent_env),
-        "profile": {**asdict(profile), "env": redacted(profile.env)},
+        decoding_row=decoding_row,
+        judge=req.judge or None,
+        search=req.search or None,
+        store=req.store or None,
+        keep_submissions=req.keep_submissions,
+        eval_memory_gib=req.eval_memory_gib,
+        driver_url=req.driver_url,
+        meter=req.meter,
+        max_tokens=req.max_tokens,
+        max_cost_usd=req.max_cost_usd,
+        prices_path=str(Path(req.prices_path).expanduser().resolve()) if req.prices_path else None,
+        summarizer=req.summarizer or None,
+        gpus=req.gpus,
+        contain=req.contain,
+        read_only_paths=tuple(str(Path(p).expanduser().resolve()) for p in req.read_only_paths),
+        writable_paths=tuple(str(Path(p).expanduser().resolve()) for p in req.writable_paths),
+        profiles_path=str(req.profiles_path) if req.profiles_path else None,
+        agent_env=names_only(req.agent_env),
+        profile={**asdict(profile), "env": redacted(profile.env)},
         # The seed of the run's eval draw (tasks/registry.py): here only, never in the workspace.
-        EVAL_SEED_KEY: draw_eval_seed() if req.eval_seed is None else int(req.eval_seed),
-    }
+        eval_seed=draw_eval_seed() if req.eval_seed is None else int(req.eval_seed),
+    )
     with RunStore(run_dir / "run.db", create=True) as store:
-        store.create_run(
+        store.create_run(RunRecord(
             id=run_dir.name,
             task=task,
             agent=agent,
@@ -441,8 +440,8 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
             seed=req.seed,
             status=RunStatus.CREATED,
             created_at=now(),
-            config_json=json.dumps(config),
-        )
+            config_json=config.dumps(),
+        ))
         store.event("cli", "created", f"run created for task {task}, agent {agent}")
 
 
@@ -490,9 +489,9 @@ def stop_run(run_dir: Path, *, wait_s: float = 0.0) -> str:
     """Ask the supervisor to stop (SIGTERM); reconcile a run whose supervisor is gone."""
     with RunStore.of_run(run_dir) as store:
         run = store.run()
-        if run["status"] not in ACTIVE_STATUSES:
-            return run["status"]
-        pid = run["supervisor_pid"]
+        if run.status not in ACTIVE_STATUSES:
+            return run.status
+        pid = run.supervisor_pid
         if procs.pid_alive(pid) and _is_supervisor_of(pid, run_dir):
             store.event("cli", "stop", "stop requested")
             os.kill(pid, signal.SIGTERM)
@@ -501,7 +500,7 @@ def stop_run(run_dir: Path, *, wait_s: float = 0.0) -> str:
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         with RunStore.of_run(run_dir) as store:
-            status = store.run()["status"]
+            status = store.run().status
         if status not in ACTIVE_STATUSES:
             return status
         time.sleep(0.25)
@@ -522,10 +521,9 @@ def reconcile(run_dir: Path) -> str:
     """Close the record of a run whose supervisor died: end its leftovers, mark it lost."""
     with RunStore.of_run(run_dir) as store:
         run = store.run()
-        if run["status"] not in ACTIVE_STATUSES or procs.pid_alive(run["supervisor_pid"]):
-            return run["status"]
-        for key in ("agent_pid", "grader_pid"):
-            pgid = run.get(key)
+        if run.status not in ACTIVE_STATUSES or procs.pid_alive(run.supervisor_pid):
+            return run.status
+        for pgid in (run.agent_pid, run.grader_pid):
             if pgid and procs.group_alive(pgid):
                 procs.signal_group(pgid, signal.SIGKILL)
         for sub in store.submissions():
@@ -536,8 +534,8 @@ def reconcile(run_dir: Path) -> str:
                 )
         store.update_run(
             status="lost",
-            ended_at=run["heartbeat_at"] or now(),
-            error=run["error"] or "the supervisor stopped without closing the run",
+            ended_at=run.heartbeat_at or now(),
+            error=run.error or "the supervisor stopped without closing the run",
         )
         store.event("cli", "reconciled", "run marked lost; leftovers ended")
     write_report(run_dir)

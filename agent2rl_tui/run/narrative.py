@@ -193,8 +193,8 @@ def run_prices(run_dir: Path) -> PriceTable:
     extra = None
     try:
         with RunStore.of_run(run_dir) as store:
-            cfg = json.loads(store.run()["config_json"] or "{}")
-        extra = Path(cfg["prices_path"]) if cfg.get("prices_path") else None
+            prices_path = store.config().prices_path
+        extra = Path(prices_path) if prices_path else None
     except Exception:  # noqa: BLE001 - a run folder without a readable config prices like any other
         extra = None
     for attempt in ((extra,) if extra is not None and extra.is_file() else ()) + (None,):

@@ -32,6 +32,7 @@ from agent2rl_tui.record.contamination import check_run, write_contamination
 from agent2rl_tui.record.index import default_root
 from agent2rl_tui.record.report import write_report
 from agent2rl_tui.record.revisions import SnapshotError, Snapshotter
+from agent2rl_tui.record.runrecord import RunConfig
 from agent2rl_tui.record.store import RunStatus, RunStore, SubStatus
 from agent2rl_tui.run import containment
 from agent2rl_tui.run.agent_output import AgentOutput
@@ -48,7 +49,7 @@ from agent2rl_tui.run.vitals import VitalsSampler
 from agent2rl_tui.run.watcher import RevisionWatcher
 from agent2rl_tui.run.workspace import make_run_folder, populate_workspace, write_run_meta
 from agent2rl_tui.tasks.data import source_paths
-from agent2rl_tui.tasks.registry import DEFAULT_EVAL_TIMEOUT_S, Task, cache_root, load_task
+from agent2rl_tui.tasks.registry import Task, cache_root, load_task
 from agent2rl_tui.util import procs as procs
 from agent2rl_tui.util.logsetup import configure_logging
 from agent2rl_tui.util.timeutil import human_duration, iso, now
@@ -69,7 +70,7 @@ class Supervisor:
         self.run_dir = run_dir.resolve()
         self.store = RunStore.of_run(self.run_dir)
         self.run = self.store.run()
-        self.cfg: dict[str, Any] = json.loads(self.run["config_json"])
+        self.cfg: RunConfig = self.run.config
         self.ws = self.run_dir / "workspace"
         self.stop_requested = threading.Event()
         self.stop_count = 0
@@ -167,10 +168,10 @@ class Supervisor:
     def write_narrative(self, final_status: RunStatus) -> None:
         """The optional narrative (``--summarizer-*``) after the final report, then the report again
         with it; whatever fails is an event, never the run's failure."""
-        if not self.cfg.get("summarizer"):
+        if not self.cfg.summarizer:
             return
         try:
-            narrative = write_narrative(self.run_dir, SummarizerSettings.from_dict(self.cfg["summarizer"]))
+            narrative = write_narrative(self.run_dir, SummarizerSettings.from_dict(self.cfg.summarizer))
             log.info("%s", describe(narrative))
             failed = bool(narrative.failed or narrative.error)
             self.store.event("supervisor", "narrative_failed" if failed else "narrative", describe(narrative))
@@ -182,7 +183,7 @@ class Supervisor:
 
     @cached_property
     def task(self) -> Task:
-        return load_task(self.cfg["task_folder"])
+        return load_task(self.cfg.task_folder)
 
     def prepare(self) -> None:
         log.info("preparing the workspace in %s", self.ws)
@@ -190,22 +191,22 @@ class Supervisor:
         populate_workspace(
             self.run_dir,
             self.task,
-            Path(self.run["base_model_source"]),
-            self.run["base_model"],
-            budget_s=self.run["budget_s"],
-            grace_s=self.run["grace_s"],
-            prompt_profile=self.cfg.get("prompt_profile"),
+            Path(self.run.base_model_source),
+            self.run.base_model,
+            budget_s=self.run.budget_s,
+            grace_s=self.run.grace_s,
+            prompt_profile=self.cfg.prompt_profile,
         )
         self.store.event("supervisor", "workspace", "workspace ready")
 
     def start_grader(self) -> None:
         started = spawn_grader(self.run_dir, self.run_dir / "logs" / "grader.log", keep_socket=True,
-                               gpus=self.cfg.get("gpus"))
+                               gpus=self.cfg.gpus)
         self.grader_process = started
         self.grader, self.grader_url, port = started.popen, started.url, started.port
         self.store.update_run(grader_pid=self.grader.pid, grader_port=port)
         log.info("grader started (pid %s, port %s); scoring the baseline", self.grader.pid, port)
-        timeout = float(self.cfg.get("eval_timeout_s", DEFAULT_EVAL_TIMEOUT_S)) + 120.0
+        timeout = self.cfg.eval_timeout_s + 120.0
         with GraderClient(self.grader_url) as client:
             try:
                 info = client.wait_ready(
@@ -224,9 +225,9 @@ class Supervisor:
         log.info("baseline score %.2f", baseline["score"])
 
     def run_agent(self) -> str:
-        profile = get_profile(self.run["agent"], self._profiles_path())
-        model = self.run["driver"]
-        prompt = build_prompt(self.ws, self.run["budget_s"])
+        profile = get_profile(self.run.agent, self._profiles_path())
+        model = self.run.driver
+        prompt = build_prompt(self.ws, self.run.budget_s)
         (self.run_dir / "prompt.md").write_text(prompt, encoding="utf-8")
         if profile.instructions_file:
             (self.ws / profile.instructions_file).write_text(prompt, encoding="utf-8")
@@ -236,20 +237,20 @@ class Supervisor:
             env[TRAIN_ENV_URL] = self.start_train_envs()
         # The driver URL as this CLI takes it (a variable, arguments, settings): the meter's, in
         # front of --driver-url or the CLI's own API, else --driver-url itself.
-        agent_url = self.start_meter(profile) or self.cfg.get("driver_url")
+        agent_url = self.start_meter(profile) or self.cfg.driver_url
         setup = driver_setup(profile, agent_url, model, env)
         env.update(setup.env)
         if profile.model_env and setup.model:
             env[profile.model_env] = setup.model
         argv = profile.argv(prompt=prompt, model=setup.model, workspace=self.ws,
-                            command=self.cfg.get("agent_command"), driver_args=setup.args)
+                            command=self.cfg.agent_command, driver_args=setup.args)
         start = now()
-        deadline = start + self.run["budget_s"]
+        deadline = start + self.run.budget_s
         self.store.update_run(budget_start=start, deadline=deadline, status=RunStatus.RUNNING)
         write_run_meta(
             self.ws,
-            {"task": self.run["task"], "base_model": self.run["base_model"], "start_time": start,
-             "timeout_s": self.run["budget_s"], "end_time": deadline},
+            {"task": self.run.task, "base_model": self.run.base_model, "start_time": start,
+             "timeout_s": self.run.budget_s, "end_time": deadline},
         )
         self.prepare_home(profile, setup)
         self.containment = self.contain(profile, env)
@@ -261,7 +262,7 @@ class Supervisor:
         self.watcher.start()
         shown = " ".join("PROMPT" if a == prompt else a for a in argv)
         log.info("starting agent %s: %s (budget %s, deadline %s)", profile.name, shown,
-                 human_duration(self.run["budget_s"]), iso(deadline))
+                 human_duration(self.run.budget_s), iso(deadline))
         output = AgentOutput(self.run_dir, profile.stream_format)
         self.output = output
         self.agent = subprocess.Popen(
@@ -288,13 +289,13 @@ class Supervisor:
 
     def contain(self, profile: AgentProfile, env: dict[str, str]) -> containment.Containment:
         """The agent's sandbox, or why there is none; either way it goes into the record."""
-        if not self.cfg.get("contain", True):
+        if not self.cfg.contain:
             made = containment.not_contained("started with --no-contain", requested=False)
         else:
             made = containment.build(
                 run_dir=self.run_dir, workspace=self.ws, runs_root=default_root(), data_cache=cache_root(),
-                env=env, writable_paths=(*profile.writable_paths, *self.cfg.get("writable_paths", ())),
-                read_only_paths=(*profile.read_only_paths, *self.cfg.get("read_only_paths", ())),
+                env=env, writable_paths=(*profile.writable_paths, *self.cfg.writable_paths),
+                read_only_paths=(*profile.read_only_paths, *self.cfg.read_only_paths),
                 sources=tuple(source_paths(self.task)),
                 executable=profile.executable if profile.executable != "{python}" else None,
             )
@@ -320,22 +321,22 @@ class Supervisor:
         log.info("the agent's home is the run's own; copied in: %s", ", ".join(copied) or "nothing")
         self.store.event("supervisor", "agent_home",
                          f"agent home: {len(copied)} file(s) copied in" + (f", driver {setup.url}" if setup.url else ""),
-                         {"copied": copied, "logins": logins, "driver_url": self.cfg.get("driver_url"),
+                         {"copied": copied, "logins": logins, "driver_url": self.cfg.driver_url,
                           "agent_url": setup.url, "model": setup.model, "sessions": list(profile.session_dirs)})
 
     def start_meter(self, profile: AgentProfile) -> str | None:
         """The meter in front of the agent's driver API (``run/metering.py``); its URL, or None
         for a run without one (the record says why)."""
         user_env = {**os.environ, **json.loads(os.environ.get(AGENT_ENV_VAR, "{}"))}
-        plan = plan_meter(profile, self.cfg.get("driver_url"), user_env, enabled=self.cfg.get("meter", True))
+        plan = plan_meter(profile, self.cfg.driver_url, user_env, enabled=self.cfg.meter)
         if plan is None:
             return None
         if plan.upstream is None:
             log.warning("the agent's calls are NOT METERED: %s", plan.reason)
             self.store.event("supervisor", "meter", f"not metered: {plan.reason}", plan.record())
             return None
-        meter = MeterProcess(self.run_dir, plan.upstream, max_tokens=self.cfg.get("max_tokens"),
-                             max_cost_usd=self.cfg.get("max_cost_usd"), prices=self.cfg.get("prices_path"))
+        meter = MeterProcess(self.run_dir, plan.upstream, max_tokens=self.cfg.max_tokens,
+                             max_cost_usd=self.cfg.max_cost_usd, prices=self.cfg.prices_path)
         try:
             url = meter.start()
         except (MeterError, OSError) as exc:
@@ -422,7 +423,7 @@ class Supervisor:
 
     def check_contamination(self) -> None:
         """Scan what the agent wrote for eval items (record/contamination/); never fatal."""
-        if self.store.run().get("budget_start") is None:
+        if self.store.run().budget_start is None:
             return
         try:
             result = check_run(self.run_dir, self.task)
@@ -443,7 +444,7 @@ class Supervisor:
         self.store.event("supervisor", "contamination", message, result.event_data())
 
     def _profiles_path(self) -> Path | None:
-        path = self.cfg.get("profiles_path")
+        path = self.cfg.profiles_path
         return Path(path) if path else None
 
     def take_snapshot(self, trigger: str) -> None:
@@ -482,7 +483,9 @@ class Supervisor:
             if ticks % 5 == 0:
                 self._report_new_results()
             if self.agent.poll() is not None:
-                reason = "agent_exited"
+                # Killed by the same signal as we were (Slurm's scancel signals every process of
+                # the job): a stop, not an agent that finished.
+                reason = "stopped" if self.stop_requested.is_set() else "agent_exited"
                 break
             if now() >= deadline:
                 reason = "deadline"
@@ -523,7 +526,7 @@ class Supervisor:
         self.grader_restarts += 1
         log.error("the grader died (exit code %s); starting it again on the same URL", code)
         started = spawn_grader(self.run_dir, self.run_dir / "logs" / "grader.log", successor_of=old,
-                               gpus=self.cfg.get("gpus"))
+                               gpus=self.cfg.gpus)
         self.grader_process, self.grader = started, started.popen
         self.store.update_run(grader_pid=started.popen.pid)
         self.store.event("supervisor", "grader_restarted",
@@ -540,7 +543,7 @@ class Supervisor:
         if self.agent is None:
             return
         agent, self.agent = self.agent, None
-        grace = float(self.run["grace_s"])
+        grace = float(self.run.grace_s)
         if procs.group_alive(agent.pid):
             log.info("ending the agent's process group (SIGTERM, then SIGKILL after %s)", human_duration(grace))
             killed = procs.end_group(agent.pid, grace, keep=self._popen_pids() | {agent.pid})
@@ -592,7 +595,7 @@ class Supervisor:
 
     def drain_grader(self) -> None:
         """Let submissions received before the deadline be scored (a second stop cuts this)."""
-        timeout = float(self.cfg.get("eval_timeout_s", DEFAULT_EVAL_TIMEOUT_S))
+        timeout = self.cfg.eval_timeout_s
         last, waited_since = -1, time.monotonic()
         while self.grader:
             self.check_grader()
@@ -649,18 +652,18 @@ class Supervisor:
                 env.pop(var, None)
         assert self.grader_url is not None
         env.update(
-            TASK=self.run["task"],
-            BASE_MODEL=self.run["base_model"],
+            TASK=self.run.task,
+            BASE_MODEL=self.run.base_model,
             WORKSPACE=str(self.ws),
-            MODEL_PATH=str(self.ws / "models" / self.run["base_model"]),
+            MODEL_PATH=str(self.ws / "models" / self.run.base_model),
             DATA_PATH=str(self.ws / "data"),
             OUTPUT_DIR=str(self.ws / "output"),
             GRADING_SERVER_URL=self.grader_url,
             PYTHONUNBUFFERED="1",
         )
         env.update(json.loads(os.environ.get(AGENT_ENV_VAR, "{}")))
-        if self.cfg.get("gpus"):
-            env["CUDA_VISIBLE_DEVICES"] = self.cfg["gpus"]
+        if self.cfg.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = self.cfg.gpus
         return env
 
     def _print_result(self, report: dict[str, Any]) -> None:

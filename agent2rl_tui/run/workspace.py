@@ -138,8 +138,7 @@ def recorded_decoding_row(run_dir: Path) -> str | None:
     if not (run_dir / "run.db").exists():
         return None
     with RunStore.of_run(run_dir) as store:
-        row = json.loads(store.run()["config_json"] or "{}").get("decoding_row")
-    return row if isinstance(row, str) and row else None
+        return store.config().decoding_row
 
 
 def populate_workspace(

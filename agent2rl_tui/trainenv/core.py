@@ -9,7 +9,6 @@ call, refused or not, becomes a row for ``env_calls`` (``Recorder``).
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
 import time
@@ -331,22 +330,22 @@ def build(run_dir: Path, recorder: Recorder, limits: dict[str, int] | None = Non
     judge; ``limits`` over the defaults (``Limits``; environments at once by the task's pool)."""
     with RunStore.of_run(run_dir) as store:
         run = store.run()
-    cfg = json.loads(run["config_json"])
-    task = load_task(cfg["task_folder"])
-    settings = task.settings_for(cfg.get("prompt_profile"))
-    spec = EnvSpec.from_table(task.env_table, data_dir=task_cache(task), search=cfg.get("search"),
-                              store=cfg.get("store"))
+    cfg = run.config
+    task = load_task(cfg.task_folder)
+    settings = task.settings_for(cfg.prompt_profile)
+    spec = EnvSpec.from_table(task.env_table, data_dir=task_cache(task), search=cfg.search,
+                              store=cfg.store)
     train = load_train(task)
     engine = None
     if spec.kind == "webshop":  # a chat prompt, rendered with the base model's template as the grader does
-        engine = TemplateRenderer(run_dir / "workspace" / "models" / run["base_model"])
+        engine = TemplateRenderer(run_dir / "workspace" / "models" / run.base_model)
     fmt = episode_format(spec, settings, engine)  # type: ignore[arg-type]
     make_env: Callable[[], Environment]
     if spec.kind == "search-qa":  # the train questions only: an eval question is not even loaded
         make_env = partial(SearchQA, train, backend_from(spec.search or {}), spec.top_k)
     else:
         make_env = spec.factory()
-    judge = judge_reward(task, cfg.get("judge")) if cfg.get("judge") and spec.kind == "search-qa" else None
+    judge = judge_reward(task, cfg.judge) if cfg.judge and spec.kind == "search-qa" else None
     chosen = Limits(**{"max_envs": default_max_envs(spec.pool_size), **(limits or {})})
     return TrainEnvs(task, spec, fmt, header_maker(task, spec, settings.prompt_template), make_env, train, recorder,
                      limits=chosen, judge=judge, max_new_tokens=settings.max_new_tokens)

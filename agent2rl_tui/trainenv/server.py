@@ -230,6 +230,5 @@ def limits_of(run_dir: Path) -> dict[str, int]:
     from agent2rl_tui.record.store import RunStore
 
     with RunStore.of_run(run_dir) as store:
-        cfg = json.loads(store.run()["config_json"])
-    given = cfg.get("train_env") or {}
+        given = store.config().train_env or {}
     return {k: int(v) for k, v in given.items() if k in Limits.__dataclass_fields__}

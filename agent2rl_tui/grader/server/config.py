@@ -4,19 +4,16 @@ and the secret from the environment, read in one place."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.grader.launch import SECRET_ENV
+from agent2rl_tui.record.runrecord import DEFAULT_MAX_QUEUED, GIB
 from agent2rl_tui.record.store import RunStore
-from agent2rl_tui.tasks.registry import DEFAULT_EVAL_TIMEOUT_S, EVAL_SEED_KEY
 
 DESCRIPTION = "The grader service: one run's HTTP API on 127.0.0.1, one evaluation at a time."
-DEFAULT_MAX_QUEUED = 4
-GIB = 1 << 30
 
 
 def folder_bytes(folder: Path) -> int:
@@ -78,28 +75,28 @@ class GraderConfig:
     def from_run(cls, run_dir: Path) -> GraderConfig:
         with RunStore.of_run(run_dir) as store:
             run = store.run()
-        cfg = json.loads(run["config_json"])
+        cfg = run.config
         workspace = (run_dir / "workspace").resolve()
-        base_dir = workspace / "models" / run["base_model"]
+        base_dir = workspace / "models" / run.base_model
         max_bytes, memory = default_limits(folder_bytes(base_dir))
         return cls(
             run_dir=run_dir.resolve(),
             workspace=workspace,
-            task_folder=Path(cfg["task_folder"]),
+            task_folder=Path(cfg.task_folder),
             base_model_dir=base_dir,
-            eval_timeout_s=float(cfg.get("eval_timeout_s", DEFAULT_EVAL_TIMEOUT_S)),
-            eval_limit=cfg.get("eval_limit"),
-            engine=dict(cfg.get("engine") or {}),
-            prompt_profile=cfg.get("prompt_profile"),
-            decoding_row=cfg.get("decoding_row"),
-            judge=cfg.get("judge"),
-            search=cfg.get("search"),
-            store=cfg.get("store"),
-            keep_submissions=bool(cfg.get("keep_submissions", False)),
-            max_submission_bytes=int((cfg.get("max_submission_gib") or 0) * GIB) or max_bytes,
-            eval_memory_bytes=int((cfg.get("eval_memory_gib") or 0) * GIB) or memory,
-            max_queued=int(cfg.get("max_queued", DEFAULT_MAX_QUEUED)),
-            eval_seed=None if cfg.get(EVAL_SEED_KEY) is None else int(cfg[EVAL_SEED_KEY]),
+            eval_timeout_s=float(cfg.eval_timeout_s),
+            eval_limit=cfg.eval_limit,
+            engine=dict(cfg.engine),
+            prompt_profile=cfg.prompt_profile,
+            decoding_row=cfg.decoding_row,
+            judge=cfg.judge,
+            search=cfg.search,
+            store=cfg.store,
+            keep_submissions=cfg.keep_submissions,
+            max_submission_bytes=cfg.max_submission_bytes or max_bytes,
+            eval_memory_bytes=cfg.eval_memory_bytes or memory,
+            max_queued=cfg.queue_limit,
+            eval_seed=cfg.eval_seed,
         )
 
 

@@ -158,11 +158,11 @@ class Endpoints:
         store = self.grader.store
         run = store.run()
         t = now()
-        deadline = run["deadline"]
+        deadline = run.deadline
         return JSONResponse(
             {
-                "start_time": run["budget_start"],
-                "timeout_s": run["budget_s"],
+                "start_time": run.budget_start,
+                "timeout_s": run.budget_s,
                 "end_time": deadline,
                 "last_submit_time": store.last_submit_time(),
                 "now": t,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.tasks.modelfiles import check_model_folder
 from agent2rl_tui.util.timeutil import iso, now
 
@@ -77,15 +78,15 @@ def recordable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def check_budget(run: dict[str, Any]) -> None:
+def check_budget(run: RunRecord) -> None:
     """Submissions are taken between the start of the run's budget and its deadline."""
-    if run["deadline"] is None:
+    if run.deadline is None:
         raise Rejection(409, "not_started", "The run's budget has not started yet.")
-    if now() > run["deadline"]:
+    if now() > run.deadline:
         raise Rejection(
             409,
             "deadline_passed",
-            f"The time budget ended at {iso(run['deadline'])}; no more submissions are taken.",
+            f"The time budget ended at {iso(run.deadline)}; no more submissions are taken.",
         )
 
 
@@ -115,7 +116,7 @@ def check_fields(body: Any) -> tuple[str, str | None]:
     return raw, None if gpu is None else str(gpu)
 
 
-def validate(body: Any, run: dict[str, Any], workspace: Path) -> Accepted:
+def validate(body: Any, run: RunRecord, workspace: Path) -> Accepted:
     """A decoded /submit body checked against the run (``run``: its row in run.db)."""
     check_budget(run)
     raw, gpu = check_fields(body)

@@ -104,7 +104,7 @@ class IterationsPane(Vertical):
     @work(thread=True, exclusive=True, group="iterations", exit_on_error=False)
     def build(self, view: RunView) -> None:
         diagnosis = build_iterations(self.run_dir, baseline_labels(view))
-        start = view.run["budget_start"] or view.run["created_at"]
+        start = view.run.budget_start or view.run.created_at
         self.post_message(IterationsBuilt(diagnosis, start))
 
     @on(IterationsBuilt)

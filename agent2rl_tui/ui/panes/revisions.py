@@ -67,7 +67,7 @@ class RevisionsPane(Horizontal):
         first = not self.revisions
         self.view = view
         self.revisions = list(view.revisions)
-        self.start = view.run["budget_start"] or 0.0
+        self.start = view.run.budget_start or 0.0
         table = self.query_one("#revs", VirtualTable)
         table.set_rows(len(self.revisions), self._cells,
                        cursor=len(self.revisions) - 1 if first and self.pending is None else None)

@@ -98,7 +98,7 @@ class ScoresPane(Vertical):
         base = view.baseline_score
         change = sub.score - prev.score if agent and sub.score is not None and prev and prev.score is not None else None
         vs = sub.score - base if agent and sub.score is not None and base is not None else None
-        start = view.run["budget_start"]
+        start = view.run.budget_start
         status = Text(sub.status, style={"scored": "green", "failed": "red", "rejected": "yellow"}.get(sub.status, ""))
         return [
             str(sub.id) if agent else "baseline",
@@ -110,7 +110,7 @@ class ScoresPane(Vertical):
         ]
 
     def _update_chart(self, view: RunView) -> None:
-        start = view.run["budget_start"] or 0.0
+        start = view.run.budget_start or 0.0
         scored = [s for s in view.submissions if s.status == SubStatus.SCORED and s.score is not None]
         key = (tuple((s.id, s.score) for s in scored), view.baseline_score)
         if key == self.chart_key:

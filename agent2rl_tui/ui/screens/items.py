@@ -146,7 +146,7 @@ class ItemsScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.title = one_line(self.view.run["id"])
+        self.title = one_line(self.view.run.id)
         self.sub_title = f"items of submission {self.label}"
         self.populate()
         self.query_one("#items-table", VirtualTable).focus()

@@ -70,7 +70,7 @@ class RunScreen(StoppingScreen):
         assert self.view is not None
         yield Header()
         yield BudgetHeader(id="budget")
-        start = self.view.run["budget_start"] or self.view.run["created_at"]
+        start = self.view.run.budget_start or self.view.run.created_at
         with TabbedContent(id="tabs", initial="scores"):
             with TabPane("Scores", id="scores"):
                 yield ScoresPane()
@@ -88,7 +88,7 @@ class RunScreen(StoppingScreen):
 
     def on_mount(self) -> None:
         assert self.view is not None
-        self.title = one_line(self.view.run["id"])  # a run folder copied from elsewhere is anyone's
+        self.title = one_line(self.view.run.id)  # a run folder copied from elsewhere is anyone's
         self.sub_title = one_line(str(self.run_dir))
         self.apply_view(self.view)
         self.set_interval(1.0, self.tick)
@@ -192,7 +192,7 @@ class RunScreen(StoppingScreen):
 
         if self.view is None:
             return
-        question = stop_question(self.view.run["id"], self.view.status, self.view.run["ended_at"])
+        question = stop_question(self.view.run.id, self.view.status, self.view.run.ended_at)
         if question is None:
             self.notify(one_line(f"this run is {self.view.status}; nothing to stop"), severity="warning", markup=False)
             return

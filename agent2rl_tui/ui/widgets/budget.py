@@ -36,11 +36,11 @@ class BudgetHeader(Static):
         profile = view.prompt_profile
         who = Text.assemble(
             status_text(view.status), "  ",
-            ("task ", "dim"), one_line(run["task"]),
+            ("task ", "dim"), one_line(run.task),
             *((("  prompts ", "dim"), one_line(profile)) if profile not in (None, "default") else ()),
             *((("  decoding ", "dim"), one_line(view.decoding_row)) if view.decoding_row else ()),
-            ("  agent ", "dim"), one_line(run["agent"]),
-            ("  driver ", "dim"), one_line(run["driver"] or "-"), ("  base ", "dim"), one_line(run["base_model"]),
+            ("  agent ", "dim"), one_line(run.agent),
+            ("  driver ", "dim"), one_line(run.driver or "-"), ("  base ", "dim"), one_line(run.base_model),
         )
         delta = best.score - view.baseline_score if best and view.baseline_score is not None else None
         result = Text.assemble(
@@ -50,8 +50,8 @@ class BudgetHeader(Static):
             ("  Δ ", "dim"), (fmt_score(delta, signed=True), "bold green" if delta and delta > 0 else ""),
             ("  ·  ", "dim"), f"{len(view.submissions)} submissions, {len(view.revisions)} revisions",
         )
-        if run["error"]:
-            result.append(f"  ·  {one_line(run['error'][:80])}", style="red")
+        if run.error:
+            result.append(f"  ·  {one_line(run.error[:80])}", style="red")
         if b.started:
             budget = Text.assemble(
                 ("budget ", "dim"), budget_bar(b.fraction), " ",
