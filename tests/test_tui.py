@@ -211,6 +211,26 @@ async def test_runs_screen_lists_filters_sorts_marks_and_compares(review_root: P
         await settle(pilot, lambda: isinstance(app.screen, RunsScreen), what="back to Runs")
 
 
+async def test_compare_says_when_a_run_folder_cannot_be_read(review_root: Path, tmp_path: Path) -> None:
+    finished_id, lost_id = review_runs(review_root)
+    runs = [summarize(review_root / finished_id), summarize(review_root / lost_id)]
+    copy = tmp_path / lost_id
+    shutil.copytree(review_root / lost_id, copy)
+    runs[1] = summarize(copy)
+    (copy / "run.db").unlink()  # listed, then gone: a run folder moved or half copied
+    app = Agent2RLApp(root=review_root)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_runs(pilot)
+        app.push_screen(CompareScreen(runs))
+        await settle(pilot, lambda: isinstance(app.screen, CompareScreen), what="Compare")
+        await settle(pilot, lambda: any("could not" in str(n.message) for n in app._notifications),
+                     what="the failed read said")
+        said = [str(n.message) for n in app._notifications]
+        assert any("could not read the runs' submissions" in m and "run.db" in m for m in said), said
+        await pilot.press("escape")  # the screen still answers
+        await settle(pilot, lambda: isinstance(app.screen, RunsScreen), what="back to Runs")
+
+
 async def test_run_screen_panes_and_jumps(review_root: Path) -> None:
     finished_id, _ = review_runs(review_root)
     app = Agent2RLApp(root=review_root)
@@ -222,7 +242,7 @@ async def test_run_screen_panes_and_jumps(review_root: Path) -> None:
         await settle(pilot, lambda: run_screen_ready(app), what="the Run screen")
         run: RunScreen = app.screen
         view = run.view
-        assert view is not None and view.status == "finished" and view.run["id"] == finished_id
+        assert view is not None and view.status == "finished" and view.run.id == finished_id
         header = plain(run.query_one("#budget", Static))
         assert "best" in header and f"{view.best.score:.2f}" in header and "ended" in header
 
@@ -355,7 +375,7 @@ async def test_run_screen_panes_and_jumps(review_root: Path) -> None:
         await pilot.press("5")
         md = run.query_one("#report-md", Markdown)
         await settle(pilot, lambda: "valid_submission_rate" in md.source, what="the report")
-        assert f"# Run {view.run['id']}" in md.source and "## Code revisions" in md.source
+        assert f"# Run {view.run.id}" in md.source and "## Code revisions" in md.source
         assert "## The agent's prompt" in md.source and "You are an ML engineer" in md.source
         # Containment and the contamination check, as a reviewer must see them.
         assert "- containment: " in md.source and "- contamination check: clean" in md.source
@@ -607,12 +627,12 @@ async def test_a_lost_runs_record_can_be_closed_from_its_run_screen(review_root:
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, lambda: run_screen_ready(app), what="the Run screen")
         run: RunScreen = app.screen
-        assert run.view.status == "lost" and run.view.run["ended_at"] is None
+        assert run.view.status == "lost" and run.view.run.ended_at is None
         await pilot.press("s")
         await settle(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
         assert "Close the record of lost run" in app.screen.question
         await pilot.press("y")
-        await settle(pilot, lambda: app.screen is run and run.view.run["ended_at"] is not None, timeout=30,
+        await settle(pilot, lambda: app.screen is run and run.view.run.ended_at is not None, timeout=30,
                      what="the record to be closed")
         assert run.view.status == "lost"
         await pilot.press("s")  # closed now: nothing left to stop

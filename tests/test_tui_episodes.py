@@ -73,7 +73,7 @@ async def open_items(pilot, run_id: str, sub: str) -> ItemsScreen:  # noqa: ANN0
     runs = (await open_runs(pilot)).query_one("#runs", VirtualTable)
     runs.move_to(row_of(runs, run_id))
     await pilot.press("enter")
-    await settle(pilot, lambda: run_screen_ready(app) and app.screen.view.run["id"] == run_id, what="the Run screen")
+    await settle(pilot, lambda: run_screen_ready(app) and app.screen.view.run.id == run_id, what="the Run screen")
     subs = app.screen.query_one("#subs", VirtualTable)
     await settle(pilot, lambda: sub in [r[0] for r in table_rows(subs)], what=f"submission {sub}")
     subs.move_to(row_of(subs, sub, column=0))

@@ -13,10 +13,12 @@ from pathlib import Path
 
 from textual.message import Message
 
+from agent2rl_tui.record.compare import Pairing
 from agent2rl_tui.record.index import RunSummary
 from agent2rl_tui.record.items import SubmissionItems
 from agent2rl_tui.record.iterations import Diagnosis
 from agent2rl_tui.record.runview import RunView
+from agent2rl_tui.record.scaling import RunCurve
 from agent2rl_tui.record.steplist import StepListing
 from agent2rl_tui.record.transcripts import StepRow
 from agent2rl_tui.record.watch import RunWatch, Stamp
@@ -156,3 +158,25 @@ class ReportBuilt(Message):
     """The report of the run, as Markdown."""
 
     text: str
+
+
+@dataclass
+class PairsRead(Message):
+    """The best submissions of runs graded on the same items, paired (the Compare screen)."""
+
+    pairing: Pairing
+
+
+@dataclass
+class ScalingRead(Message):
+    """Each group's runs as curves of best improvement (the Compare screen's plot)."""
+
+    curves: dict[str, list[RunCurve]]
+
+
+@dataclass
+class CompareReadFailed(Message):
+    """A Compare screen's read that failed: what it was (``what``) and why."""
+
+    what: str
+    error: str

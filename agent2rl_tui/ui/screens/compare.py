@@ -4,7 +4,7 @@ and what a run of each group used (tokens and cost per run, ``record.usage``: me
 Below the table, the scaling (``record.scaling``): each run's best improvement against time, one
 line per run and a colour per group; ``v`` moves the x axis on to tokens, submissions, and the
 expected best improvement of k runs. The runs' points are read in a thread worker (one run.db
-each), handed back as the worker's result.
+each), handed back as a message (``ui.messages``).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
-from textual.worker import Worker, WorkerState
 from textual_plotext import PlotextPlot
 
-from agent2rl_tui.record.compare import Group, Pairing, ci_text, compare, pair_text, paired_bests, profile_notes
+from agent2rl_tui.record.compare import Group, ci_text, compare, pair_text, paired_bests, profile_notes
 from agent2rl_tui.record.index import RunSummary
 from agent2rl_tui.record.plots import step_points
 from agent2rl_tui.record.scaling import AXES, AXIS_LABELS, TITLES, RunCurve, curves, group_runs, read_scaling
 from agent2rl_tui.ui.format import literal, literal_line
+from agent2rl_tui.ui.messages import CompareReadFailed, PairsRead, ScalingRead
 from agent2rl_tui.ui.widgets.tables import RowTable
 from agent2rl_tui.util.inert import one_line
 
@@ -86,11 +86,16 @@ class CompareScreen(Screen[None]):
         self.read_scaling()
         self.read_pairs()
 
-    @work(thread=True, exclusive=True, group="paired", exit_on_error=False)
-    def read_pairs(self) -> Pairing:
-        return paired_bests(self.runs)
+    @work(thread=True, exclusive=True, group="paired")
+    def read_pairs(self) -> None:
+        try:
+            self.post_message(PairsRead(paired_bests(self.runs)))
+        except Exception as exc:  # noqa: BLE001 - a damaged run folder: said, the rest of the screen stays
+            self.post_message(CompareReadFailed("pair the runs' items", str(exc)))
 
-    def show_pairs(self, pairing: Pairing) -> None:
+    @on(PairsRead)
+    def show_pairs(self, message: PairsRead) -> None:
+        pairing = message.pairing
         lines = [f"{p.task}: {pair_text(p)}" for p in pairing.pairs]
         if pairing.more:
             lines.append(f"… and {pairing.more} more pairs")
@@ -98,23 +103,21 @@ class CompareScreen(Screen[None]):
                 else "no two runs were graded on the same eval items (`run start --eval-seed N` makes them so)")
         self.query_one("#paired", Static).update(literal("\n".join([head, *lines])))
 
-    @work(thread=True, exclusive=True, group="scaling", exit_on_error=False)
-    def read_scaling(self) -> dict[str, list[RunCurve]]:
-        return read_scaling(group_runs(self.runs))
+    @work(thread=True, exclusive=True, group="scaling")
+    def read_scaling(self) -> None:
+        try:
+            self.post_message(ScalingRead(read_scaling(group_runs(self.runs))))
+        except Exception as exc:  # noqa: BLE001 - as above
+            self.post_message(CompareReadFailed("read the runs' submissions", str(exc)))
 
-    @on(Worker.StateChanged)
-    def scaling_read(self, event: Worker.StateChanged) -> None:
-        if event.worker.group == "paired" and event.state == WorkerState.SUCCESS:
-            self.show_pairs(event.worker.result)
-            return
-        if event.worker.group != "scaling":
-            return
-        if event.state == WorkerState.SUCCESS:
-            self.scaling = event.worker.result
-            self.draw_scaling()
-        elif event.state == WorkerState.ERROR:
-            self.notify(one_line(f"could not read the runs' submissions: {event.worker.error}"), severity="error",
-                        markup=False)
+    @on(ScalingRead)
+    def scaling_read(self, message: ScalingRead) -> None:
+        self.scaling = message.curves
+        self.draw_scaling()
+
+    @on(CompareReadFailed)
+    def read_failed(self, message: CompareReadFailed) -> None:
+        self.notify(one_line(f"could not {message.what}: {message.error}"), severity="error", markup=False)
 
     def action_next_axis(self) -> None:
         self.axis = AXES[(AXES.index(self.axis) + 1) % len(AXES)]
