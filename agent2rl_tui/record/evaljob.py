@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from agent2rl_tui.record.summary_parts import (
     EngineRecord,
@@ -33,6 +33,9 @@ from agent2rl_tui.record.summary_parts import (
     as_json,
 )
 from agent2rl_tui.tasks.registry import InferenceSettings
+
+P = TypeVar("P", bound=Part)
+"""One of a summary's inner tables (``record.summary_parts``)."""
 
 
 class EvalJobError(ValueError):
@@ -191,13 +194,16 @@ class EvalSummary:
         """The worker's summary of one evaluation: ``inference`` is ``InferenceSettings.to_dict()``,
         ``details`` the evaluator's."""
         details = dict(details)
-        pick = {key: cls.TABLES[key].from_json(details.pop(key)) for key in ("strict", "judge", "winrate")
-                if isinstance(details.get(key), dict)}
+
+        def take(key: str, part: type[P]) -> P | None:  # a table of the details becomes its part
+            return part.from_json(details.pop(key)) if isinstance(details.get(key), dict) else None
+
         inference = dict(inference)
         return cls(evaluator=evaluator, engine_choice=engine_choice, engine_load=engine_load, inference=inference,
                    prompt_profile=inference.get("prompt_profile"), decoding_row=inference.get("decoding_row"),
-                   engine_settings=EngineRecord.from_json(engine_settings), env=EnvRecord.from_json(env),
-                   episodes=EpisodesSummary.from_json(episodes), rest=details, **pick)  # type: ignore[arg-type]
+                   engine_settings=EngineRecord.from_json(engine_settings), strict=take("strict", StrictReading),
+                   judge=take("judge", JudgeRecord), winrate=take("winrate", WinRates), env=EnvRecord.from_json(env),
+                   episodes=EpisodesSummary.from_json(episodes), rest=details)
 
     def to_json(self) -> dict[str, Any]:
         """The object kept as ``settings_json``, in the worker's order."""
