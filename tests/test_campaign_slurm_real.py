@@ -166,3 +166,95 @@ def test_a_job_sbatch_refuses_is_said_and_submitted_once_the_file_is_mended(
              what="the mended campaign's run to finish")
     with Campaign(folder) as campaign:
         assert summarize(Path(campaign.rows()[0]["run_dir"])).baseline is not None
+
+
+KILLABLE = """
+name = "cancelled"
+backend = "slurm"
+tasks = ["arith"]
+base_models = ["MODEL"]
+seeds = [0]
+budget = "10m"
+gpus_per_run = 0
+
+[slurm]
+cpus_per_task = 1
+
+[[agents]]
+agent = "command"
+command = "PYTHON -c 'import pathlib, time; [time.sleep(0.2) for _ in range(3000) if not pathlib.Path(\\"GO\\").exists()]'"
+
+[options]
+eval_limit = 2
+grace = "1s"
+contain = false
+"""
+
+
+def test_a_job_cancelled_mid_run_is_not_a_finished_run_and_is_queued_again(
+        slurm_cluster: SlurmCluster, tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
+    import sys
+
+    go = tmp_path / "go"
+    spec = tmp_path / "campaign.toml"
+    spec.write_text(KILLABLE.replace("MODEL", str(tiny_model)).replace("PYTHON", sys.executable)
+                    .replace("GO", str(go)), encoding="utf-8")
+    proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    folder = folder_of(proc.stdout)
+    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["running"], timeout=600, interval=1,
+             what="the agent to run inside its job")
+    [(_, _, _, run_name, job_id, slurm_state)] = status_rows(folder)
+    assert slurm_state == "RUNNING"
+    assert slurm_cluster.run("scancel", job_id).returncode == 0  # mid-run, as a user or an admin would
+
+    # Slurm signals every process of the job: the run is closed as stopped (its record and report
+    # written), never counted as finished; `campaign status` names the cancelled job.
+    wait_for(lambda: [(r[2], r[5]) for r in status_rows(folder)] == [("stopped", "CANCELLED")], timeout=300,
+             interval=1, what="the cancelled job's run to be closed")
+    s = summarize(folder / run_name)
+    assert s.status == "stopped" and s.end_reason == "stopped", (s.status, s.end_reason)
+    assert (folder / run_name / "report" / "report.json").is_file()
+    assert "1 stopped" in cli("campaign", "results", str(folder)).stdout
+
+    go.touch()  # the next attempt's agent ends at once
+    again = cli("campaign", "requeue", str(folder), run_name, timeout=300)
+    assert again.returncode == 0 and "queued again as 2; job " in again.stdout, again.stdout + again.stderr
+    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["superseded", "finished"], timeout=600, interval=1,
+             what="the second attempt to finish")
+    rows = status_rows(folder)
+    assert rows[0][4] == job_id and rows[1][4] != job_id and rows[1][3] != run_name
+    assert (folder / run_name).is_dir()  # the cancelled attempt's folder is kept
+    out = cli("campaign", "results", str(folder), "--csv", str(tmp_path / "runs.csv"))
+    assert out.returncode == 0, out.stderr
+    with (tmp_path / "runs.csv").open(newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert [(r["attempt"], r["job_id"]) for r in table] == [("1", job_id), ("2", rows[1][4])]
+    assert [r["status"] for r in table] == ["superseded", "finished"]
+
+
+def test_a_job_that_fails_before_its_run_starts_says_why(
+        slurm_cluster: SlurmCluster, tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
+    import shutil
+
+    model = tmp_path / "models" / "tiny-llama"  # on the "login node" at submission, gone when the job starts
+    shutil.copytree(tiny_model, model)
+    spec = tmp_path / "campaign.toml"
+    spec.write_text(ONE_RUN.replace("MODEL", str(model)).replace('budget = "5m"', 'budget = "5m"\ngpus_per_run = 0')
+                    .replace("cpus_per_task = 1", "cpus_per_task = 1\nadditional_parameters = { hold = true }"),
+                    encoding="utf-8")
+    proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    folder = folder_of(proc.stdout)
+    [(_, _, state, _, job_id, slurm_state)] = status_rows(folder)
+    assert (state, slurm_state) == ("submitted", "PENDING")
+    shutil.rmtree(model)
+    assert slurm_cluster.run("scontrol", "release", job_id).returncode == 0
+
+    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["failed"], timeout=600, interval=1,
+             what="the job to fail")
+    status = cli("campaign", "status", str(folder)).stdout
+    assert f"job {job_id} FAILED" in status and "before its run started" in status, status
+    assert str(model) in status, status  # why: the run could not be made, its model is missing
+    again = cli("campaign", "requeue", str(folder), "1", timeout=300)
+    assert again.returncode == 0 and "queued again as 2" in again.stdout, again.stdout + again.stderr

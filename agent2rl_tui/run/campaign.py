@@ -169,6 +169,11 @@ class Campaign:
         if row is None:
             raise RunError(f"campaign {self.folder.name} has no current run {ref!r}")
         state = self.state_of(row)
+        if state == JobState.SUBMITTED and row["job_id"] and self.spec.backend == "slurm":
+            from agent2rl_tui.run.campaign_slurm import failed_before_run, job_states
+
+            if failed_before_run(self, row, job_states([row["job_id"]]).get(row["job_id"])):
+                state = "failed"  # its job ended before the run started
         if state not in ("failed", "lost", "stopped"):
             raise RunError(f"run {ref} is {state}; only failed, lost or stopped runs are queued again")
         with self.db:

@@ -178,7 +178,25 @@ def job_states(job_ids: list[str]) -> dict[str, JobInfo]:
 
 
 def campaign_jobs(campaign: Campaign) -> dict[str, JobInfo]:
-    """Slurm's word on the jobs of a campaign's current runs ({} for ``cluster = "local"``: no Slurm)."""
+    """Slurm's word on the jobs of a campaign's runs, superseded attempts' included ({} for
+    ``cluster = "local"``: no Slurm)."""
     if campaign.spec_raw().get("slurm", {}).get("cluster") not in (None, "slurm"):
         return {}
-    return job_states([r["job_id"] for r in campaign.rows() if r["job_id"] and not r["superseded"]])
+    return job_states([r["job_id"] for r in campaign.rows() if r["job_id"]])
+
+
+def failed_before_run(campaign: Campaign, row: sqlite3.Row, job: JobInfo | None) -> str | None:
+    """Why a run's job ended before the run started (None: it has not ended, or the run started):
+    what the job recorded (a run it could not make), else the last line of its log, else Slurm's state."""
+    if row["run_dir"] or not row["job_id"] or job is None or not job.ended:
+        return None
+    why = row["error"] or _last_line(campaign.folder / "slurm" / row["job_id"] / f"{row['job_id']}_0_log.err")
+    return f"job {row['job_id']} ended {job} before its run started" + (f": {why}" if why else "")
+
+
+def _last_line(path: Path, limit: int = 300) -> str:
+    try:
+        lines = [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:limit] if lines else ""
