@@ -1,19 +1,20 @@
 """Campaign runs as Slurm jobs, through submitit: beyond one box, on an engine that exists.
 
 With ``backend = "slurm"`` in the campaign file, ``campaign start`` submits each queued run
-as one job instead of starting the local scheduler. The job, on its node, makes the run
-folder (under the campaign folder: it must be on a file system the login node and the TUI
-share), records it in campaign.db, and runs the run's supervisor until the run ends. Slurm
-gives the job its GPUs (``gpus_per_node`` = the campaign's ``gpus_per_run``) and with them
-``CUDA_VISIBLE_DEVICES``; Slurm, not us, decides how many run at once.
+as one job instead of starting the local scheduler. The job, on its node, in the campaign folder
+(``--chdir``; it must be on a file system the login node, the nodes and the TUI share), makes the
+run folder, records it in campaign.db, and runs the run's supervisor until the run ends. Slurm
+gives the job its GPUs (``gpus_per_node`` = the campaign's ``gpus_per_run``, none asked when it
+is 0) and with them ``CUDA_VISIBLE_DEVICES``; Slurm, not us, decides how many run at once.
+``campaign status`` reads each job's state from ``squeue``, then ``sacct`` (``job_states``).
 
 The job's time limit is the run's budget, plus its grace period, plus two evaluations (the
 baseline's before the budget and the last submission's after it, each at most the task's
 ``eval_timeout_s``), plus 10 minutes for start-up and the report. ``[slurm]`` in the
 campaign file passes submitit's Slurm parameters (``partition``, ``account``, ``qos``,
 ``constraint``, ``mem_gb``, ``cpus_per_task``, ``additional_parameters``); ``cluster =
-"local"`` runs the jobs as local processes (submitit's local executor), which is how the tests
-run it.
+"local"`` runs the jobs as local processes (submitit's local executor). The tests run both:
+tests/test_campaign_slurm_real.py on a real one-node Slurm (tests/slurm_cluster.py).
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ def run_job(folder: str, row_id: int) -> str:
     """What one job does on its node: make the run, record it, supervise it to its end; its status."""
     with Campaign(Path(folder)) as campaign:
         row = campaign.db.execute("SELECT * FROM runs WHERE id = ?", (row_id,)).fetchone()
+        if row["run_dir"]:  # Slurm requeued the job (preemption, a node lost): one row, one run folder
+            raise RunError(f"run {row_id} already started in {row['run_dir']}; `agent2rl-tui campaign requeue` "
+                           "queues it again")
         spec = campaign.spec
         cell = Cell(row["task"], row["agent"], row["driver"], row["base_model"], row["command"])
         req = spec.request(cell, row["seed"], Path(folder))
