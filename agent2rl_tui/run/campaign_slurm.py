@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,38 @@ def run_job(folder: str, row_id: int) -> str:
     return summarize(run_dir).status
 
 
+JOB_VARIABLES = ("HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_TOKEN", "HF_ENDPOINT", "TRANSFORMERS_CACHE",
+                 "AGENT2RL_DATA", "AGENT2RL_TASKS", "AGENT2RL_AGENTS")
+"""Variables every run reads where it runs: the Hugging Face cache and its switches, our data cache, extra tasks
+and agent profiles."""
+
+
+def job_environment(spec: CampaignSpec, env: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a run's job, as sbatch is told it: ``{"export": "ALL,NAME,..."}``.
+
+    ``ALL``: the job gets the environment of the process that submits it (sbatch reads it when it
+    submits; Slurm sets it on the node), so the run, its grader and its agent see what the shell of
+    ``campaign start`` (or ``resume``, ``requeue``) set. Named after it, those of the variables the
+    campaign's runs read that ``env`` sets: ``JOB_VARIABLES``, the key variables its options name
+    (``judge.key_env``, ``search.key_env``) and its agents' key variables (their profiles'
+    ``required_env`` and ``env_pass``). Names only: the values go from sbatch to Slurm, never into
+    the job script (``<campaign>/slurm/<job id>/<job id>_submission.sh``) nor into submitit's pickles
+    (they hold ``run_job`` and its two arguments); in the script, the names say what the runs rely
+    on. An ``export`` in ``[slurm] additional_parameters`` replaces this one.
+    """
+    from agent2rl_tui.run.profiles import get_profile
+
+    names = list(JOB_VARIABLES)
+    for option in ("judge", "search"):
+        given = spec.options.get(option)
+        names.append(str(given.get("key_env") or "") if isinstance(given, dict) else "")
+    for agent in dict.fromkeys(cell.agent for cell in spec.cells):
+        profile = get_profile(agent)
+        names += [n for group in profile.required_env for n in group] + [n for n in profile.env_pass if n != "*"]
+    named = [n for n in dict.fromkeys(names) if n.isidentifier() and n.isascii() and n in env]
+    return {"export": ",".join(["ALL", *named])}
+
+
 def executor_for(campaign: Campaign, spec: CampaignSpec, cell: Cell, table: dict[str, Any]) -> Any:
     import submitit
 
@@ -82,7 +115,8 @@ def executor_for(campaign: Campaign, spec: CampaignSpec, cell: Cell, table: dict
     if executor.cluster == "slurm":
         # The job starts in the campaign folder (on the shared file system), not in whatever folder
         # `campaign start` ran from, which the node may not have.
-        params["slurm_additional_parameters"] = {"chdir": str(campaign.folder),
+        # Its environment: the submitting shell's, the run's variables named (job_environment).
+        params["slurm_additional_parameters"] = {"chdir": str(campaign.folder), **job_environment(spec, os.environ),
                                                  **dict(table.get("additional_parameters") or {})}
     else:  # the local/debug executors take the generic parameters only
         params = {k: v for k, v in params.items() if not k.startswith("slurm_")}
