@@ -79,6 +79,8 @@ async def open_a_step(pilot) -> None:  # noqa: ANN001
     await until(pilot, lambda: bool(pilot.app.screen.query(StepsView)) and
                 pilot.app.screen.query_one(StepsView).listed >= 0 and pilot.app.screen.query_one(StepsView).row_count > 1,
                 "the transcript's steps")
+    # The pane focuses its list once shown: keys pressed before that go to the pane left behind.
+    await until(pilot, lambda: pilot.app.screen.query_one(StepsView).has_focus, "the steps list to take the focus")
     await pilot.press("down", "enter")
     await until(pilot, lambda: "enter on a step" not in str(pilot.app.screen.query_one("#step-text", Static).render()),
                 "the step's text")
