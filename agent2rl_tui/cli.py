@@ -767,6 +767,7 @@ def _submit_jobs(folder: Path) -> None:
 @click.pass_context
 def campaign_status(ctx: click.Context, ref: str) -> None:
     """Each run of the campaign: its cell, seed and state (and on Slurm its job's id and state)."""
+    from agent2rl_tui.record.campaign_view import read_summary
     from agent2rl_tui.run.campaign import Campaign
     from agent2rl_tui.run.campaign_slurm import campaign_jobs, failed_before_run
 
@@ -783,8 +784,10 @@ def campaign_status(ctx: click.Context, ref: str) -> None:
                 job = jobs.get(row["job_id"])
                 run = (f"{run}  " if row["run_dir"] else "") + f"job {row['job_id']}" + (f" {job}" if job else "")
             note = f"  ({row['error']})" if row["error"] and state in (JobState.QUEUED, JobState.SUBMITTED) else ""
-            if state == JobState.SUBMITTED and (why := failed_before_run(campaign, row, jobs.get(row["job_id"]))):
+            if why := failed_before_run(campaign, row, jobs.get(row["job_id"])):
                 state, note = RunStatus.FAILED, f"  ({why})"
+            elif slurm and state in (RunStatus.STOPPED, RunStatus.LOST) and (s := read_summary(row)):
+                note = f"  ({s.end_reason or s.error or state})"  # e.g. time_limit: Slurm's time limit stopped it
             click.echo(f"{row['id']:4} {row['cell']:50} seed {row['seed']:<3} {state:11} {run}{note}")
     if slurm:
         click.echo("backend: slurm (submitit jobs; `squeue` shows them)")

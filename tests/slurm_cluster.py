@@ -287,6 +287,7 @@ def main() -> None:
     print(f"Slurm is up: node {cluster.name} idle, logs in {cluster.logs}\n"
           f"  export SLURM_CONF={cluster.conf}\nCtrl-C stops it.", flush=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # started with `&`, a shell leaves it ignored
     try:
         while True:
             signal.pause()

@@ -9,16 +9,21 @@ file). Where root or the packages are missing they skip, saying how to run them.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import json
+import os
 import re
+import signal
 from pathlib import Path
 
 import pytest
 from conftest import cli, wait_for
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the session fixture
 
-from agent2rl_tui.record.campaign_view import read_runs
+from agent2rl_tui.record.campaign_view import ENDED_STATES, read_runs
 from agent2rl_tui.record.index import summarize
+from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.run.campaign import Campaign
 
 pytestmark = pytest.mark.slow
@@ -256,5 +261,140 @@ def test_a_job_that_fails_before_its_run_starts_says_why(
     status = cli("campaign", "status", str(folder)).stdout
     assert f"job {job_id} FAILED" in status and "before its run started" in status, status
     assert str(model) in status, status  # why: the run could not be made, its model is missing
+    # `campaign results` and its CSV read it the same way: failed, and why; never "submitted".
+    out = cli("campaign", "results", str(folder), "--csv", str(tmp_path / "runs.csv"))
+    assert out.returncode == 0 and "runs: 1 failed" in out.stdout, out.stdout + out.stderr
+    with (tmp_path / "runs.csv").open(newline="") as fh:
+        [row] = list(csv.DictReader(fh))
+    assert (row["status"], row["job_id"]) == ("failed", job_id) and "before its run started" in row["error"], row
+    assert str(model) in row["error"]
+    assert [r.state for r in read_runs(folder)] == ["failed"]
     again = cli("campaign", "requeue", str(folder), "1", timeout=300)
     assert again.returncode == 0 and "queued again as 2" in again.stdout, again.stdout + again.stderr
+
+
+# An agent that makes one submission in time, then keeps going: only the job's time limit ends it.
+SUBMIT_THEN_KEEP_GOING = """
+import json, os, shutil, time, urllib.request
+shutil.copytree(os.environ["MODEL_PATH"], "output/v1")
+req = urllib.request.Request(os.environ["GRADING_SERVER_URL"] + "/submit?wait=0",
+                             data=json.dumps({"model_path": "output/v1"}).encode(),
+                             headers={"Content-Type": "application/json"})
+print(urllib.request.urlopen(req, timeout=600).read().decode(), flush=True)
+while True:
+    time.sleep(1)
+"""
+
+TIME_LIMITED = """
+name = "time-limited"
+backend = "slurm"
+tasks = ["arith"]
+base_models = ["MODEL"]
+seeds = [0]
+budget = "30m"          # far beyond the job's time limit
+gpus_per_run = 0
+
+[slurm]
+cpus_per_task = 1
+time = 4                # minutes: the job's time limit, below what the run needs
+signal_delay_s = 90     # Slurm warns the job this long before it (up to a minute earlier)
+
+[[agents]]
+agent = "command"
+command = 'AGENT'
+
+[options]
+eval_limit = 2
+grace = "1s"
+contain = false
+"""
+
+
+def test_a_job_that_hits_its_time_limit_is_stopped_as_a_budget_ends(
+        slurm_cluster: SlurmCluster, tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
+    import sys
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(SUBMIT_THEN_KEEP_GOING, encoding="utf-8")
+    spec = tmp_path / "campaign.toml"
+    spec.write_text(TIME_LIMITED.replace("MODEL", str(tiny_model)).replace("AGENT", f"{sys.executable} {agent}"),
+                    encoding="utf-8")
+    proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    folder = folder_of(proc.stdout)
+    [(_, _, _, _, job_id, _)] = status_rows(folder)
+    script = (folder / "slurm" / job_id / f"{job_id}_submission.sh").read_text(encoding="utf-8")
+    assert "#SBATCH --time=4" in script and "#SBATCH --signal=USR2@90" in script, script
+
+    # Slurm's warning stops the run the way its budget's end would: the agent ended, its submission
+    # made in time scored, the report written; the job then ends by itself, before its limit.
+    wait_for(lambda: [(r[2], r[5]) for r in status_rows(folder)] == [("stopped", "COMPLETED")], timeout=900,
+             interval=2, what="the time-limited job's run to be stopped")
+    status = cli("campaign", "status", str(folder)).stdout
+    assert "(time_limit)" in status, status
+    with Campaign(folder) as campaign:
+        run_dir = Path(campaign.rows()[0]["run_dir"])
+    s = summarize(run_dir)
+    assert (s.status, s.end_reason) == ("stopped", "time_limit"), (s.status, s.end_reason, s.error)
+    assert s.baseline is not None and s.n_submissions == 1 and s.best is not None  # scored, not lost
+    report = json.loads((run_dir / "report" / "report.json").read_text(encoding="utf-8"))
+    assert (report["status"], report["end_reason"]) == ("stopped", "time_limit")
+    log = (folder / "slurm" / job_id / f"{job_id}_0_log.err").read_text(encoding="utf-8")
+    assert "the job's time limit is near" in log, log[-2000:]
+
+    out = cli("campaign", "results", str(folder), "--csv", str(tmp_path / "runs.csv"))
+    assert out.returncode == 0 and "1 stopped" in out.stdout, out.stdout + out.stderr
+    with (tmp_path / "runs.csv").open(newline="") as fh:
+        [row] = list(csv.DictReader(fh))
+    assert (row["status"], row["end_reason"], row["job_id"]) == ("stopped", "time_limit", job_id)
+    assert row["best_score"] != "" and row["submissions"] == "1"
+
+
+def test_a_job_killed_hard_leaves_its_run_lost_and_it_is_queued_again(
+        slurm_cluster: SlurmCluster, tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
+    import sys
+
+    go = tmp_path / "go"
+    spec = tmp_path / "campaign.toml"
+    spec.write_text(KILLABLE.replace("MODEL", str(tiny_model)).replace("PYTHON", sys.executable)
+                    .replace("GO", str(go)).replace('name = "cancelled"', 'name = "killed"'), encoding="utf-8")
+    proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    folder = folder_of(proc.stdout)
+    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["running"], timeout=600, interval=1,
+             what="the agent to run inside its job")
+    [(_, _, _, run_name, job_id, _)] = status_rows(folder)
+    # As a node lost would: every process of the job on the node (`scontrol listpids`: the batch
+    # shell, submitit's, the supervisor, grader and agent) killed at once, none left to close the run.
+    # (`scancel --signal=KILL --full` is gentler: Slurm then ends the step with SIGTERM first, and
+    # the supervisor closes the run as stopped.)
+    listed = slurm_cluster.run("scontrol", "listpids", job_id).stdout.split("\n")[1:]
+    pids = [int(line.split()[0]) for line in listed if line.split() and line.split()[0].isdigit()]
+    assert len(pids) >= 3, listed
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+    # Its supervisor's heartbeat stops and Slurm says the job has ended: the run is lost, and its
+    # record closed so (not "running" forever), its report written.
+    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["lost"] and status_rows(folder)[0][5] in ENDED_STATES,
+             timeout=300, interval=1, what="the killed job's run to be lost")
+    s = summarize(folder / run_name)
+    with RunStore.of_run(folder / run_name) as store:
+        assert store.run().status == "lost"  # the record itself, not only the heartbeat's reading
+    assert s.status == "lost" and f"Slurm job {job_id} ended" in (s.error or ""), (s.status, s.error)
+    assert json.loads((folder / run_name / "report" / "report.json").read_text(encoding="utf-8"))["status"] == "lost"
+    assert "1 lost" in cli("campaign", "results", str(folder)).stdout
+
+    go.touch()  # the next attempt's agent ends at once
+    again = cli("campaign", "requeue", str(folder), run_name, timeout=300)
+    assert again.returncode == 0 and "queued again as 2; job " in again.stdout, again.stdout + again.stderr
+    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["superseded", "finished"], timeout=600, interval=1,
+             what="the second attempt to finish")
+    rows = status_rows(folder)
+    out = cli("campaign", "results", str(folder), "--csv", str(tmp_path / "runs.csv"))
+    assert out.returncode == 0, out.stderr
+    with (tmp_path / "runs.csv").open(newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert [(r["attempt"], r["job_id"], r["status"]) for r in table] == [("1", job_id, "superseded"),
+                                                                          ("2", rows[1][4], "finished")]

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.record.campaign_view import JobState, read_summary, run_state
+from agent2rl_tui.record.campaign_view import JobInfo, JobState, read_summary, run_state, slurm_jobs
 from agent2rl_tui.record.index import RunError, default_root
 from agent2rl_tui.record.store import ACTIVE_STATUSES
 from agent2rl_tui.run.lifecycle import RunRequest, create_run, launch_supervisor, preflight_run, reconcile
@@ -58,6 +58,8 @@ CAMPAIGN_FILE = "campaign.toml"
 CAMPAIGN_DB = "campaign.db"
 SCHEDULER_BEAT_S = 1.0
 SCHEDULER_LOST_AFTER_S = 30.0
+JOBS_FRESH_S = 5.0
+"""How long one ``squeue`` answer serves ``Campaign.state_of`` (a status of many pending jobs asks once)."""
 RUN_OPTIONS = tuple(CAMPAIGN_OPTIONS)
 """The ``[options]`` keys a campaign file may give: ``run.options`` declares them."""
 
@@ -134,6 +136,7 @@ class Campaign:
         self.db = sqlite3.connect(folder / CAMPAIGN_DB, timeout=30, isolation_level=None)
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
+        self._jobs: tuple[float, dict[str, JobInfo]] | None = None  # Slurm's word on the jobs, and when
 
     @property
     def spec(self) -> CampaignSpec:
@@ -159,8 +162,14 @@ class Campaign:
         self.close()
 
     def state_of(self, row: sqlite3.Row) -> str:
-        """The row's state as the results read it (``record.campaign_view.run_state``)."""
-        return run_state(row, read_summary(row))
+        """The row's state as the results read it (``record.campaign_view.run_state``); on Slurm, that
+        of a row whose run has not started depends on its job (ended: failed before its run)."""
+        job = None
+        if row["job_id"] and not row["run_dir"] and not row["superseded"]:
+            if self._jobs is None or time.monotonic() - self._jobs[0] > JOBS_FRESH_S:
+                self._jobs = (time.monotonic(), slurm_jobs(self.folder, [r for r in self.rows() if not r["run_dir"]]))
+            job = self._jobs[1].get(row["job_id"])
+        return run_state(row, read_summary(row), job)
 
     def requeue(self, ref: str) -> int:
         """Queue a failed, lost or stopped run's cell and seed again; the new row's id."""
@@ -168,12 +177,12 @@ class Campaign:
             r["run_dir"] and Path(r["run_dir"]).name == ref))), None)
         if row is None:
             raise RunError(f"campaign {self.folder.name} has no current run {ref!r}")
-        state = self.state_of(row)
-        if state == JobState.SUBMITTED and row["job_id"] and self.spec.backend == "slurm":
-            from agent2rl_tui.run.campaign_slurm import failed_before_run, job_states
+        if row["job_id"] and self.spec.backend == "slurm":
+            from agent2rl_tui.run.campaign_slurm import campaign_jobs
 
-            if failed_before_run(self, row, job_states([row["job_id"]]).get(row["job_id"])):
-                state = "failed"  # its job ended before the run started
+            campaign_jobs(self)  # a run whose job ended under it is closed (lost) before it is superseded
+            self._jobs = None
+        state = self.state_of(row)
         if state not in ("failed", "lost", "stopped"):
             raise RunError(f"run {ref} is {state}; only failed, lost or stopped runs are queued again")
         with self.db:

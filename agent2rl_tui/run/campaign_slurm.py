@@ -20,30 +20,54 @@ tests/test_campaign_slurm_real.py on a real one-node Slurm (tests/slurm_cluster.
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
-import subprocess
+import sys
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent2rl_tui.record.campaign_view import ENDED_STATES, JobInfo, job_states  # noqa: F401 - read from here too
+from agent2rl_tui.record.campaign_view import failed_before_run as view_failed_before_run
 from agent2rl_tui.record.index import RunError, summarize
+from agent2rl_tui.record.store import RunStatus
 from agent2rl_tui.run.campaign import Campaign, CampaignSpec, Cell
-from agent2rl_tui.run.lifecycle import create_run, launch_supervisor
+from agent2rl_tui.run.lifecycle import create_run, launch_supervisor, reconcile, stop_run
 from agent2rl_tui.tasks.registry import load_task
-from agent2rl_tui.util.timeutil import now, parse_duration
+from agent2rl_tui.util.timeutil import iso, now, parse_duration
 
 GENERIC = ("mem_gb", "cpus_per_task")
 """submitit parameters every cluster takes; the rest of ``[slurm]`` is passed as ``slurm_<key>``."""
 MARGIN_S = 600.0
+STOP_REPORT_S = 60.0
+
+
+def _grace_and_eval_s(spec: CampaignSpec, cell: Cell) -> tuple[float, float]:
+    grace = parse_duration(str(spec.options["grace"])) if spec.options.get("grace") else 30.0
+    return grace, float(spec.options.get("eval_timeout_s") or load_task(cell.task).eval_timeout_s)
 
 
 def time_limit_min(spec: CampaignSpec, cell: Cell) -> int:
-    """Budget + grace + two evaluations + 10 minutes, in whole minutes."""
-    task = load_task(cell.task)
-    grace = parse_duration(str(spec.options["grace"])) if spec.options.get("grace") else 30.0
-    eval_s = float(spec.options.get("eval_timeout_s") or task.eval_timeout_s)
+    """Budget + grace + two evaluations + 10 minutes, in whole minutes: what the run needs."""
+    grace, eval_s = _grace_and_eval_s(spec, cell)
     return int((spec.budget_s + grace + 2 * eval_s + MARGIN_S + 59) // 60)
+
+
+def stop_lead_s(spec: CampaignSpec, cell: Cell) -> int:
+    """How long before its time limit Slurm warns the job (``--signal``, submitit's
+    ``signal_delay_s``): enough to stop the run as a budget ends, the agent's grace, one
+    evaluation (the submissions queued), a minute for the report. The job asks for this
+    much time beyond what the run needs (``time_limit_min``), so a run on time never hears it."""
+    grace, eval_s = _grace_and_eval_s(spec, cell)
+    return int(grace + eval_s + STOP_REPORT_S)
+
+
+def _time_limit_signal() -> signal.Signals:
+    """The signal Slurm sends before the time limit: submitit's (``USR2``; ``SUBMITIT_PREEMPT_SIGNAL``)."""
+    from submitit import JobEnvironment
+
+    return signal.Signals["SIG" + JobEnvironment.USR_SIG.removeprefix("SIG")]
 
 
 def run_job(folder: str, row_id: int) -> str:
@@ -63,8 +87,23 @@ def run_job(folder: str, row_id: int) -> str:
             raise
         campaign.db.execute("UPDATE runs SET run_dir = ?, started_at = ?, gpus = ? WHERE id = ?",
                             (str(run_dir), now(), os.environ.get("CUDA_VISIBLE_DEVICES"), row_id))
+    # Slurm's warning before the job's time limit reaches every process of the job: the run's own
+    # (supervisor, grader, agent) inherit it ignored; here it stops the run as its budget's end
+    # would (end reason ``time_limit``: the agent ended, the queued submissions scored, the report
+    # written), instead of submitit's answer (requeue, or end this job) that would leave the run lost.
+    warning = _time_limit_signal()
+    warned: list[int] = []
+    signal.signal(warning, signal.SIG_IGN)
     pid = launch_supervisor(run_dir, req.agent_env)
-    os.waitpid(pid, 0)  # the supervisor is our child: the job lasts as long as the run
+    signal.signal(warning, lambda signum, frame: warned.append(signum))
+    stopping = False
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):  # the supervisor is our child: the job lasts as long as the run
+        if warned and not stopping:
+            stopping = True
+            print(f"{iso(now())} {warning.name}: the job's time limit is near; stopping run {run_dir.name} "
+                  "as a budget ends", file=sys.stderr, flush=True)
+            stop_run(run_dir, reason="time_limit")
+        time.sleep(0.5)
     return summarize(run_dir).status
 
 
@@ -105,7 +144,9 @@ def executor_for(campaign: Campaign, spec: CampaignSpec, cell: Cell, table: dict
 
     cluster = table.get("cluster")
     executor = submitit.AutoExecutor(folder=campaign.folder / "slurm" / "%j", cluster=cluster)
-    params: dict[str, Any] = {"timeout_min": time_limit_min(spec, cell), "name": f"a2rl-{spec.name}"}
+    lead = stop_lead_s(spec, cell)  # Slurm's warning before the time limit, and the time it adds (run_job)
+    params: dict[str, Any] = {"timeout_min": time_limit_min(spec, cell) + (lead + 59) // 60, "name": f"a2rl-{spec.name}",
+                              "slurm_signal_delay_s": lead}
     if spec.gpus_per_run and executor.cluster != "local":  # no gres asked of a CPU-only partition
         params["gpus_per_node"] = spec.gpus_per_run
     for key, value in table.items():
@@ -157,84 +198,44 @@ def submit_queued(campaign: Campaign) -> list[tuple[int, str]]:
     return out
 
 
-ENDED_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
-                          "DEADLINE", "PREEMPTED", "REVOKED", "SPECIAL_EXIT"})
-"""Slurm's states of a job that has ended (``squeue``/``sacct``); the rest are waiting or running."""
-
-
-@dataclass(frozen=True)
-class JobInfo:
-    """What Slurm says of one job: its state (PENDING, RUNNING, COMPLETED, FAILED, CANCELLED,
-    TIMEOUT ...), why a pending job waits, and an ended job's exit code."""
-
-    state: str
-    reason: str = ""
-    exit_code: str = ""
-
-    @property
-    def ended(self) -> bool:
-        return self.state in ENDED_STATES
-
-    def __str__(self) -> str:
-        note = self.reason if self.state == "PENDING" and self.reason not in ("", "None") else ""
-        if self.ended and self.exit_code not in ("", "0:0"):
-            note = f"exit {self.exit_code}"
-        return self.state + (f" ({note})" if note else "")
-
-
-def _slurm(*cmd: str) -> list[list[str]]:
-    """A Slurm client's ``|``-separated lines, [] where it fails (not installed, no controller, unknown ids)."""
-    try:
-        proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if proc.returncode != 0:
-        return []
-    return [line.split("|") for line in proc.stdout.splitlines() if line.strip()]
-
-
-def job_states(job_ids: list[str]) -> dict[str, JobInfo]:
-    """Slurm's word on each job: ``squeue`` for the jobs the controller still holds (pending,
-    running, and ended ones for ``MinJobAge``), then ``sacct`` for the others: the accounting
-    database where there is one, else the job completion log (``sacct -c``, JobCompType).
-    A job neither knows is left out."""
-    ids = sorted({j for j in job_ids if j}, key=lambda j: (len(j), j))
-    if not ids:
-        return {}
-    found: dict[str, JobInfo] = {}
-    for jid, state, reason in (r for r in _slurm("squeue", "-h", "-t", "all", "-o", "%i|%T|%r", "-j", ",".join(ids))
-                               if len(r) == 3):
-        found[jid] = JobInfo(state, reason)
-    rest = [j for j in ids if j not in found]
-    if rest:
-        fields = ("-n", "-P", "-X", "-o", "JobID,State,ExitCode", "-j", ",".join(rest))
-        rows = _slurm("sacct", *fields) or _slurm("sacct", "-c", *fields)
-        for r in rows:
-            if len(r) == 3 and r[0] in rest:
-                found[r[0]] = JobInfo(r[1].split()[0] if r[1] else "", exit_code=r[2])  # "CANCELLED by 0"
-    return found
-
-
 def campaign_jobs(campaign: Campaign) -> dict[str, JobInfo]:
     """Slurm's word on the jobs of a campaign's runs, superseded attempts' included ({} for
-    ``cluster = "local"``: no Slurm)."""
+    ``cluster = "local"``: no Slurm); a run whose job has ended under it is closed as lost
+    (``close_lost_runs``) first, so that what is then read of it is its end."""
     if campaign.spec_raw().get("slurm", {}).get("cluster") not in (None, "slurm"):
         return {}
-    return job_states([r["job_id"] for r in campaign.rows() if r["job_id"]])
+    jobs = job_states([r["job_id"] for r in campaign.rows() if r["job_id"]])
+    close_lost_runs(campaign, jobs)
+    return jobs
+
+
+def close_lost_runs(campaign: Campaign, jobs: Mapping[str, JobInfo]) -> list[int]:
+    """Close the record of each current run whose job has ended (killed hard: ``scancel --signal=KILL``,
+    a node lost, the job's time limit passed) while its record still says it runs; the row ids.
+
+    Its supervisor ran on the job's node, so its pid means nothing here: the run is lost when Slurm
+    says the job has ended and its heartbeat has stopped (``record.index.effective_status``: none for
+    ``LOST_AFTER_S``). A supervisor still closing its run (a job cancelled a moment ago, its
+    processes in Slurm's ``KillWait``) keeps beating, and is left to finish. The record is closed
+    as ``reconcile`` closes a local run: marked lost, its pending submissions failed, its report written.
+    """
+    closed = []
+    for row in campaign.rows():
+        job = jobs.get(row["job_id"] or "")
+        if row["superseded"] or not row["run_dir"] or job is None or not job.ended:
+            continue
+        try:
+            status = summarize(Path(row["run_dir"])).status
+        except Exception:  # noqa: BLE001, S112 - an unreadable run folder reads as failed, nothing to close
+            continue
+        if status == RunStatus.LOST:
+            why = f"its Slurm job {row['job_id']} ended {job} while the run was running (killed, or its node lost)"
+            reconcile(Path(row["run_dir"]), gone=why)
+            closed.append(int(row["id"]))
+    return closed
 
 
 def failed_before_run(campaign: Campaign, row: sqlite3.Row, job: JobInfo | None) -> str | None:
     """Why a run's job ended before the run started (None: it has not ended, or the run started):
-    what the job recorded (a run it could not make), else the last line of its log, else Slurm's state."""
-    if row["run_dir"] or not row["job_id"] or job is None or not job.ended:
-        return None
-    why = row["error"] or _last_line(campaign.folder / "slurm" / row["job_id"] / f"{row['job_id']}_0_log.err")
-    return f"job {row['job_id']} ended {job} before its run started" + (f": {why}" if why else "")
-
-
-def _last_line(path: Path, limit: int = 300) -> str:
-    try:
-        lines = [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    return lines[-1][:limit] if lines else ""
+    ``record.campaign_view.failed_before_run``, the rule every reader of the campaign shares."""
+    return view_failed_before_run(campaign.folder, row, job)

@@ -485,15 +485,17 @@ def start_run(req: RunRequest) -> tuple[Path, int]:
     return run_dir, pid
 
 
-def stop_run(run_dir: Path, *, wait_s: float = 0.0) -> str:
-    """Ask the supervisor to stop (SIGTERM); reconcile a run whose supervisor is gone."""
+def stop_run(run_dir: Path, *, wait_s: float = 0.0, reason: str | None = None) -> str:
+    """Ask the supervisor to stop (SIGTERM); reconcile a run whose supervisor is gone. ``reason``:
+    the run's end reason if not ``stopped`` (``time_limit``: its Slurm job's time limit is near)."""
     with RunStore.of_run(run_dir) as store:
         run = store.run()
         if run.status not in ACTIVE_STATUSES:
             return run.status
         pid = run.supervisor_pid
         if procs.pid_alive(pid) and _is_supervisor_of(pid, run_dir):
-            store.event("cli", "stop", "stop requested")
+            store.event("cli", "stop", f"stop requested ({reason})" if reason else "stop requested",
+                        {"end_reason": reason} if reason else None)
             os.kill(pid, signal.SIGTERM)
         else:
             return reconcile(run_dir)
@@ -517,13 +519,14 @@ def _is_supervisor_of(pid: int, run_dir: Path) -> bool:
     )
 
 
-def reconcile(run_dir: Path) -> str:
-    """Close the record of a run whose supervisor died: end its leftovers, mark it lost."""
+def reconcile(run_dir: Path, *, gone: str | None = None) -> str:
+    """Close the record of a run whose supervisor died: end its leftovers, mark it lost. ``gone``:
+    the caller knows it died, and why (its Slurm job ended): its pids, another host's, are not looked at."""
     with RunStore.of_run(run_dir) as store:
         run = store.run()
-        if run.status not in ACTIVE_STATUSES or procs.pid_alive(run.supervisor_pid):
+        if run.status not in ACTIVE_STATUSES or (gone is None and procs.pid_alive(run.supervisor_pid)):
             return run.status
-        for pgid in (run.agent_pid, run.grader_pid):
+        for pgid in (run.agent_pid, run.grader_pid) if gone is None else ():
             if pgid and procs.group_alive(pgid):
                 procs.signal_group(pgid, signal.SIGKILL)
         for sub in store.submissions():
@@ -535,7 +538,7 @@ def reconcile(run_dir: Path) -> str:
         store.update_run(
             status="lost",
             ended_at=run.heartbeat_at or now(),
-            error=run.error or "the supervisor stopped without closing the run",
+            error=run.error or gone or "the supervisor stopped without closing the run",
         )
         store.event("cli", "reconciled", "run marked lost; leftovers ended")
     write_report(run_dir)

@@ -61,6 +61,11 @@ GRADER_RESTARTS = 5
 NAMESPACE_EXIT_S = 10.0
 
 
+STOP_REASONS = ("stopped", "time_limit")
+"""End reasons of a run stopped before its deadline (status ``stopped``): asked to (SIGTERM: ``agent2rl-tui
+stop``, scancel), or its Slurm job near its time limit."""
+
+
 class RunFailed(Exception):
     """The run cannot go on; the message becomes the run's error."""
 
@@ -96,6 +101,12 @@ class Supervisor:
         self.stop_requested.set()
         log.info("received signal %s: stopping the run (%d)", signal.Signals(signum).name, self.stop_count)
 
+    def _stop_reason(self) -> str:
+        """``stopped``, or the end reason whoever asked for the stop recorded with it
+        (``lifecycle.stop_run(reason=...)``: ``time_limit`` for a Slurm job near its time limit)."""
+        given = (self.store.last_event_data("stop") or {}).get("end_reason")
+        return given if given in STOP_REASONS else "stopped"
+
     def _heartbeat(self) -> None:
         store = RunStore.of_run(self.run_dir)
         try:
@@ -128,7 +139,7 @@ class Supervisor:
             reason = self.run_agent()
             self.store.update_run(status=RunStatus.ENDING, heartbeat_at=now())  # the agent is done; grading ends
             self.drain_grader()
-            if reason == "stopped":
+            if reason in STOP_REASONS:
                 final_status = RunStatus.STOPPED
         except RunFailed as exc:
             final_status = RunStatus.STOPPED if self.stop_requested.is_set() else RunStatus.FAILED
@@ -485,13 +496,13 @@ class Supervisor:
             if self.agent.poll() is not None:
                 # Killed by the same signal as we were (Slurm's scancel signals every process of
                 # the job): a stop, not an agent that finished.
-                reason = "stopped" if self.stop_requested.is_set() else "agent_exited"
+                reason = self._stop_reason() if self.stop_requested.is_set() else "agent_exited"
                 break
             if now() >= deadline:
                 reason = "deadline"
                 break
             if self.stop_requested.is_set():
-                reason = "stopped"
+                reason = self._stop_reason()
                 break
             procs.reap_zombie_children(self._popen_pids())
             if self.output is not None:
