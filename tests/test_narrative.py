@@ -308,11 +308,12 @@ def test_the_supervisor_writes_the_narrative_after_the_report_and_never_fails_on
         server.proc.wait()
         changed = [dict(it, score=1.0) for it in ITERATIONS]
         write_iterations(run, changed)
-        sup.cfg["summarizer"] = SummarizerSettings(base_url=server.url, model="local-judge", retries=0).to_dict()
+        sup.cfg = sup.cfg.replace(
+            summarizer=SummarizerSettings(base_url=server.url, model="local-judge", retries=0).to_dict())
         sup.write_narrative("finished")
         assert "narrative_failed" in [e["kind"] for e in sup.store.events()]
         # Settings that do not read: an event too.
-        sup.cfg["summarizer"] = {"base_url": "ftp://x", "model": "m"}
+        sup.cfg = sup.cfg.replace(summarizer={"base_url": "ftp://x", "model": "m"})
         sup.write_narrative("finished")
         assert [e["kind"] for e in sup.store.events()].count("narrative_failed") == 2
     finally:

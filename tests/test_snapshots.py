@@ -64,18 +64,18 @@ async def run_screen_up(pilot) -> None:  # noqa: ANN001
     """Until the Run screen is up: a key pressed before it is lost (a busy machine slows it)."""
     from agent2rl_tui.ui.screens.run import RunScreen
 
-    await until(pilot, lambda: isinstance(pilot.app.screen, RunScreen), "the Run screen")
+    await until(pilot, lambda: isinstance(pilot.app.screen, RunScreen) and pilot.app.screen.ready, "the Run screen")
 
 
 async def open_a_step(pilot) -> None:  # noqa: ANN001
     """The Transcript pane (3), its second step opened whole (down, enter), every worker done."""
-    from textual.widgets import Static
+    from textual.widgets import Static, TabbedContent
 
-    from agent2rl_tui.ui.screens.run import RunScreen
     from agent2rl_tui.ui.widgets.steps_view import StepsView
 
-    await until(pilot, lambda: isinstance(pilot.app.screen, RunScreen), "the Run screen")  # a key before it is lost
+    await run_screen_up(pilot)  # a key pressed before the screen is mounted is lost
     await pilot.press("3")
+    await until(pilot, lambda: pilot.app.screen.query_one(TabbedContent).active == "transcript", "the Transcript pane")
     await until(pilot, lambda: bool(pilot.app.screen.query(StepsView)) and
                 pilot.app.screen.query_one(StepsView).listed >= 0 and pilot.app.screen.query_one(StepsView).row_count > 1,
                 "the transcript's steps")

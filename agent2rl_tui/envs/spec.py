@@ -69,7 +69,7 @@ class EnvSpec:
         kind = table.get("kind")
         known = kinds()
         if kind not in known:
-            raise EnvError(f"{at} kind {kind!r} is not known; known: {', '.join(known)}")
+            raise EnvError(f"{at} kind {kind!r} is not known; known: {', '.join(sorted(known))}")
         spec_cls = known[str(kind)].spec
         values = read_table(spec_cls, {k: v for k, v in table.items() if k != "kind"}, at, str(kind))
         given = {"data_dir": data_dir, "search": search, "store": store}
