@@ -26,7 +26,7 @@ from agent2rl_tui.record.index import summarize
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.run.campaign import Campaign
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # a busy machine: the fixtures wait long
 
 FOUR_RUNS = """
 name = "on-real-slurm"
@@ -398,3 +398,13 @@ def test_a_job_killed_hard_leaves_its_run_lost_and_it_is_queued_again(
         table = list(csv.DictReader(fh))
     assert [(r["attempt"], r["job_id"], r["status"]) for r in table] == [("1", job_id, "superseded"),
                                                                           ("2", rows[1][4], "finished")]
+
+
+# The local-vs-Slurm and job-environment tests (tests/slurm_parity.py), collected here so that
+# they share this file's cluster: one cluster for the suite.
+from slurm_parity import (  # noqa: E402, F401
+    campaigns,
+    test_a_jobs_run_gets_the_judge_key_and_hf_home_by_name_never_the_keys_value,
+    test_campaign_results_read_the_same_for_local_and_slurm_runs,
+    test_the_campaign_and_compare_screens_read_the_same_for_local_and_slurm_runs,
+)

@@ -14,7 +14,9 @@ runs two campaigns through the CLI while the local scheduler runs a third:
   shell's ``HF_HOME``, and the key's value is in no file under the campaign folder: not the
   job script, not submitit's pickles or logs, not the run folder.
 
-They share the cluster and two cores: all three are started first, then waited for.
+They share the cluster and two cores: all three are started first, then waited for. The tests
+are collected in tests/test_campaign_slurm_real.py, so that the suite starts one cluster: the
+fixture lives once per test process, and pytest-xdist (``--dist loadfile``) keeps a file on one.
 """
 
 from __future__ import annotations
@@ -36,8 +38,6 @@ from agent2rl_tui.record.index import summarize
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.run.campaign import Campaign
 from agent2rl_tui.run.campaign_slurm import ENDED_STATES
-
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # a busy machine: the fixture waits long
 
 MATRIX = """
 name = "parity"
