@@ -239,3 +239,12 @@ def judge_server(tmp_path: Path) -> Iterator[Callable[..., Judge]]:
     for proc in procs:
         proc.kill()
         proc.wait()
+
+
+LONG_FILES = ("test_campaign_slurm_real.py",)
+"""Files whose tests mostly wait on a scheduler (about eight minutes of Slurm jobs): started
+first, so that pytest-xdist (``--dist loadfile``) runs the rest beside them, not after them."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name not in LONG_FILES)  # stable: the order within is kept
