@@ -15,6 +15,7 @@ they were. Writing gives the same JSON as before these types (same keys, same or
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,12 +29,9 @@ DEFAULT_MAX_QUEUED = 4
 
 
 def _opt(kind: type | tuple[type, ...]) -> Callable[[Any], Any]:
-    """A reader that keeps a value of ``kind`` (never a bool for a number) and gives None otherwise."""
-    def read(value: Any) -> Any:
-        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-            return None
-        return value if isinstance(value, kind) else None
-    return read
+    """A reader that keeps a value of ``kind`` and gives None otherwise (JSON's true is no number)."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return lambda value: value if isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool)) else None
 
 
 def _number(value: Any) -> float | None:
@@ -252,14 +250,7 @@ class RunRecord:
         return frozenset(f.name for f in dataclasses.fields(cls))
 
 
-_CONFIG_CACHE: dict[str, RunConfig] = {}
-
-
+@functools.lru_cache(maxsize=64)
 def _config_of(text: str) -> RunConfig:
-    """``RunConfig.from_json`` with the last few answers kept: readers ask a record's config often."""
-    config = _CONFIG_CACHE.get(text)
-    if config is None:
-        if len(_CONFIG_CACHE) > 64:
-            _CONFIG_CACHE.clear()
-        config = _CONFIG_CACHE[text] = RunConfig.from_json(text)
-    return config
+    """``RunConfig.from_json``, the last answers kept: readers ask a record's config often."""
+    return RunConfig.from_json(text)
