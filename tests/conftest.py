@@ -17,6 +17,7 @@ from pathlib import Path
 
 import local_server
 import pytest
+from skip_policy import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401 - no silent skips under CI
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

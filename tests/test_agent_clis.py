@@ -1,14 +1,14 @@
 """The real agent CLIs, contained, against the scripted driver, through `agent2rl-tui run start`.
 
 `make test` installs Claude Code, Codex, Gemini CLI and OpenCode at the versions pinned in
-agent-clis.txt into .agent-clis/ (npm); where they are missing these tests skip and say how to
-install them. Each CLI runs a whole arith run with the tiny model, with no flag beyond the
-driver's URL: the scripted driver (a real process, agent2rl_tui/llm/scripted.py) plays its
+locks/agent-clis/ into .agent-clis/ (npm), and OpenHands from locks/openhands.txt into
+.agent-clis/openhands (a Python 3.12 venv); where one is missing its tests skip and say how to
+install it (under CI they fail: tests/skip_policy.py). Each CLI runs a whole arith run with the
+tiny model, with no flag beyond the driver's URL: the scripted driver (a real process, agent2rl_tui/llm/scripted.py) plays its
 model for four steps (run a command, write a file, run it and submit, answer). Checked: the
 commands ran in the sandbox, the revision holds the file it wrote, the submission is scored,
-the transcript has its tool calls, its home was the run's own. OpenHands (a large Python 3.12
-install) is checked on a stream it printed here (tests/fixtures/streams/), and live where it
-is installed.
+the transcript has its tool calls, its home was the run's own. OpenHands is also checked on a
+stream it printed here (tests/fixtures/streams/).
 
 Also here, without the CLIs: the sandbox starts a CLI wherever it is installed (an npm prefix
 under the home, a uv tool's venv), the pre-flight refuses one it cannot start, and the run's
@@ -40,8 +40,7 @@ from agent2rl_tui.run.transcripts import normalize_lines
 REPO = Path(__file__).resolve().parents[1]
 AGENT_CLIS = REPO / ".agent-clis"
 BIN = AGENT_CLIS / "node_modules" / ".bin"
-PINS = dict(line.rsplit("@", 1) for line in (REPO / "agent-clis.txt").read_text().splitlines()
-            if line.strip() and not line.startswith("#"))
+PINS: dict[str, str] = json.loads((REPO / "locks" / "agent-clis" / "package.json").read_text())["dependencies"]
 UNAVAILABLE = containment.probe()
 needs_bwrap = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"containment unavailable: {UNAVAILABLE}")
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
@@ -52,7 +51,7 @@ CLIS = {
     "codex": ("codex", "@openai/codex", "CODEX_API_KEY"),
     "gemini-cli": ("gemini", "@google/gemini-cli", "GEMINI_API_KEY"),
     "opencode": ("opencode", "opencode-ai", "OPENAI_API_KEY"),
-    "openhands": ("openhands", None, "LLM_API_KEY"),  # pip (Python 3.12): not installed by make
+    "openhands": ("openhands", None, "LLM_API_KEY"),  # pip (Python 3.12): locks/openhands.txt
 }
 OPENHANDS = shutil.which("openhands") or next(
     (str(p) for p in [AGENT_CLIS / "openhands" / "bin" / "openhands"] if p.exists()), None)
@@ -271,9 +270,8 @@ def test_an_npm_cli_runs_contained_against_the_scripted_driver(name: str, tmp_pa
 @pytest.mark.slow
 @needs_bwrap
 @pytest.mark.skipif(OPENHANDS is None, reason=(
-    "openhands is not installed (it is not installed by make: a Python 3.12 install of ~800 MB): "
-    "uv tool install openhands==1.16.0 --python 3.12, or python3.12 -m venv .agent-clis/openhands && "
-    ".agent-clis/openhands/bin/pip install openhands==1.16.0"))
+    "openhands is missing: `make agent-clis` installs it (needs Python 3.12), or python3.12 -m venv "
+    ".agent-clis/openhands && .agent-clis/openhands/bin/pip install --no-deps -r locks/openhands.txt"))
 def test_openhands_runs_contained_against_the_scripted_driver(tmp_path: Path, tiny_model: Path, driver_for) -> None:
     driver = driver_for("openhands")
     run, took = start_run("openhands", driver, tiny_model, tmp_path / "runs", cli_env("openhands"))

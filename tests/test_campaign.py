@@ -226,8 +226,11 @@ def test_the_submitit_backend_runs_a_cell_as_a_job(prepared_data: Path, tiny_mod
                  timeout=300, interval=1, what="the job's run to finish")
         run_dir = Path(campaign.rows()[0]["run_dir"])
     assert run_dir.parent == folder and summarize(run_dir).baseline is not None
-    job_files = list((folder / "slurm").rglob("*_result.pkl"))
-    assert job_files, "submitit keeps the job's result"
+    # The local executor's job id is its process's pid; the process pickles the job's result after
+    # the run has finished, then exits: the result is there once the job has ended.
+    job_pid = int(row["job_id"])
+    wait_for(lambda: not procs.pid_alive(job_pid), timeout=120, interval=0.5, what="the job's process to end")
+    assert list((folder / "slurm" / str(job_pid)).glob("*_result.pkl")), "submitit keeps the job's result"
     status = cli("campaign", "status", str(folder), root=tmp_path / "root")
     assert " finished " in status.stdout and "backend: slurm" in status.stdout
 

@@ -110,11 +110,14 @@ def test_a_campaign_runs_as_slurm_jobs_and_slurm_decides_how_many_at_once(
         assert s.baseline is not None and s.best is not None and s.n_submissions >= 1
         assert (run_dir / "report" / "report.json").is_file() and (run_dir / "report" / "report.md").is_file()
         assert (run_dir / "workspace").is_dir() and (run_dir / "logs" / "supervisor.log").is_file()
-        assert list((folder / "slurm" / job_id).glob("*_result.pkl")), "submitit keeps each job's result"
     assert sorted(r[1] for r in final) == ["0", "1", "2", "3"]
-    # Each job ends once its run has (its result written): COMPLETED, as squeue and then sacct say.
+    # Each job ends once its run has: COMPLETED, as squeue and then sacct say. Only then has submitit
+    # written the job's result (run_job returns after the supervisor has exited, and its process then
+    # pickles the result): a run reads finished a moment before its job's result exists.
     wait_for(lambda: {r[5] for r in status_rows(folder)} == {"COMPLETED"}, timeout=300, interval=1,
              what="the four jobs to be COMPLETED")
+    for job_id in job_ids.values():
+        assert list((folder / "slurm" / job_id).glob("*_result.pkl")), "submitit keeps each job's result"
 
     # Slurm ran them at most `fit` at once: each run from its start on its node to its end.
     spans = [(db["started_at"], summarize(Path(db["run_dir"])).ended_at) for db in db_rows.values()]

@@ -1,0 +1,87 @@
+"""The install locks (locks/, agent2rl_tui/util/locks.py): they match pyproject.toml, the suite's
+environment was installed from them, and a plain install declares what AlpacaEval needs."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import importlib.metadata
+import json
+from pathlib import Path
+
+import pytest
+
+from agent2rl_tui.util.locks import (
+    FLAVOURS,
+    REPO,
+    TOOLS,
+    disagreements,
+    local_flavour,
+    normalize,
+    pins,
+    pyproject,
+    tool_disagreements,
+)
+
+
+@pytest.mark.parametrize("name", sorted(FLAVOURS))
+def test_each_lock_matches_pyproject(name: str) -> None:
+    assert disagreements(FLAVOURS[name]) == []
+
+
+@pytest.mark.parametrize("name", sorted(TOOLS))
+def test_each_tools_lock_pins_its_requirement(name: str) -> None:
+    assert tool_disagreements(TOOLS[name]) == []
+
+
+def test_a_dependency_added_without_make_lock_is_named() -> None:
+    project = copy.deepcopy(pyproject())
+    project["project"]["dependencies"].append("tabulate>=99")
+    project["project"]["dependencies"].append("not-a-locked-package>=1")
+    problems = disagreements(FLAVOURS["cpu"], project)
+    assert any("made from another pyproject.toml: `make lock`" in p for p in problems), problems
+    assert any("pins tabulate==" in p and "outside pyproject.toml's tabulate>=99" in p for p in problems), problems
+    assert any("lacks not-a-locked-package" in p for p in problems), problems
+
+
+def test_this_environment_is_the_lock_of_its_flavour() -> None:
+    """`make setup` installs the lock: every pin is installed at its version."""
+    flavour = local_flavour()
+    installed = {normalize(d.metadata["Name"]): d.version for d in importlib.metadata.distributions()}
+    wrong = {name: (version, installed.get(name)) for name, version in pins(flavour.lock).items()
+             if installed.get(name) != version}
+    assert wrong == {}, f"installed differently from {flavour.lock.name} (pin, installed): `make setup` installs it"
+    assert not any(name in installed for name in flavour.omit)  # CUDA builds that fail beside CPU torch
+
+
+def test_the_locks_keep_setuptools_with_pkg_resources_for_alpaca_eval() -> None:
+    from packaging.version import Version
+
+    for flavour in FLAVOURS.values():
+        for lock in (flavour.lock, flavour.demo_lock):
+            assert Version(pins(lock)["setuptools"]) < Version("81"), lock
+    importlib.import_module("alpaca_eval.metrics.glm_winrate")  # imports pkg_resources
+
+
+def test_the_agent_clis_lock_pins_what_package_json_names() -> None:
+    folder = REPO / "locks" / "agent-clis"
+    wanted = json.loads((folder / "package.json").read_text())["dependencies"]
+    lock = json.loads((folder / "package-lock.json").read_text())
+    assert lock["packages"][""]["dependencies"] == wanted
+    for name, version in wanted.items():
+        assert lock["packages"][f"node_modules/{name}"]["version"] == version
+        assert "integrity" in lock["packages"][f"node_modules/{name}"]
+    installed = REPO / ".agent-clis" / "node_modules"
+    for name, version in wanted.items():
+        manifest = installed / name / "package.json"
+        if manifest.is_file():  # `make agent-clis` installed them: the locked versions
+            assert json.loads(manifest.read_text())["version"] == version
+
+
+def test_the_locks_folder_holds_the_flavours_and_tools_locks_each_saying_how_it_was_made() -> None:
+    names = sorted(p.name for p in (REPO / "locks").glob("*.txt"))
+    assert names == sorted([n for f in FLAVOURS.values() for n in (f.lock.name, f.demo_lock.name)]
+                           + [t.lock.name for t in TOOLS.values()])
+    for flavour in FLAVOURS.values():
+        head = Path(flavour.lock).read_text().splitlines()[:3]
+        assert head[0].startswith("# input fingerprint: ") and "make lock" in head[2]
