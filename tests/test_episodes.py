@@ -17,7 +17,8 @@ from agent2rl_tui.envs.base import EnvError
 from agent2rl_tui.envs.twx import TextWorldExpress, parse_game
 from agent2rl_tui.grader.episodes import EpisodeFormat, Pending, PlayStats, play, summarize
 
-pytestmark = pytest.mark.skipif(shutil.which("java") is None, reason="TextWorldExpress needs Java on PATH")
+pytestmark = pytest.mark.skipif(shutil.which("java") is None, reason=(
+    "java is missing (TextWorldExpress runs on it): sudo apt install openjdk-17-jre-headless"))
 
 TWC = ("twc", "numLocations=1,numItemsToPutAway=1,includeDoors=0,limitInventorySize=0")
 COOKING = ("cookingworld", "numLocations=1,numIngredients=1,numDistractorItems=0,includeDoors=0,limitInventorySize=0")

