@@ -6,17 +6,17 @@ expert plan, the start-up of one environment process, and the games played by th
 runner one at a time in-process against a pool of processes stepped at once (the grader's
 way for ALFWorld). Prints figures; asserts nothing.
 
-Run: ``python bench/alfworld_env.py [DIR]`` (not ``alfworld.py``: a script so named would shadow
-the ``alfworld`` package), DIR holding ALFWorld's ``json_2.1.1/`` (default: the
+Run: ``python bench/alfworld_env.py [DIR] [--quick]`` (not ``alfworld.py``: a script so named would
+shadow the ``alfworld`` package), DIR holding ALFWorld's ``json_2.1.1/`` (default: the
 offline test games beside the repository, else ``$ALFWORLD_DATA`` or ``~/.cache/alfworld``).
-Needs ``pip install -e '.[alfworld]'``.
+``--quick``: the first game only, the same steps. Needs ``pip install -e '.[alfworld]'``.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from functools import partial
@@ -29,15 +29,25 @@ from agent2rl_tui.tasks.alfworld import GAMES_DIR, default_source, prepare_games
 from agent2rl_tui.tasks.registry import load_task
 
 OFFLINE_GAMES = Path(__file__).resolve().parents[2] / "shared" / "data" / "alfworld"
+UNKNOWN_STEPS, QUICK_UNKNOWN_STEPS = 20, 5
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("source", nargs="?", type=Path, help="a folder holding json_2.1.1/")
+    parser.add_argument("--quick", action="store_true", help="the first game only: the same steps in seconds")
+    return parser.parse_args()
 
 
 def main() -> None:
-    source = Path(sys.argv[1]) if len(sys.argv) > 1 else OFFLINE_GAMES if OFFLINE_GAMES.is_dir() else default_source()
+    args = parse_args()
+    source = args.source or (OFFLINE_GAMES if OFFLINE_GAMES.is_dir() else default_source())
+    unknown_steps = QUICK_UNKNOWN_STEPS if args.quick else UNKNOWN_STEPS
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["AGENT2RL_DATA"] = tmp
         task = load_task("alfworld")
         meta = prepare_games(task, source)
-        games = [r["game"] for r in task.load_split("train") + task.load_split("eval")]
+        games = [r["game"] for r in task.load_split("train") + task.load_split("eval")][: 1 if args.quick else None]
         root = Path(tmp) / task.name / GAMES_DIR
         print(f"{len(games)} games from {meta['source']}; {os.cpu_count()} CPUs")
 
@@ -62,9 +72,9 @@ def main() -> None:
             print(f"  {game[:70]:70} reset {t1 - t0:5.2f} s  plan {t2 - t1:5.2f} s  "
                   f"{len(gold[game])} steps {t3 - t2:5.2f} s")
         t = time.perf_counter()
-        for _ in range(20):
+        for _ in range(unknown_steps):
             env.step("xyzzy")
-        unknown = 20 / (time.perf_counter() - t)
+        unknown = unknown_steps / (time.perf_counter() - t)
         env.close()
         print(f"reset (load + reset): mean {statistics.mean(resets):.2f} s, max {max(resets):.2f} s")
         print(f"planner plan: mean {statistics.mean(plans):.2f} s")

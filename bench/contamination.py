@@ -6,17 +6,18 @@ JSONL rollouts in output/ with three real GSM8K test items pasted in, and the tr
 in data/. Then times the eval index (1,319 test items, n-grams shared with the 7,473 train
 items removed) and the scan, and checks that exactly the pasted items are found.
 
-Run: ``python bench/contamination.py [MB]`` (about a minute; the real GSM8K files are read
-from the data folder beside the repository).
+Run: ``python bench/contamination.py [MB] [--quick]`` (about a minute; the real GSM8K files are
+read from the data folder beside the repository). ``--quick``: 10 revisions and 2 MB of
+rollouts, the same steps and the same check of the pasted items, in seconds.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,7 +29,8 @@ from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.tasks.data import read_rows
 
 GSM8K = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
-REVISIONS = 300
+REVISIONS, ROLLOUT_MB = 300, 200
+QUICK_REVISIONS, QUICK_MB = 10, 2
 STOLEN = (3, 640, 1211)
 
 
@@ -50,12 +52,20 @@ def code_file(rng: random.Random, name: str, version: int) -> str:
     return "\n".join(lines)
 
 
-def make_revisions(run: Path, rng: random.Random) -> float:
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mb", nargs="?", type=int, help=f"MB of rollouts (default {ROLLOUT_MB}; --quick {QUICK_MB})")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_REVISIONS} revisions, {QUICK_MB} MB of rollouts: the same steps in seconds")
+    return parser.parse_args()
+
+
+def make_revisions(run: Path, rng: random.Random, revisions: int) -> float:
     snap = Snapshotter(run)
     code = run / "workspace" / "code"
     names = ["train_grpo.py", "sft.py", "reward.py", "eval_local.py", "config.yaml", "NOTES.md"]
     started = time.perf_counter()
-    for version in range(REVISIONS):
+    for version in range(revisions):
         for name in rng.sample(names, rng.randint(1, 2)) if version else names:
             (code / name).write_text(code_file(rng, name, version), encoding="utf-8")
         snap.snapshot("watch")
@@ -63,7 +73,8 @@ def make_revisions(run: Path, rng: random.Random) -> float:
 
 
 def make_rollouts(run: Path, train: list[dict], evals: list[dict], target_mb: int, rng: random.Random) -> int:
-    """JSONL rollouts made of train questions and perturbed answers; each stolen item pasted once."""
+    """JSONL rollouts made of train questions and perturbed answers; each stolen item pasted once,
+    halfway through one of the first files (halfway: a file of any size holds it)."""
     out = run / "workspace" / "output" / "rollouts"
     out.mkdir(parents=True)
     files = 8
@@ -74,12 +85,14 @@ def make_rollouts(run: Path, train: list[dict], evals: list[dict], target_mb: in
         with path.open("w", encoding="utf-8") as fh:
             size = 0
             line_no = 0
+            pasted = f >= len(STOLEN)
             while size < per_file:
                 row = train[rng.randrange(len(train))]
                 completion = row["answer"].replace("=", " = ").replace("####", f"so the answer is {rng.randint(0, 99)}")
                 line = json.dumps({"step": line_no, "prompt": row["question"], "completion": completion,
                                    "reward": rng.choice([0.0, 1.0]), "kl": rng.random()}) + "\n"
-                if f < len(STOLEN) and line_no == 4000:
+                if not pasted and size >= per_file // 2:
+                    pasted = True
                     item = evals[STOLEN[f]]
                     line = json.dumps({"step": line_no, "prompt": item["question"], "completion": item["answer"],
                                        "reward": 1.0}) + "\n"
@@ -91,14 +104,16 @@ def make_rollouts(run: Path, train: list[dict], evals: list[dict], target_mb: in
 
 
 def main() -> None:
-    target_mb = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    args = parse_args()
+    target_mb = args.mb or (QUICK_MB if args.quick else ROLLOUT_MB)
+    revisions = QUICK_REVISIONS if args.quick else REVISIONS
     rng = random.Random(0)
     train, evals = read_rows(GSM8K / "train.jsonl"), read_rows(GSM8K / "test.jsonl")
     with tempfile.TemporaryDirectory() as tmp:
         run = make_run(Path(tmp))
-        seconds = make_revisions(run, rng)
+        seconds = make_revisions(run, rng, revisions)
         git_mb = sum(p.stat().st_size for p in (run / "snapshots.git").rglob("*") if p.is_file()) / 1e6
-        print(f"revisions: {REVISIONS} taken in {seconds:.1f} s ({git_mb:.1f} MB of snapshots.git)")
+        print(f"revisions: {revisions} taken in {seconds:.1f} s ({git_mb:.1f} MB of snapshots.git)")
         data = run / "workspace" / "data" / "train.jsonl"
         data.write_text("".join(json.dumps(r) + "\n" for r in train), encoding="utf-8")
         (run / "workspace" / "models" / "base" / "model.safetensors").write_bytes(os.urandom(1 << 20))

@@ -6,16 +6,17 @@ of ``STEPS`` steps (trainer log lines, tool calls with their results, a tracebac
 Then times ``build_iterations`` (the Iterations pane and report/iterations.jsonl) and
 ``build_report`` (the whole report, which includes it), each best of 3.
 
-Run: ``python bench/diagnosis.py [STEPS] [SUBMISSIONS]`` (default 200000 40). Prints figures;
-asserts nothing.
+Run: ``python bench/diagnosis.py [STEPS] [SUBMISSIONS] [--quick]`` (default 200000 40; ``--quick``:
+4,000 steps and 4 submissions, the same steps in seconds). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import tempfile
 import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -27,6 +28,17 @@ from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.run.workspace import make_run_folder
 
 T0 = 1_800_000_000.0
+STEPS, SUBMISSIONS = 200_000, 40
+QUICK_STEPS, QUICK_SUBMISSIONS = 4_000, 4
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("steps", nargs="?", type=int, help=f"transcript steps (default {STEPS:,}; --quick {QUICK_STEPS:,})")
+    parser.add_argument("submissions", nargs="?", type=int,
+                        help=f"submissions, one revision each (default {SUBMISSIONS}; --quick {QUICK_SUBMISSIONS})")
+    parser.add_argument("--quick", action="store_true", help="a small run: the same steps in seconds")
+    return parser.parse_args()
 
 
 def make_long_run(run: Path, steps: int, submissions: int) -> None:
@@ -78,7 +90,7 @@ def make_long_run(run: Path, steps: int, submissions: int) -> None:
                                     finished_at=at0 + span - 0.5)
 
 
-def best_of(fn, runs: int = 3) -> float:  # noqa: ANN001
+def best_of(fn: Callable[[], object], runs: int = 3) -> float:
     times = []
     for _ in range(runs):
         t = time.perf_counter()
@@ -88,8 +100,9 @@ def best_of(fn, runs: int = 3) -> float:  # noqa: ANN001
 
 
 def main() -> None:
-    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
-    submissions = int(sys.argv[2]) if len(sys.argv) > 2 else 40
+    args = parse_args()
+    steps = args.steps or (QUICK_STEPS if args.quick else STEPS)
+    submissions = args.submissions or (QUICK_SUBMISSIONS if args.quick else SUBMISSIONS)
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "long-run"
         t = time.perf_counter()

@@ -7,7 +7,9 @@ same 64 chat prompts, 128 new tokens each (end-of-sequence ignored so both engin
 same work): transformers batched as the tasks batch (32), vLLM from a fresh engine (its
 start-up is printed apart: a warm engine pays it once per run).
 
-Run: ``python bench/engine_cpu.py [--sizes tiny,s,m,l]`` (minutes). Prints figures; asserts nothing.
+Run: ``python bench/engine_cpu.py [--sizes tiny,s,m,l] [--quick]`` (minutes; ``--quick``: the tiny
+size, 8 prompts x 16 new tokens, the same steps, its time mostly vLLM's start). Prints figures;
+asserts nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -29,6 +32,7 @@ SIZES = {  # name: (hidden, intermediate, layers, heads, kv heads)
     "xl": (896, 4864, 24, 14, 2),  # Qwen2.5-0.5B's body
 }
 N_PROMPTS, NEW_TOKENS = 64, 128
+QUICK_PROMPTS, QUICK_NEW_TOKENS = 8, 16
 VLLM_ENV = {"VLLM_CPU_OMP_THREADS_BIND": "nobind"}  # as the grader runs it (grader/server/workers.py)
 
 VLLM_RUN = r"""
@@ -70,21 +74,22 @@ def build(path: Path, shape: tuple[int, int, int, int, int]) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def transformers_rate(path: Path) -> float:
+def transformers_rate(path: Path, n_prompts: int, new_tokens: int) -> float:
     from agent2rl_tui.grader.engines.hf import TransformersEngine
     from agent2rl_tui.tasks.registry import InferenceSettings
 
     engine = TransformersEngine()
     engine.load(path)
-    prompts = [engine.render([{"role": "user", "content": f"what is {a} plus {a}?"}]) for a in range(N_PROMPTS)]
-    engine.model.generation_config.min_new_tokens = NEW_TOKENS  # no early end: the same work as vLLM's
+    prompts = [engine.render([{"role": "user", "content": f"what is {a} plus {a}?"}]) for a in range(n_prompts)]
+    engine.model.generation_config.min_new_tokens = new_tokens  # no early end: the same work as vLLM's
     t = time.perf_counter()
-    engine.generate(prompts, InferenceSettings(max_new_tokens=NEW_TOKENS, batch_size=32))
+    engine.generate(prompts, InferenceSettings(max_new_tokens=new_tokens, batch_size=32))
     return time.perf_counter() - t
 
 
-def vllm_rate(path: Path) -> dict[str, float]:
-    proc = subprocess.run([sys.executable, "-c", VLLM_RUN, str(path), str(N_PROMPTS), str(NEW_TOKENS)],
+def vllm_rate(path: Path, n_prompts: int, new_tokens: int) -> dict[str, float]:
+    """vLLM in a fresh process (its engine's start timed apart): seconds to start and to generate."""
+    proc = subprocess.run([sys.executable, "-c", VLLM_RUN, str(path), str(n_prompts), str(new_tokens)],
                           capture_output=True, text=True, env={**os.environ, "VLLM_CONFIGURE_LOGGING": "0", **VLLM_ENV})
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -93,17 +98,27 @@ def vllm_rate(path: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="tiny,s,m,l")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", help="comma-separated, of " + ",".join(SIZES) + " (default tiny,s,m,l; --quick tiny)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"tiny, {QUICK_PROMPTS} prompts x {QUICK_NEW_TOKENS} tokens: the same steps, quickly")
     args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="bench-engine-cpu-"))
-    print(f"{N_PROMPTS} prompts x {NEW_TOKENS} new tokens, greedy, {os.cpu_count()} CPUs")
-    for name in args.sizes.split(","):
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout's TERM still ends the vLLM process
+    sizes = args.sizes or ("tiny" if args.quick else "tiny,s,m,l")
+    n_prompts, new_tokens = (QUICK_PROMPTS, QUICK_NEW_TOKENS) if args.quick else (N_PROMPTS, NEW_TOKENS)
+    with tempfile.TemporaryDirectory(prefix="bench-engine-cpu-") as tmp:
+        compare(Path(tmp), sizes.split(","), n_prompts, new_tokens)
+
+
+def compare(tmp: Path, sizes: list[str], n_prompts: int, new_tokens: int) -> None:
+    """Each size on both engines: tokens per second, and vLLM's start apart."""
+    print(f"{n_prompts} prompts x {new_tokens} new tokens, greedy, {os.cpu_count()} CPUs")
+    for name in sizes:
         path = tmp / name
         params = build(path, SIZES[name])
-        hf = transformers_rate(path)
-        vl = vllm_rate(path)
-        tokens = N_PROMPTS * NEW_TOKENS
+        hf = transformers_rate(path, n_prompts, new_tokens)
+        vl = vllm_rate(path, n_prompts, new_tokens)
+        tokens = n_prompts * new_tokens
         print(f"{name:5} {params / 1e6:8.2f}M params  transformers {tokens / hf:8.0f} tok/s ({hf:6.1f} s)   "
               f"vLLM {tokens / vl['generate']:8.0f} tok/s ({vl['generate']:6.1f} s; engine start {vl['start']:.0f} s)",
               flush=True)

@@ -6,15 +6,16 @@ turn's prompt is the last one and a turn, so an engine without a prefix cache re
 whole transcript each time; vLLM's prefix cache and the transformers engine's turn cache
 (``generate_turns``, timed with and without) compute only the new turn.
 
-Run: ``python bench/episodes.py [GAMES] [MODEL] [ENGINES]`` (default 64 games, a fresh, untrained
-tiny model, whose actions are noise until the step limit, and ``transformers,vllm``; give a
-trained model, e.g. the example agent's SFT output, to time episodes that end when they are
-won). Needs Java; vLLM where it is installed.
+Run: ``python bench/episodes.py [GAMES] [MODEL] [ENGINES] [--quick]`` (default 64 games, a fresh,
+untrained tiny model, whose actions are noise until the step limit, and ``transformers,vllm``;
+give a trained model, e.g. the example agent's SFT output, to time episodes that end when they
+are won). ``--quick``: 2 games, the same steps on each engine, its time mostly vLLM's start.
+Needs Java; vLLM where it is installed.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +29,27 @@ from agent2rl_tui.grader.episodes import EpisodeFormat, Pending, PlayStats, play
 from agent2rl_tui.grader.evaluators.episodes import engine_policy
 from agent2rl_tui.tasks.registry import InferenceSettings, Task, load_task
 from agent2rl_tui.tasks.tinymodel import build_tiny_model
+
+GAMES, QUICK_GAMES = 64, 2
+
+
+def _int_or_default(text: str) -> int | None:
+    """An empty argument keeps the default (``episodes.py "" MODEL``): the games' number is positional."""
+    return int(text) if text else None
+
+
+def _path_or_default(text: str) -> Path | None:
+    return Path(text) if text else None
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("games", nargs="?", type=_int_or_default,
+                        help=f"test-fold games (default {GAMES}; --quick {QUICK_GAMES})")
+    parser.add_argument("model", nargs="?", type=_path_or_default, help="a model folder (default: a fresh tiny model)")
+    parser.add_argument("engines", nargs="?", default="transformers,vllm", help="default transformers,vllm")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_GAMES} games: the same steps on each engine")
+    return parser.parse_args()
 
 
 def environment_alone(game: str, params: str, games: list[str]) -> None:
@@ -117,19 +139,19 @@ def make_engine(name: str, model: Path, task: Task) -> Engine:
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] else 64
-    engines = sys.argv[3].split(",") if len(sys.argv) > 3 else ["transformers", "vllm"]
+    args = parse_args()
+    n = args.games or (QUICK_GAMES if args.quick else GAMES)
+    engines = args.engines.split(",")
     task = load_task("twc")
     spec = EnvSpec.from_table(task.raw["env"])
     games = [f"test:{20000 + i}" for i in range(n)]
     environment_alone(spec.game, spec.params, games)
     with tempfile.TemporaryDirectory() as tmp:
-        model = (Path(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2]
-                 else build_tiny_model(Path(tmp) / "tiny", max_positions=2048))
+        model = args.model or build_tiny_model(Path(tmp) / "tiny", max_positions=2048)
         print(f"model: {model}")
         settings = task.inference
         fmt = EpisodeFormat(header=settings.prompt_template)
-        sizes = sorted({min(n, 64), spec.pool_size, 1}, reverse=True)
+        sizes = sorted({min(n, 64), min(n, spec.pool_size), 1}, reverse=True)
         for name in engines:
             try:
                 engine = make_engine(name, model, task)

@@ -20,9 +20,12 @@ Steps:
            TRL on CUDA, both submitted and scored; which processes held GPU memory (NVML)
   vitals   run/vitals.py's samples in that run's run.db: GPU name, memory, utilisation
 
-Without CUDA the CUDA steps say "skip: no CUDA"; ``--allow-cpu`` runs them on the CPU with small
-sizes (to check this script's logic anywhere); ``--require-cuda`` makes a skip a failure.
-Exit status: 0 when nothing failed.
+Where no CUDA GPU is visible, a plain run says so in one line and exits 0 (``make bench`` runs it
+on any machine); ``--allow-cpu`` runs the CUDA steps on the CPU with small sizes (to check this
+script's logic anywhere); ``--require-cuda`` runs the steps anyway, a step skipped for want of
+CUDA then failing. ``--quick``: the arith task and small sizes (2 items where the CPU runs the
+CUDA steps, 8 on CUDA; 2 SFT steps, 1 GRPO step), the same steps, on CUDA where it is visible,
+else on the CPU (as ``--allow-cpu``). Exit status: 0 when nothing failed.
 """
 
 from __future__ import annotations
@@ -65,6 +68,10 @@ IMPORTS = ("torch", "transformers", "trl", "datasets", "git", "starlette", "uvic
            "agent2rl_tui.grader.engines.hf", "agent2rl_tui.grader.engines.keeper",
            "agent2rl_tui.grader.server.routes", "agent2rl_tui.grader.server.__main__", "agent2rl_tui.tasks.data",
            "agent2rl_tui.agents.example.agent", "conftest")
+
+
+FULL = {"task": "gsm8k", "limit": 32, "limit_larger": 16, "grader_limit": 16, "sft_steps": 4}
+QUICK = {"task": "arith", "limit": 8, "limit_larger": 8, "grader_limit": 8, "sft_steps": 2}
 
 
 class Skip(Exception):
@@ -621,17 +628,21 @@ def _has_columns(conn: sqlite3.Connection, table: str, cols: tuple[str, ...]) ->
     return set(cols) <= have
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
+    """The options; sizes left unset take the full check's defaults, or --quick's."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--allow-cpu", action="store_true", help="run the CUDA steps on the CPU, small")
     parser.add_argument("--require-cuda", action="store_true", help="a step skipped for want of CUDA fails")
+    parser.add_argument("--quick", action="store_true",
+                        help="arith, small sizes: the same steps, on the CPU where no CUDA GPU is visible")
     parser.add_argument("--gsm8k", type=Path, help="a folder with GSM8K's train.jsonl and test.jsonl")
-    parser.add_argument("--task", choices=("gsm8k", "arith"), default="gsm8k",
-                        help="gsm8k where its files are found (else arith), or arith (8 new tokens: quick on a CPU)")
-    parser.add_argument("--limit", type=int, default=32, help="items for the tiny model in process")
-    parser.add_argument("--limit-larger", type=int, default=16, help="items for the larger model")
-    parser.add_argument("--grader-limit", type=int, default=16, help="the grader run's eval_limit")
-    parser.add_argument("--sft-steps", type=int, default=4)
+    parser.add_argument("--task", choices=("gsm8k", "arith"),
+                        help="gsm8k where its files are found (else arith), or arith (8 new tokens: quick on a CPU); "
+                             "default gsm8k, --quick arith")
+    parser.add_argument("--limit", type=int, help=f"items for the tiny model in process (default {FULL['limit']})")
+    parser.add_argument("--limit-larger", type=int, help=f"items for the larger model (default {FULL['limit_larger']})")
+    parser.add_argument("--grader-limit", type=int, help=f"the grader run's eval_limit (default {FULL['grader_limit']})")
+    parser.add_argument("--sft-steps", type=int, help=f"default {FULL['sft_steps']}")
     parser.add_argument("--grpo-steps", type=int, default=1)
     parser.add_argument("--agent-timeout", type=float, default=180)
     parser.add_argument("--deadline", type=float, default=330,
@@ -639,6 +650,27 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temp folder")
     parser.add_argument("--only", default="", help="comma-separated steps to run (default: all)")
     args = parser.parse_args()
+    for key, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    return args
+
+
+def cuda_visible() -> bool:
+    """A CUDA GPU this process may use (CUDA_VISIBLE_DEVICES honoured), as the env step finds it."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def main() -> int:
+    args = parse_args()
+    if not (args.allow_cpu or args.require_cuda) and not cuda_visible():
+        if not args.quick:
+            print("bench/gpu_check.py needs a CUDA GPU and none is visible: nothing checked "
+                  "(--quick or --allow-cpu runs its steps on the CPU, small)")
+            return 0
+        args.allow_cpu = True  # quick, without CUDA: the CUDA steps on the CPU
     c = Check(args)
     only = set(filter(None, args.only.split(",")))
     steps: list[tuple[str, Callable[[Check, dict[str, Any]], None], bool]] = [
@@ -646,6 +678,7 @@ def main() -> int:
         ("build_tiny", lambda c, f: (prepare_data(c), build_models(c, f), f.update(task=c.task)), False),
         ("worker_tiny", step_worker_tiny, True), ("worker_larger", step_worker_larger, True),
         ("grader", step_grader, True), ("agent", step_agent, True), ("vitals", step_vitals, False)]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a TERM still stops the grader and the agent
     print(f"# gpu_check: temp folder {c.tmp}", flush=True)
     timer = threading.Timer(args.deadline, c.expire)
     timer.daemon = True
@@ -659,6 +692,8 @@ def main() -> int:
         timer.cancel()
         c.halt_if_expired()
         stop_watchers(c, {})
+        if c.agent_proc is not None and c.agent_proc.poll() is None:  # stopped mid-step: its own session
+            os.killpg(c.agent_proc.pid, signal.SIGKILL)
         if c.grader is not None:
             c.grader.close()
         if c.run_dir is not None:

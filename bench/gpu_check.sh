@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check on the lent device machine (its image: python3 3.12 with torch, transformers, ...;
-# no network). From the repo root, with .whl carried:  bash bench/gpu_check.sh [gpu_check.py options]
+# no network). From the repo root, with .whl carried:  bash bench/gpu_check.sh [gpu_check.py options, e.g. --quick]
 #
 # .whl/ (ignored by git, carried by the device tool) holds what the image lacks: trl, datasets,
 # dill, multiprocess, GitPython, gitdb, smmap, starlette, uvicorn, watchdog as wheels, and

@@ -6,14 +6,18 @@ subprocess and eval workers. Two cases: submissions spaced out (the pre-started 
 worker has finished its imports) and back to back (the spare is still importing).
 Then the transformers engine in-process: items/s with batch 100 vs batch 1.
 
-Run: ``python bench/grader_overhead.py`` (about a minute). Prints figures; asserts nothing.
+Run: ``python bench/grader_overhead.py [--quick]`` (about a minute; ``--quick``: 20 items, two
+submissions a case, 1 s apart, the same steps in seconds). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -29,6 +33,28 @@ from agent2rl_tui.grader.engines.hf import TransformersEngine  # noqa: E402
 from agent2rl_tui.grader.evaluators import evaluator_for  # noqa: E402
 from agent2rl_tui.tasks.registry import load_task  # noqa: E402
 from agent2rl_tui.tasks.tinymodel import build_tiny_model  # noqa: E402
+
+BATCHES = (100, 16, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    """The full run's, or --quick's (the same steps, smaller)."""
+
+    items: int | None = None
+    """Eval items per submission and in-process (None: the whole eval split, 100)."""
+    submissions: int = 5
+    gap_s: float = 8.0
+    """Between spaced submissions: the spare worker has finished its imports."""
+
+
+QUICK = Sizes(items=20, submissions=2, gap_s=1.0)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="20 items, 2 submissions a case: the same steps in seconds")
+    return parser.parse_args()
 
 
 def submit_series(grader: LiveGrader, path: str, n: int, gap_s: float) -> list[dict[str, float]]:
@@ -51,36 +77,48 @@ def show(label: str, rows: list[dict[str, float]]) -> None:
           f"  load {med['load']*1000:5.0f} ms  overhead {med['overhead']*1000:7.0f} ms (median)")
 
 
-def main() -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="bench-grader-"))
-    model = build_tiny_model(tmp / "tiny-llama")
-    run_dir = make_prepared_run(tmp / "runs", model)
+def through_the_grader(tmp: Path, model: Path, sizes: Sizes) -> None:
+    """Submissions to a real grader: submit-to-scored time against the worker's generation time."""
+    run_dir = make_prepared_run(tmp / "runs", model, eval_limit=sizes.items)
     t0 = time.perf_counter()
     grader = LiveGrader(run_dir)
-    print(f"grader up with baseline scored in {time.perf_counter() - t0:.2f} s (cold worker, includes imports)")
-    ws_model = run_dir / "workspace" / "output" / "m"
-    shutil.copytree(model, ws_model)
     try:
-        show("spaced (warm spare worker)", submit_series(grader, "output/m", 5, gap_s=8.0))
-        show("back to back", submit_series(grader, "output/m", 5, gap_s=0.0))
+        print(f"grader up with baseline scored in {time.perf_counter() - t0:.2f} s (cold worker, includes imports)")
+        shutil.copytree(model, run_dir / "workspace" / "output" / "m")
+        show("spaced (warm spare worker)", submit_series(grader, "output/m", sizes.submissions, gap_s=sizes.gap_s))
+        show("back to back", submit_series(grader, "output/m", sizes.submissions, gap_s=0.0))
     finally:
         grader.close()
 
+
+def in_process(model: Path, sizes: Sizes) -> None:
+    """The transformers engine alone: items/s at each batch size, on the prompts the worker asks."""
     task = load_task("arith")
-    items = task.load_split("eval")
+    items = task.load_split("eval")[: sizes.items]
     ev = evaluator_for(task)
     engine = TransformersEngine()
     engine.load(model)
     asked = [ev.prompt(it) for it in items]  # as the eval worker asks them
     prompts = [p if isinstance(p, str) else engine.render(p) for p in asked]
-    for batch in (100, 16, 1):
-        settings = task.inference.__class__(**{**task.inference.__dict__, "batch_size": batch})
+    for batch in BATCHES:
+        settings = dataclasses.replace(task.inference, batch_size=batch)
         engine.generate(prompts[:4], settings)  # warm-up
         t = time.perf_counter()
         engine.generate(prompts, settings)
         dt = time.perf_counter() - t
         print(f"transformers engine, batch {batch:3}: {len(prompts) / dt:8.1f} items/s ({dt*1000:.0f} ms for {len(prompts)})")
-    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    sizes = QUICK if parse_args().quick else Sizes()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout's TERM still stops the grader
+    tmp = Path(tempfile.mkdtemp(prefix="bench-grader-"))
+    try:
+        model = build_tiny_model(tmp / "tiny-llama")
+        through_the_grader(tmp, model, sizes)
+        in_process(model, sizes)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

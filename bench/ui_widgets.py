@@ -7,11 +7,13 @@ time to mount a ``LogView`` on a 1 GB file until it has painted, how far from th
 first loaded line is, and the time to load one older chunk; then the peak RSS.
 Targets: diff < 0.2 s, log < 0.5 s, peak RSS well under 300 MB. The 1 GB file is written
 to the temp folder and deleted afterwards (it is in the page cache when opened: the read of
-its last 256 KB from a cold disk adds one seek). Run: ``python bench/ui_widgets.py``.
+its last 256 KB from a cold disk adds one seek). Run: ``python bench/ui_widgets.py [--quick]``
+(``--quick``: a 200-line rewrite and a 16 MB log, the same steps in seconds).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import resource
 import subprocess
@@ -24,7 +26,8 @@ from textual.widgets import Footer
 
 from agent2rl_tui.ui.widgets import DiffView, LogView
 
-LOG_BYTES = 1024 * 1024 * 1024
+LOG_BYTES, DIFF_LINES = 1024 * 1024 * 1024, 2000
+QUICK_LOG_BYTES, QUICK_DIFF_LINES = 16 * 1024 * 1024, 200
 SIZE = (160, 50)
 
 
@@ -33,7 +36,14 @@ class BenchApp(App[None]):
         yield Footer()
 
 
-def rewrite_diff(folder: Path, n: int = 2000) -> str:
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a {QUICK_DIFF_LINES}-line rewrite, a 16 MB log: the same steps in seconds")
+    return parser.parse_args()
+
+
+def rewrite_diff(folder: Path, n: int = DIFF_LINES) -> str:
     old, new = folder / "train_old.py", folder / "train.py"
     old.write_text("".join(f"def f_{i}(x):  # step {i}\n    return x * {i} + 'a'\n"
                            for i in range(n // 2)))
@@ -43,12 +53,12 @@ def rewrite_diff(folder: Path, n: int = 2000) -> str:
                           capture_output=True, text=True).stdout
 
 
-def write_log(path: Path) -> None:
+def write_log(path: Path, size: int) -> None:
     line = "2025-01-01T00:00:00.000Z [trainer] step {:07d} loss=0.4321 lr=1e-5 " + "." * 30 + "\n"
     block = "".join(line.format(i) for i in range(1024 * 1024 // len(line.format(0)))).encode()
     with open(path, "wb") as f:
         written = 0
-        while written < LOG_BYTES:
+        while written < size:
             f.write(block)
             written += len(block)
         f.write(b"the very last line\n")
@@ -101,14 +111,16 @@ async def bench_log(path: Path) -> None:
 
 
 def main() -> None:
+    quick = parse_args().quick
+    size = QUICK_LOG_BYTES if quick else LOG_BYTES
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        diff = rewrite_diff(folder)
+        diff = rewrite_diff(folder, QUICK_DIFF_LINES if quick else DIFF_LINES)
         asyncio.run(bench_diff(diff))
         log = folder / "big.log"
         t0 = time.perf_counter()
-        write_log(log)
-        print(f"(writing the 1 GB log took {time.perf_counter() - t0:.1f} s)")
+        write_log(log, size)
+        print(f"(writing the {size / 2**30:.2f} GB log took {time.perf_counter() - t0:.1f} s)")
         try:
             asyncio.run(bench_log(log))
         finally:

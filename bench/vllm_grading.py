@@ -9,7 +9,8 @@ scoring, the rest = grader overhead). Then plain ``LLM.generate`` of the same pr
 process with the same settings. Goal: a warm submission <= 1.1x plain generation.
 
 Needs vLLM and GSM8K (``../shared/data/gsm8k`` or ``--gsm8k DIR``; without it the offline
-``arith`` task is used). Run: ``python bench/vllm_grading.py [--limit 200]``. Prints figures;
+``arith`` task is used). Run: ``python bench/vllm_grading.py [--limit 200] [--quick]`` (``--quick``:
+8 items and one submission, the same steps, its time mostly vLLM's two starts). Prints figures;
 asserts nothing. On a GPU machine with a real model see bench/gsm8k_gpu.py.
 """
 
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -53,21 +55,42 @@ if __name__ == "__main__":
     engine.close()
 """
 ENGINE = {"engine": "vllm", "cpu_kv_cache_gib": "0.5", "dtype": "float32"}
+FULL = {"limit": 200, "submissions": 3}
+QUICK = {"limit": 8, "submissions": 1}
+
+
+def parse_args() -> argparse.Namespace:
+    """The options; sizes left unset take the full run's defaults, or --quick's."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, help=f"eval items per submission (default {FULL['limit']})")
+    parser.add_argument("--submissions", type=int, help=f"default {FULL['submissions']}")
+    parser.add_argument("--gsm8k", type=Path, default=REPO.parent / "shared" / "data" / "gsm8k")
+    parser.add_argument("--quick", action="store_true", help="8 items, one submission: the same steps")
+    args = parser.parse_args()
+    for key, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    return args
 
 
 def main() -> None:
+    args = parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout's TERM still stops the grader and vLLM
+    tmp = Path(tempfile.mkdtemp(prefix="bench-vllm-"))
+    try:
+        measure(args, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, tmp: Path) -> None:
+    """The grader's submissions on vLLM, then plain generation of the same prompts."""
     from conftest import LiveGrader, make_prepared_run
 
     from agent2rl_tui.tasks.data import prepare
     from agent2rl_tui.tasks.registry import load_task
     from agent2rl_tui.tasks.tinymodel import build_tiny_model
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--limit", type=int, default=200, help="eval items per submission")
-    parser.add_argument("--submissions", type=int, default=3)
-    parser.add_argument("--gsm8k", type=Path, default=REPO.parent / "shared" / "data" / "gsm8k")
-    args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="bench-vllm-"))
     os.environ["AGENT2RL_DATA"] = str(tmp / "data")
     task = "arith"
     if args.gsm8k.is_dir():
@@ -93,8 +116,8 @@ def main() -> None:
         grader.close()
     base = json.loads((run_dir / "evals" / "0" / "summary.json").read_text())
     if not base.get("ok"):
-        print(f"the baseline failed: {base.get('error')}; see {run_dir / 'evals' / '0' / 'worker.log'}")
-        return
+        log = (run_dir / "evals" / "0" / "worker.log").read_text(errors="replace")
+        raise SystemExit(f"the baseline failed: {base.get('error')}\n{log[-3000:]}")
     bt = base["timings"]
     print(f"baseline (cold): worker start {bt['worker_start']:.1f} s, engine start {bt.get('engine_start', 0):.1f} s, "
           f"generate {bt['generate']:.2f} s, score {bt['score']:.3f} s  (grader up and scored in "
@@ -108,14 +131,12 @@ def main() -> None:
                           capture_output=True, text=True, env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind"})
     plain = next((json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")), None)
     if plain is None:
-        print(proc.stderr[-3000:])
-        return
+        raise SystemExit(f"plain vLLM failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     warm = sorted(wall for wall, s in rows if s["settings"]["engine_load"] == "reload")
     median = warm[len(warm) // 2] if warm else float("nan")
     print(f"plain vLLM, same prompts, one process: engine start {plain['engine_start']:.1f} s, generate "
           f"{plain['generate']:.2f} s (first call {plain['generate_first']:.2f} s)")
     print(f"warm submission / plain generation = {median / plain['generate']:.2f}x (goal <= 1.1x)")
-    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
