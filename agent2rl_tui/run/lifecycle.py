@@ -143,29 +143,40 @@ def check_engine(task: Any, overrides: dict[str, Any]) -> None:
                        "machine without an NVIDIA GPU), or use --engine auto")
 
 
+def _first_prompt_tokens(task: Any, settings: Any, model: Path) -> int:
+    """The tokens of the grader's prompt for the first train item, kept per model, profile and
+    item between runs (loading the tokenizer costs transformers seconds of CPU)."""
+    from agent2rl_tui.tasks import grading_rules
+    from agent2rl_tui.tasks.modelfiles import check_entry, load_tokenizer, remember, remembered
+
+    spec = task.grading_spec(settings)
+    item = task.load_split("train")[0]
+    question = "prompt tokens " + json.dumps([spec, item, settings.chat], sort_keys=True, default=str)
+    entry = check_entry(model, question)
+    if (kept := remembered(entry)) is not None and kept.isdigit():
+        return int(kept)
+    tok = load_tokenizer(model)
+    n = len(tok(grading_rules.render(tok, item, spec), add_special_tokens=not settings.chat)["input_ids"])
+    remember(entry, str(n))
+    return n
+
+
 def check_prompt_profile(task: Any, name: str | None, model: Path) -> None:
     """The profile exists, and its prompt for the first train item fits the base model's context
     (the baseline would fail on it later, after the workspace and the engine were made)."""
-    from agent2rl_tui.tasks import grading_rules
-    from agent2rl_tui.tasks.modelfiles import load_tokenizer
-
     try:
         settings = task.settings_for(name)
     except TaskError as exc:
         raise RunError(f"--prompt-profile: {exc}") from None
     if task.level == 3:
         return
-    spec = task.grading_spec(settings)
     try:
-        tok = load_tokenizer(model)
-        item = task.load_split("train")[0]
-        text = grading_rules.render(tok, item, spec)
+        n = _first_prompt_tokens(task, settings, model)
     except ValueError as exc:
         raise RunError(f"--model with prompt profile {settings.prompt_profile!r}: {exc}; or pick another "
                        f"--prompt-profile ({', '.join(task.prompt_profiles)})") from None
     except (OSError, IndexError, KeyError):
         return  # the model and data checks say what is wrong with them
-    n = len(tok(text, add_special_tokens=not settings.chat)["input_ids"])
     context = json.loads((model / "config.json").read_text(encoding="utf-8")).get("max_position_embeddings")
     if isinstance(context, int) and n >= context:
         raise RunError(f"--model: its context is {context} tokens, and the {settings.prompt_profile!r} prompt of "

@@ -7,6 +7,7 @@ base model by their weights rather than their path.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -169,17 +170,83 @@ def weights_hash(folder: Path, names: list[str] | None = None) -> str:
 def check_model_loads(folder: Path) -> str | None:
     """None if the config and tokenizer load with transformers, else what went wrong.
 
-    A cheap real load (no weights): catches a broken config or tokenizer before a run is made.
+    A real load without the weights: catches a broken config or tokenizer before a run is made.
+    Loading a config costs transformers about 6 s of CPU (its model modules import torch), paid
+    by every ``run start``; so a folder seen to load before, with the same config and tokenizer
+    files and the same transformers, is not loaded again (``remembered``).
     """
+    entry = check_entry(folder, "config and tokenizer load")
+    if remembered(entry) == "ok":
+        return None
     try:
         from transformers import AutoConfig
-
 
         AutoConfig.from_pretrained(str(folder))
         load_tokenizer(folder)
     except Exception as exc:  # noqa: BLE001 - any failure is the answer
         return f"{folder} does not load with transformers: {type(exc).__name__}: {exc}"
+    remember(entry, "ok")
     return None
+
+
+LOAD_CHECK_MAX_BYTES = 64 << 20
+"""Config and tokenizer files this large (summed) are not hashed: checks of the folder run each time."""
+
+
+def load_check_key(folder: Path) -> str | None:
+    """What loading a folder's config and tokenizer reads, hashed: the bytes of config.json and the
+    tokenizer files, and the transformers and tokenizers versions (None: too big, or unreadable)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    h = hashlib.blake2b(digest_size=16)
+    try:
+        h.update(f"transformers {version('transformers')} tokenizers {version('tokenizers')}".encode())
+        total = 0
+        for name in ("config.json", *TOKENIZER_FILES):
+            path = folder / name
+            if not path.is_file():
+                continue
+            total += path.stat().st_size
+            if total > LOAD_CHECK_MAX_BYTES:
+                return None
+            data = path.read_bytes()
+            h.update(name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+    except (OSError, PackageNotFoundError):
+        return None
+    return h.hexdigest()
+
+
+def check_entry(folder: Path, question: str) -> Path | None:
+    """Where the answer to ``question`` about a model folder is kept between runs (None: the
+    folder cannot be keyed, so the question is answered each time). The key is the folder's
+    ``load_check_key`` and the question: a changed tokenizer, config or transformers is a new key."""
+    key = load_check_key(folder)
+    if key is None:
+        return None
+    name = hashlib.blake2b(f"{key}\0{question}".encode(), digest_size=16).hexdigest()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "agent2rl-tui" / "model-checks" / name
+
+
+def remembered(entry: Path | None) -> str | None:
+    """The answer kept at ``entry`` (None: none kept)."""
+    if entry is None:
+        return None
+    try:
+        return entry.read_text(encoding="utf-8")
+    except OSError:
+        return None
+
+
+def remember(entry: Path | None, answer: str) -> None:
+    """Keep an answer; a cache that cannot be written only costs the next check its time."""
+    if entry is None:
+        return
+    with contextlib.suppress(OSError):
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        partial = entry.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(answer, encoding="utf-8")
+        partial.replace(entry)
 
 
 def load_tokenizer(model_path: Path) -> Any:
