@@ -242,10 +242,10 @@ def judge_server(tmp_path: Path) -> Iterator[Callable[..., Judge]]:
         proc.wait()
 
 
-LONG_FILES = ("test_campaign_slurm_real.py", "test_plain_install.py")
-"""Files whose tests mostly wait (about eight minutes of Slurm jobs; pip resolving a plain install
-against the package index): started first, so that pytest-xdist (``--dist loadfile``) runs the
-rest beside them, not after them."""
+LONG_FILES = ("test_campaign_slurm_real.py", "test_plain_install.py", "test_bench.py")
+"""Files that take longest (about eight minutes of Slurm jobs; pip resolving a plain install against
+the package index; every benchmark's quick run): started first, so that pytest-xdist (``--dist
+loadfile``) runs the rest beside them, not after them."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -20,6 +20,7 @@ from agent2rl_tui.util.locks import (
     TOOLS,
     declared,
     disagreements,
+    installed_versions,
     local_flavour,
     normalize,
     pins,
@@ -50,8 +51,13 @@ def test_a_dependency_added_without_make_lock_is_named() -> None:
 
 def test_this_environment_is_the_lock_of_its_flavour() -> None:
     """`make setup` installs the lock: every pin is installed at its version."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pkg_resources  # noqa: F401 - puts setuptools' vendored packages on sys.path, as alpaca-eval does
     flavour = local_flavour()
-    installed = {normalize(d.metadata["Name"]): d.version for d in importlib.metadata.distributions()}
+    installed = installed_versions()
     wrong = {name: (version, installed.get(name)) for name, version in pins(flavour.lock).items()
              if installed.get(name) != version}
     assert wrong == {}, f"installed differently from {flavour.lock.name} (pin, installed): `make setup` installs it"

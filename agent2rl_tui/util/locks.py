@@ -134,6 +134,17 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def installed_versions() -> dict[str, str]:
+    """This environment's installed packages: normalized name -> version. Read from its own
+    site-packages only: once pkg_resources is imported, setuptools' vendored copies (packaging,
+    platformdirs...) are on sys.path too, with other versions."""
+    import importlib.metadata
+    import sysconfig
+
+    paths = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    return {normalize(d.metadata["Name"] or ""): d.version for d in importlib.metadata.distributions(path=paths)}
+
+
 def disagreements(flavour: Flavour, project: dict | None = None) -> list[str]:
     """Why the flavour's locks do not match pyproject.toml ([]: they do), each with what to do."""
     from packaging.requirements import Requirement

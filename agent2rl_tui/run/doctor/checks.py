@@ -9,7 +9,6 @@ runs beside Python are in ``checks_env``.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import platform
@@ -103,18 +102,18 @@ def _import_finding(module: str, dist: str, why: str, answer: dict[str, Any]) ->
 
 def lock_finding(where: Where) -> Finding:
     """The installed versions against this machine's install lock (``util.locks``)."""
-    from agent2rl_tui.util.locks import local_flavour, normalize, pins
+    from agent2rl_tui.util.locks import installed_versions, local_flavour, pins
 
     flavour = local_flavour()
     lock = where.repo / "locks" / flavour.lock.name
     if not lock.is_file():
         return Finding("packages", "lock", State.INFO, f"no install lock here ({lock}): not a checkout; "
                        "versions not compared")
-    installed_versions = {normalize(d.metadata["Name"] or ""): d.version for d in importlib.metadata.distributions()}
+    installed = installed_versions()
     pinned = pins(lock)
-    differ = [f"{name} {installed_versions[name]} (locked {version})" for name, version in pinned.items()
-              if name in installed_versions and installed_versions[name] != version]
-    absent = [name for name in pinned if name not in installed_versions]
+    differ = [f"{name} {installed[name]} (locked {version})" for name, version in pinned.items()
+              if name in installed and installed[name] != version]
+    absent = [name for name in pinned if name not in installed]
     detail = f"{len(pinned) - len(differ) - len(absent)} of {len(pinned)} pins of locks/{lock.name} match"
     if not differ and not absent:
         return Finding("packages", "lock", State.OK, detail)

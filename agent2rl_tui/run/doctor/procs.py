@@ -26,8 +26,9 @@ from typing import Any
 MODULE = "agent2rl_tui.run.doctor.probes"
 """The probes' entry point, ``python -P -m MODULE PROBE``. Named here, not in ``probes``, so
 that importing the package never imports ``probes`` (``-m`` would then find it imported)."""
-VERSION_TIMEOUT_S = 30.0
-"""A program's ``--version`` (gemini takes ~5 s on two busy cores)."""
+VERSION_TIMEOUT_S = 90.0
+"""A program's ``--version``: openhands imports its SDK first (7 s of CPU; over 30 s on two cores
+loaded three times over), gemini takes ~5 s."""
 IMPORTS_TIMEOUT_S = 240.0
 """The core imports in one interpreter (~30 s on two cores: trl's trainers import vLLM)."""
 PROBE_TIMEOUT_S = 120.0
@@ -60,8 +61,11 @@ def last_line(text: str) -> str:
 
 
 def child_env() -> dict[str, str]:
-    """This environment, offline unless it says otherwise: no check waits on the hub."""
-    return {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **os.environ}
+    """This environment, offline unless it says otherwise: no check waits on the hub, nor on
+    LiteLLM's price list (OpenHands' SDK fetches it from GitHub at import, retrying, unless told
+    to read its own copy)."""
+    return {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True", **os.environ}
 
 
 _live: set[int] = set()
