@@ -27,7 +27,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,11 +193,9 @@ def tool_disagreements(tool: ToolLock) -> list[str]:
 
 
 def _compile_tool(tool: ToolLock) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        wanted = Path(tmp) / f"{tool.name}.in"
-        wanted.write_text(tool.requirement + "\n", encoding="utf-8")
-        subprocess.run(["uv", "pip", "compile", str(wanted), "--quiet", "--no-header", "--python-version",
-                        tool.python_version, "--python-platform", PLATFORM, "-o", str(tool.lock)], check=True)
+    subprocess.run(["uv", "pip", "compile", "-", "--quiet", "--no-header", "--python-version", tool.python_version,
+                    "--python-platform", PLATFORM, "-o", str(tool.lock)], input=tool.requirement + "\n", text=True,
+                   check=True)
     body = tool.lock.read_text(encoding="utf-8")
     tool.lock.write_text(
         f"# input fingerprint: {tool.fingerprint()}\n"
