@@ -91,9 +91,10 @@ lock:
 	@[ -x $(BIN)/uv ] || { $(PYTHON) -m venv .venv-lock && .venv-lock/bin/pip install -q --disable-pip-version-check \
 		"$$(grep -m1 '^uv==' locks/cpu.txt || echo uv)"; }
 	PATH="$(CURDIR)/$(BIN):$(CURDIR)/.venv-lock/bin:$$PATH" $(PYTHON) -m agent2rl_tui.util.locks compile
-	cd locks/agent-clis && rm -f package-lock.json && rm -rf /tmp/agent2rl-npm-lock && mkdir /tmp/agent2rl-npm-lock && \
-		cp package.json /tmp/agent2rl-npm-lock/ && npm install --prefix /tmp/agent2rl-npm-lock --no-fund --no-audit \
-		--loglevel=error >/dev/null && cp /tmp/agent2rl-npm-lock/package-lock.json . && rm -rf /tmp/agent2rl-npm-lock
+	@# npm writes a lock that `npm ci` refuses for OpenCode's per-platform packages; `npm install` reads it as is.
+	tmp=$$(mktemp -d) && cp locks/agent-clis/package.json $$tmp/ && \
+		npm install --prefix $$tmp --no-fund --no-audit --loglevel=error >/dev/null && \
+		cp $$tmp/package-lock.json locks/agent-clis/ && rm -rf $$tmp
 
 clean:
 	rm -rf $(VENV) .venv-lock build *.egg-info .pytest_cache $(AGENT_CLIS)
