@@ -20,9 +20,10 @@ from typing import Any, NoReturn
 
 import click
 
-from agent2rl_tui.record.campaign_view import JobState
-from agent2rl_tui.record.index import RunError, RunSummary, default_root, find_run, list_runs, summarize
+from agent2rl_tui.record.root import RunError, default_root
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStatus, RunStore, StoreError
+from agent2rl_tui.review.campaign_view import JobState
+from agent2rl_tui.review.index import RunSummary, find_run, list_runs, summarize
 from agent2rl_tui.run.containment import probe as containment_probe
 from agent2rl_tui.run.lifecycle import RunRequest, decoding_note, start_run, stop_run
 from agent2rl_tui.run.options import SUMMARIZER_FLAGS, Flag, OptionValueError, request_from_flags
@@ -105,7 +106,7 @@ def tiny_model(path: Path, seed: int, max_positions: int) -> None:
 @main.command("tasks")
 def tasks_cmd() -> None:
     """List the tasks the registry finds."""
-    from agent2rl_tui.record.significance import resolution
+    from agent2rl_tui.review.significance import resolution
 
     for name, folder in sorted(discover().items()):
         try:
@@ -427,8 +428,8 @@ def report_cmd(ctx: click.Context, run: str, summarizer_url: str | None = None, 
     """Write a run's report again (report/report.md and report.json); with --summarizer-url and
     --summarizer-model, first a narrative of each iteration (report/narrative.json, cached); with
     --html, also the whole report as one HTML page (report/report.html, or --out PATH)."""
-    from agent2rl_tui.record.report import write_report
-    from agent2rl_tui.run.narrative import SummarizerSettings, describe, write_narrative
+    from agent2rl_tui.review.report import write_report
+    from agent2rl_tui.run.summarizer import SummarizerSettings, describe, write_narrative
 
     try:
         run_dir = find_run(run, ctx.obj["root"])
@@ -444,7 +445,7 @@ def report_cmd(ctx: click.Context, run: str, summarizer_url: str | None = None, 
                       err=True)
             report = write_report(run_dir)
         if as_html or html_out is not None:
-            from agent2rl_tui.record.html_report import write_html
+            from agent2rl_tui.review.html_report import write_html
 
             html_path = write_html(run_dir, html_out, report)
     except USER_ERRORS as exc:
@@ -489,7 +490,7 @@ def run_show(ctx: click.Context, run: str, as_json: bool, eval_seed: bool = Fals
         click.echo("-" if seed is None else str(seed))
         return
     if as_json:
-        from agent2rl_tui.record.report import build_report
+        from agent2rl_tui.review.report import build_report
 
         click.echo(json.dumps({**build_report(run_dir), "status": s.status}, indent=2))
         return
@@ -711,7 +712,7 @@ def campaign_group() -> None:
 
 
 def _campaign_folder(ctx: click.Context, ref: str) -> Path:
-    from agent2rl_tui.record.index import default_root
+    from agent2rl_tui.record.root import default_root
 
     path = Path(ref)
     if not path.is_dir():
@@ -767,7 +768,7 @@ def _submit_jobs(folder: Path) -> None:
 @click.pass_context
 def campaign_status(ctx: click.Context, ref: str) -> None:
     """Each run of the campaign: its cell, seed and state (and on Slurm its job's id and state)."""
-    from agent2rl_tui.record.campaign_view import read_summary
+    from agent2rl_tui.review.campaign_view import read_summary
     from agent2rl_tui.run.campaign import Campaign
     from agent2rl_tui.run.campaign_slurm import campaign_jobs, failed_before_run
 
@@ -860,7 +861,7 @@ def campaign_show(ctx: click.Context, ref: str) -> None:
 def campaign_results(ctx: click.Context, ref: str, csv_path: Path | None, plots_dir: Path | None) -> None:
     """Per cell: runs, mean ± sd and bootstrap 95% CI of the best score and the improvement,
     and the expected best of k runs."""
-    from agent2rl_tui.record.campaign_view import cell_results, read_runs, write_csv
+    from agent2rl_tui.review.campaign_view import cell_results, read_runs, write_csv
 
     folder = _campaign_folder(ctx, ref)
     runs = read_runs(folder)
@@ -887,8 +888,8 @@ def campaign_results(ctx: click.Context, ref: str, csv_path: Path | None, plots_
 
 
 def _write_plots(plots_dir: Path, runs: list[RunSummary]) -> None:
-    """The scaling charts of ``runs`` (``record.scaling``), one path a line."""
-    from agent2rl_tui.record.scaling import write_plots
+    """The scaling charts of ``runs`` (``review.scaling``), one path a line."""
+    from agent2rl_tui.review.scaling import write_plots
 
     try:
         paths = write_plots(plots_dir, runs)
@@ -911,10 +912,10 @@ def compare_cmd(ctx: click.Context, runs: tuple[str, ...], campaign_ref: str | N
     """Group runs by task x prompt profile x agent x driver: mean ± sd, bootstrap 95% CIs, expected best of k.
 
     RUNS are run ids or folders; without them, every run under the root (or of --campaign)."""
-    from agent2rl_tui.record.compare import ci_text, compare, pair_text, paired_bests, profile_notes
+    from agent2rl_tui.review.compare import ci_text, compare, pair_text, paired_bests, profile_notes
 
     if campaign_ref:
-        from agent2rl_tui.record.campaign_view import read_runs
+        from agent2rl_tui.review.campaign_view import read_runs
 
         found = [r.summary for r in read_runs(_campaign_folder(ctx, campaign_ref))
                  if r.summary is not None and r.state != "superseded"]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from agent2rl_tui.envs.alfworld import ALFWorld
 from agent2rl_tui.envs.subproc import InChildProcess
-from agent2rl_tui.grader.episodes import Pending, ReActFormat, play
+from agent2rl_tui.grader.episode_runner import Pending, ReActFormat, play
 from agent2rl_tui.tasks.alfworld import GAMES_DIR, default_source, prepare_games
 from agent2rl_tui.tasks.registry import load_task
 

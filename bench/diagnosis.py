@@ -1,4 +1,4 @@
-"""Benchmark: what the diagnosis costs on a long run (record/iterations.py, record/report.py).
+"""Benchmark: what the diagnosis costs on a long run (review/iterations.py, review/report.py).
 
 Builds a run folder as a day-long run leaves it: ``SUBMISSIONS`` submissions, each made from
 its own revision of a code/ folder of training scripts (TRL and hand-written), and a transcript
@@ -20,11 +20,11 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
-from agent2rl_tui.record.iterations import build_iterations
-from agent2rl_tui.record.report import build_report
 from agent2rl_tui.record.revisions import Snapshotter
 from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.iterations import build_iterations
+from agent2rl_tui.review.report import build_report
 from agent2rl_tui.run.workspace import make_run_folder
 
 T0 = 1_800_000_000.0

@@ -25,7 +25,7 @@ from agent2rl_tui.envs.base import Environment
 from agent2rl_tui.envs.twx import TextWorldExpress
 from agent2rl_tui.grader.engines.base import Engine
 from agent2rl_tui.grader.engines.hf import TransformersEngine
-from agent2rl_tui.grader.episodes import EpisodeFormat, Pending, PlayStats, play, summarize
+from agent2rl_tui.grader.episode_runner import EpisodeFormat, Pending, PlayStats, play, summarize
 from agent2rl_tui.grader.evaluators.episodes import engine_policy
 from agent2rl_tui.tasks.registry import InferenceSettings, Task, load_task
 from agent2rl_tui.tasks.tinymodel import build_tiny_model

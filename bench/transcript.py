@@ -26,7 +26,7 @@ from agent2rl_tui.record.transcripts import (
     search_steps,
     transcript_totals,
 )
-from agent2rl_tui.run.transcripts import make_normalizer
+from agent2rl_tui.run.streams import make_normalizer
 
 T = TypeVar("T")
 

@@ -33,9 +33,9 @@ import pytest
 from conftest import cli, wait_for
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the session fixture
 
-from agent2rl_tui.record.campaign_view import AUTORL_COLUMNS, OUR_COLUMNS, cell_results, read_runs
-from agent2rl_tui.record.index import summarize
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.campaign_view import AUTORL_COLUMNS, OUR_COLUMNS, cell_results, read_runs
+from agent2rl_tui.review.index import summarize
 from agent2rl_tui.run.campaign import Campaign
 from agent2rl_tui.run.campaign_slurm import ENDED_STATES
 

@@ -19,7 +19,7 @@ from agent2rl_tui.record.revisions import BRANCH, GitRepo, _parse_changes, init_
 from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.record.transcripts import TranscriptRecorder
-from agent2rl_tui.run.transcripts import make_normalizer
+from agent2rl_tui.run.streams import make_normalizer
 from agent2rl_tui.run.workspace import make_run_folder
 from agent2rl_tui.util.timeutil import iso
 
@@ -190,7 +190,7 @@ def play_twc(games: list[str], plans: list[str], *, max_steps: int = 8, context_
     observations, until the transcript outgrows ``context_chars`` (None: the step limit).
     """
     from agent2rl_tui.envs.twx import TextWorldExpress
-    from agent2rl_tui.grader.episodes import EpisodeFormat, Pending, play
+    from agent2rl_tui.grader.episode_runner import EpisodeFormat, Pending, play
     from agent2rl_tui.grader.evaluators.episodes import episode_result
 
     paths = gold if gold is not None else twc_gold_paths([g for g, p in zip(games, plans, strict=True) if p == "gold"])
@@ -317,7 +317,7 @@ def example_agent_run(root: Path, name: str, *, scores: tuple[float, float] = (4
     containment event, the real contamination check, and the report written as a run's end
     writes it."""
     from agent2rl_tui.record.contamination import check_run, write_contamination
-    from agent2rl_tui.record.report import write_report
+    from agent2rl_tui.review.report import write_report
     from agent2rl_tui.run.prompt import build_prompt
     from agent2rl_tui.run.workspace import populate_workspace
     from agent2rl_tui.tasks.registry import load_task

@@ -30,12 +30,12 @@ from pathlib import Path
 import pytest
 from conftest import cli, wait_for
 
-from agent2rl_tui.record.index import summarize
 from agent2rl_tui.record.revisions import file_at, list_revisions
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.index import summarize
 from agent2rl_tui.run import containment
 from agent2rl_tui.run.profiles import BUILTIN_PROFILES, ProfileError, driver_setup
-from agent2rl_tui.run.transcripts import normalize_lines
+from agent2rl_tui.run.streams import normalize_lines
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT_CLIS = REPO / ".agent-clis"

@@ -26,7 +26,7 @@ from conftest import SHARED_DATA, cli
 
 from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.envs.base import EnvError, Outcome, Start
-from agent2rl_tui.grader.episodes import Episode, Pending, ReActFormat, play, summarize
+from agent2rl_tui.grader.episode_runner import Episode, Pending, ReActFormat, play, summarize
 from agent2rl_tui.tasks.registry import InferenceSettings, Task, TaskError, load_task
 
 ALFWORLD = SHARED_DATA / "alfworld"

@@ -22,7 +22,7 @@ from conftest import SHARED_DATA, Judge, cli
 
 from agent2rl_tui.grader.evaluators import evaluator_for
 from agent2rl_tui.judge import JudgeError, winrate
-from agent2rl_tui.record.index import RunError
+from agent2rl_tui.record.root import RunError
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.run.lifecycle import RunRequest, create_run
 from agent2rl_tui.tasks.alpacaeval import install_lc_file

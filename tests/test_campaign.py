@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from conftest import cli, wait_for
 
-from agent2rl_tui.record.campaign_view import AUTORL_COLUMNS, cell_results, read_runs
-from agent2rl_tui.record.index import summarize
-from agent2rl_tui.record.stats import bootstrap_ci, expected_best_of, summarize_values
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.campaign_view import AUTORL_COLUMNS, cell_results, read_runs
+from agent2rl_tui.review.index import summarize
+from agent2rl_tui.review.stats import bootstrap_ci, expected_best_of, summarize_values
 from agent2rl_tui.run.campaign import Campaign
 from agent2rl_tui.util import procs
 

@@ -21,9 +21,9 @@ import pytest
 from conftest import cli, wait_for
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the session fixture
 
-from agent2rl_tui.record.campaign_view import ENDED_STATES, read_runs
-from agent2rl_tui.record.index import summarize
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.campaign_view import ENDED_STATES, read_runs
+from agent2rl_tui.review.index import summarize
 from agent2rl_tui.run.campaign import Campaign
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # a busy machine: the fixtures wait long

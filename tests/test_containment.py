@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import SHARED_DATA, cli, processes_with
 
-from agent2rl_tui.record.index import summarize
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.index import summarize
 from agent2rl_tui.run import containment
 from agent2rl_tui.run.profiles import ProfileError, load_profiles
 from agent2rl_tui.tasks.registry import read_jsonl
@@ -136,7 +136,7 @@ def test_a_run_made_before_containment_reads_as_not_contained(tmp_path: Path) ->
     """Old run folders (no containment event) are shown as what they were: not contained."""
     from synthetic import make_run
 
-    from agent2rl_tui.record.report import build_report
+    from agent2rl_tui.review.report import build_report
 
     run = make_run(tmp_path, "old")
 

@@ -203,7 +203,7 @@ def test_a_real_result_round_trips_through_its_json_key_for_key(run_dir: Path, g
 
 
 def test_an_old_or_hostile_result_reads_as_defaults_or_a_clear_error(tmp_path: Path) -> None:
-    from agent2rl_tui.record.report import contamination_line, contamination_section
+    from agent2rl_tui.review.report import contamination_line, contamination_section
 
     # Missing keys (a file written before they existed): their defaults.
     empty = ContaminationResult.from_dict({})

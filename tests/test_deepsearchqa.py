@@ -20,11 +20,11 @@ from conftest import cli
 
 from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.envs.search import BM25Corpus, HTTPSearch, SearchQA, parse_action
-from agent2rl_tui.grader.episodes import Pending, SearchReActFormat, play
+from agent2rl_tui.grader.episode_runner import Pending, SearchReActFormat, play
 from agent2rl_tui.grader.evaluators.episodes import judge_episodes, play_task
 from agent2rl_tui.judge import Unparseable
 from agent2rl_tui.judge.verdict import read_verdict
-from agent2rl_tui.record.index import RunError
+from agent2rl_tui.record.root import RunError
 from agent2rl_tui.run.lifecycle import RunRequest, create_run
 from agent2rl_tui.tasks.data import prepare
 from agent2rl_tui.tasks.registry import load_task, task_cache
@@ -170,7 +170,7 @@ def test_a_scripted_searcher_that_answers_right_wins_and_a_wrong_one_does_not(ds
     assert summary["judge_calls"] == 10 and summary["n_answered"] == 10
     # What the Items screen shows of an episode: the answer, the gold one, the verdict.
     from agent2rl_tui.grader.evaluators.episodes import episode_result
-    from agent2rl_tui.record.episodes_view import episode_rows
+    from agent2rl_tui.review.episodes_view import episode_rows
 
     item = episode_result(episodes[1])
     item.extra.update(extras[1])

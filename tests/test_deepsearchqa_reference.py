@@ -22,7 +22,7 @@ from test_deepsearchqa import code_name, write_questions
 
 from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.envs.search import BM25Corpus, SearchQA
-from agent2rl_tui.grader.episodes import Episode, Pending, ReferenceSearchReActFormat, play
+from agent2rl_tui.grader.episode_runner import Episode, Pending, ReferenceSearchReActFormat, play
 from agent2rl_tui.grader.evaluators.episodes import episode_format, judge_episodes
 from agent2rl_tui.judge import JudgeSettings
 from agent2rl_tui.judge.verdict import judge_answers
@@ -246,7 +246,7 @@ def test_judged_episodes_record_the_style_and_each_fallback(questions: dict, jud
 def test_the_items_screen_says_when_the_string_match_decided(questions: dict, prepared_data: Path,
                                                              judge_server) -> None:
     from agent2rl_tui.grader.evaluators.episodes import episode_result
-    from agent2rl_tui.record.episodes_view import episode_rows
+    from agent2rl_tui.review.episodes_view import episode_rows
 
     task = load_task("deepsearchqa")
     fmt = episode_format(EnvSpec.from_table(task.raw["env"]), task.settings_for("reference"))

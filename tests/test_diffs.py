@@ -1,4 +1,4 @@
-"""The unified-diff parser (record/diffs.py) on real `git diff` output, without any UI.
+"""The unified-diff parser (review/diffs.py) on real `git diff` output, without any UI.
 
 A throwaway repository gets a base commit and a work commit that together hold each case the
 Revisions pane meets: a change inside a file (a hunk with context), a rename with a change, an
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent2rl_tui.record.diffs import DiffFile, DiffLine, pair_rows, parse_diff
+from agent2rl_tui.review.diffs import DiffFile, DiffLine, pair_rows, parse_diff
 
 TRAIN = "".join(f"def step_{i}(x):\n    return x + {i}\n" for i in range(10))  # 20 lines
 RENAMED = "".join(f"value_{i} = {i}\n" for i in range(30))

@@ -15,7 +15,7 @@ import pytest
 
 from agent2rl_tui.envs.base import EnvError
 from agent2rl_tui.envs.twx import TextWorldExpress, parse_game
-from agent2rl_tui.grader.episodes import EpisodeFormat, Pending, PlayStats, play, summarize
+from agent2rl_tui.grader.episode_runner import EpisodeFormat, Pending, PlayStats, play, summarize
 
 pytestmark = pytest.mark.skipif(shutil.which("java") is None, reason=(
     "java is missing (TextWorldExpress runs on it): sudo apt install openjdk-17-jre-headless"))

@@ -196,7 +196,7 @@ def test_a_made_summary_writes_the_workers_keys_in_order() -> None:
 
 def test_a_real_results_file_reads_back_line_for_line(live_grader: LiveGrader) -> None:
     from agent2rl_tui.record.results import ItemRow
-    from agent2rl_tui.record.runview import read_rows
+    from agent2rl_tui.review.runview import read_rows
 
     path = live_grader.run_dir / "evals" / "0" / "results.jsonl"
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -205,8 +205,8 @@ def test_a_real_results_file_reads_back_line_for_line(live_grader: LiveGrader) -
 
 
 def test_an_episode_line_is_the_runners_episode() -> None:
-    from agent2rl_tui.grader.episodes import Episode
-    from agent2rl_tui.grader.episodes import Turn as PlayedTurn
+    from agent2rl_tui.grader.episode_runner import Episode
+    from agent2rl_tui.grader.episode_runner import Turn as PlayedTurn
     from agent2rl_tui.grader.evaluators.episodes import episode_result
     from agent2rl_tui.record.results import EpisodeRow
 
@@ -223,9 +223,9 @@ def test_an_episode_line_is_the_runners_episode() -> None:
 
 
 def test_hostile_results_lines_are_skipped_not_fatal(tmp_path: Path) -> None:
-    from agent2rl_tui.record.episodes_view import all_episodes, episode_rows, facts, is_episode
     from agent2rl_tui.record.results import ItemRow
-    from agent2rl_tui.record.runview import compare_items, read_rows
+    from agent2rl_tui.review.episodes_view import all_episodes, episode_rows, facts, is_episode
+    from agent2rl_tui.review.runview import compare_items, read_rows
 
     good = {"index": 0, "prompt": "1+1=", "output": "2", "extracted": "2", "gold": "2", "correct": True}
     hostile = ["not json", "[1, 2]", '"text"', "[" * 50_000, json.dumps({"prompt": "no index"}),

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import cli, wait_for
 
-from agent2rl_tui.record.index import summarize
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
+from agent2rl_tui.review.index import summarize
 from agent2rl_tui.run import containment
 
 pytestmark = pytest.mark.slow

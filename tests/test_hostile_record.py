@@ -26,7 +26,6 @@ from conftest import cli, processes_with, wait_for
 
 from agent2rl_tui.record.capture import GIT_REFUSES, UNREADABLE
 from agent2rl_tui.record.contamination import build_index, revision_blobs, scan_run
-from agent2rl_tui.record.diffs import parse_diff
 from agent2rl_tui.record.revisions import (
     DIFF_CAP_BYTES,
     END_FLOOR_S,
@@ -40,9 +39,10 @@ from agent2rl_tui.record.revisions import (
 from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.record.transcripts import TEXT_LIMIT, TranscriptRecorder
+from agent2rl_tui.review.diffs import parse_diff
 from agent2rl_tui.run import containment
 from agent2rl_tui.run.agent_output import LINE_BYTES, AgentOutput
-from agent2rl_tui.run.transcripts import FORMATS, make_normalizer
+from agent2rl_tui.run.streams import FORMATS, make_normalizer
 from agent2rl_tui.run.watcher import RevisionWatcher
 
 FIXTURES = Path(__file__).with_name("fixtures")

@@ -24,10 +24,10 @@ import pytest
 from conftest import cli
 from synthetic import T0, add_revisions, add_transcript, make_run
 
-from agent2rl_tui.record.html_evidence import MAX_STEPS
-from agent2rl_tui.record.html_report import render_html
-from agent2rl_tui.record.runview import compare_items, read_rows
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.html_evidence import MAX_STEPS
+from agent2rl_tui.review.html_report import render_html
+from agent2rl_tui.review.runview import compare_items, read_rows
 from agent2rl_tui.util.inert import one_line
 
 CHROMIUM = shutil.which("chromium")

@@ -32,10 +32,10 @@ from synthetic import add_logs, add_transcript, make_run
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Markdown, Static
 
-from agent2rl_tui.record.episodes_view import episode_rows
-from agent2rl_tui.record.report import render_markdown
 from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.episodes_view import episode_rows
+from agent2rl_tui.review.report import render_markdown
 from agent2rl_tui.run import containment
 from agent2rl_tui.ui.app import Agent2RLApp
 from agent2rl_tui.ui.format import literal, literal_line

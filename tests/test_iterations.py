@@ -21,9 +21,9 @@ from pathlib import Path
 
 from conftest import cli
 
-from agent2rl_tui.record.codefacts import analyse, scripts_in
-from agent2rl_tui.record.iterations import Iteration, build_iterations, exclusive_seconds, route_of
-from agent2rl_tui.record.logscan import scan
+from agent2rl_tui.review.codefacts import analyse, scripts_in
+from agent2rl_tui.review.iterations import Iteration, build_iterations, exclusive_seconds, route_of
+from agent2rl_tui.review.logscan import scan
 
 BROKEN = Path(__file__).parent / "fixtures" / "broken_trainer.py"
 SCRIPTS = "agent2rl_tui.agents.example.scripts"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import cli, processes_with, read_report, wait_for
 
-from agent2rl_tui.record.index import summarize
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
+from agent2rl_tui.review.index import summarize
 from agent2rl_tui.run.containment import probe as containment_probe
 from agent2rl_tui.util import procs as procs
 

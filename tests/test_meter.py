@@ -42,10 +42,10 @@ from agent2rl_tui.llm.protocols import Reply
 from agent2rl_tui.llm.scripted import Served, serve
 from agent2rl_tui.llm.sse import encode
 from agent2rl_tui.llm.usage import Usage
-from agent2rl_tui.record.campaign_view import usage_columns
-from agent2rl_tui.record.report import build_report, render_markdown, write_report
 from agent2rl_tui.record.store import SCHEMA_VERSION, LlmCall, RunStore
-from agent2rl_tui.record.usage import run_usage
+from agent2rl_tui.review.campaign_view import usage_columns
+from agent2rl_tui.review.report import build_report, render_markdown, write_report
+from agent2rl_tui.review.run_usage import run_usage
 from agent2rl_tui.util.inert import md_escape
 
 PRICES = load_prices(user=False)

@@ -6,8 +6,8 @@ iteration, its train type, the first line of the notes it was given) and a usage
 counts requests (GET /stats). Run folders are built with tests/synthetic.py; the command line
 is the real ``agent2rl-tui`` in a subprocess.
 
-report.md shows the narrative through ``record.narrative.narrative_lines``, called by
-``record.report``; until that call is there, the section is checked as narrative_lines
+report.md shows the narrative through ``review.narrative.narrative_lines``, called by
+``review.report``; until that call is there, the section is checked as narrative_lines
 renders it from report/narrative.json (`shown`).
 """
 
@@ -26,10 +26,10 @@ from synthetic import make_run
 
 from agent2rl_tui.llm.prices import load_prices
 from agent2rl_tui.llm.usage import Usage
-from agent2rl_tui.record.agent_summary import read_summary, summary_part
-from agent2rl_tui.record.narrative import MAX_TEXT_CHARS, narrative_lines, read_narrative
 from agent2rl_tui.record.store import RunStore
-from agent2rl_tui.run.narrative import SummarizerSettings, read_iterations, write_narrative
+from agent2rl_tui.review.agent_summary import read_summary, summary_part
+from agent2rl_tui.review.narrative import MAX_TEXT_CHARS, narrative_lines, read_narrative
+from agent2rl_tui.run.summarizer import SummarizerSettings, read_iterations, write_narrative
 from agent2rl_tui.util.inert import md_escape
 
 ITERATIONS = [
@@ -321,7 +321,7 @@ def test_the_supervisor_writes_the_narrative_after_the_report_and_never_fails_on
 
 
 def test_run_start_records_the_summarizer_but_never_its_key(tmp_path: Path, tiny_model: Path) -> None:
-    from agent2rl_tui.record.index import RunError
+    from agent2rl_tui.record.root import RunError
     from agent2rl_tui.run.lifecycle import RunRequest, create_run
 
     secret = "sk-run-start-secret-abcdef"

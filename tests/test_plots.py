@@ -16,11 +16,11 @@ import pytest
 from conftest import cli
 from synthetic import T0, add_llm_calls, add_transcript, claude_lines, make_run
 
-from agent2rl_tui.record.index import summarize
-from agent2rl_tui.record.plots import nice_ticks, trajectory_svg, write_trajectory
-from agent2rl_tui.record.report import build_report
-from agent2rl_tui.record.scaling import FILES, Point, curves, group_runs, read_scaling, run_points, scaling_svgs
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.index import summarize
+from agent2rl_tui.review.plots import nice_ticks, trajectory_svg, write_trajectory
+from agent2rl_tui.review.report import build_report
+from agent2rl_tui.review.scaling import FILES, Point, curves, group_runs, read_scaling, run_points, scaling_svgs
 
 SVG = "{http://www.w3.org/2000/svg}"
 HOSTILE = '<script>alert("x")</script>\x1b]52;c;aGk=\x07\u202e&'

@@ -16,10 +16,10 @@ from test_tui import plain, settle, table_rows
 from textual.widgets import DataTable, Static
 
 from agent2rl_tui.grader.evaluators.math_answer import MathAnswerEvaluator
-from agent2rl_tui.record.compare import compare, profile_notes
-from agent2rl_tui.record.index import summarize
-from agent2rl_tui.record.report import build_report, render_markdown
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.compare import compare, profile_notes
+from agent2rl_tui.review.index import summarize
+from agent2rl_tui.review.report import build_report, render_markdown
 from agent2rl_tui.ui.app import Agent2RLApp
 from agent2rl_tui.ui.screens.compare import CompareScreen
 from agent2rl_tui.ui.screens.items import ItemsScreen

@@ -30,7 +30,7 @@ from test_webshop import reference_prompt as webshop_reference_user_text
 
 from agent2rl_tui.envs.base import Start
 from agent2rl_tui.grader.engines.hf import TransformersEngine
-from agent2rl_tui.grader.episodes import WebShopFormat, play, summarize
+from agent2rl_tui.grader.episode_runner import WebShopFormat, play, summarize
 from agent2rl_tui.grader.evaluators import evaluator_for
 from agent2rl_tui.grader.evaluators.episodes import context_check, episode_format, judge_episodes
 from agent2rl_tui.judge import JudgeSettings, Unparseable, pairwise, verdict

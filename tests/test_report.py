@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from agent2rl_tui.record.report import build_report, write_report
 from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.report import build_report, write_report
 
 
 def make_history(run_dir: Path) -> None:

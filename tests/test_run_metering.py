@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import cli, wait_for
 
-from agent2rl_tui.record.index import summarize
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.index import summarize
 
 AGENT = """
 import json, os, pathlib, sys, time, urllib.error, urllib.request

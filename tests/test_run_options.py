@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from agent2rl_tui import cli
-from agent2rl_tui.record.index import RunError
+from agent2rl_tui.record.root import RunError
 from agent2rl_tui.run import options
 from agent2rl_tui.run.campaign import RUN_OPTIONS, CampaignSpec
 from agent2rl_tui.run.lifecycle import RunRequest
@@ -81,7 +81,7 @@ def test_campaign_options_become_the_request_fields() -> None:
                                   'judge = { base_url = "u", model = "m" }\nmeter = false\nstore = { url = "w" }\n')
     req = spec.request(spec.cells[0], 3, Path("/runs"))
     assert (req.grace_s, req.agent_env, req.read_only_paths) == (10.0, {"A": "1"}, ("/tmp",))
-    assert (req.judge, req.meter, req.store, req.seed) == ({"base_url": "u", "model": "m"}, False, {"url": "w"}, 3)
+    assert (req.judge, req.meter, req.webshop, req.seed) == ({"base_url": "u", "model": "m"}, False, {"url": "w"}, 3)
     assert CampaignSpec.from_toml(CAMPAIGN).request(spec.cells[0], 0, Path("/runs")).grace_s == 30.0
 
 
@@ -106,7 +106,7 @@ def test_run_start_maps_its_flags_to_the_request(monkeypatch: pytest.MonkeyPatch
         "arith", "command", Path("/m"), 300.0, 0.0, tmp_path)
     assert req.agent_env == {"A": "1"} and req.engine == {"dtype": "bfloat16", "engine": "vllm"}
     assert req.judge == {"base_url": "http://j/v1", "model": "jm", "concurrency": 2}
-    assert req.search == {"corpus": str(corpus)} and req.store == {"url": "http://w"}
+    assert req.search == {"corpus": str(corpus)} and req.webshop == {"url": "http://w"}
     assert (req.contain, req.meter, req.max_cost_usd, req.eval_timeout_s) == (False, False, 1.5, 120.0)
     assert req.summarizer is not None and req.summarizer["model"] == "sm"
     bare = options.request_from_flags({"task": "t", "agent": "a", "model": Path("/m"), "budget": "5m"})

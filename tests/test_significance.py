@@ -1,4 +1,4 @@
-"""Paired comparisons of two evaluations on the same items (record/significance.py).
+"""Paired comparisons of two evaluations on the same items (review/significance.py).
 
 Checked against values a reader can verify by hand or with scipy: the exact McNemar test is a
 two-sided binomial test on the discordant pairs; the paired bootstrap's interval covers the
@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from agent2rl_tui.record.significance import BETTER, NOISE, WORSE, compare, mcnemar_exact, paired_interval, resolution
+from agent2rl_tui.review.significance import BETTER, NOISE, WORSE, compare, mcnemar_exact, paired_interval, resolution
 
 
 def test_mcnemar_exact_is_the_two_sided_binomial_test_on_the_flipped_items() -> None:
@@ -73,8 +73,8 @@ def test_a_runs_submissions_are_compared_with_its_baseline_item_by_item(tmp_path
 
     from synthetic import make_episode_run
 
-    from agent2rl_tui.record.items import significance
-    from agent2rl_tui.record.runview import read_rows
+    from agent2rl_tui.review.items import significance
+    from agent2rl_tui.review.runview import read_rows
 
     if shutil.which("java") is None:
         pytest.skip("java is missing (TextWorldExpress runs on it): sudo apt install openjdk-17-jre-headless")
@@ -97,7 +97,7 @@ def test_the_report_says_which_gains_are_more_than_noise(tmp_path) -> None:  # n
 
     from synthetic import make_episode_run
 
-    from agent2rl_tui.record.report import write_report
+    from agent2rl_tui.review.report import write_report
 
     if shutil.which("java") is None:
         pytest.skip("java is missing (TextWorldExpress runs on it): sudo apt install openjdk-17-jre-headless")
@@ -134,8 +134,8 @@ def test_agent2rl_tui_tasks_states_each_tasks_resolution() -> None:
 
 
 def test_judged_preferences_are_compared_by_the_paired_bootstrap() -> None:
-    from agent2rl_tui.record.items import significance
     from agent2rl_tui.record.results import ItemRow
+    from agent2rl_tui.review.items import significance
 
     def items(prefs: list[float | None]) -> list[ItemRow]:
         return [ItemRow(index=i, prompt="", output="", extracted=None, gold="", correct=p is not None and p > 1.5,

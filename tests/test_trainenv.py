@@ -3,7 +3,7 @@ them, every call recorded, hostile input refused.
 
 DeepSearchQA against the stand-in search server (with a key) and judge server, WebShop against
 the stand-in store, TextWorldExpress against the workspace's own play kit. The episodes the
-service plays are compared with the grader's own episode runner (``grader.episodes.play``) given
+service plays are compared with the grader's own episode runner (``grader.episode_runner.play``) given
 the same completions: the same prompts, turn by turn.
 """
 
@@ -27,7 +27,7 @@ from test_deepsearchqa import write_questions
 from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.envs.search import HTTPSearch, SearchQA
 from agent2rl_tui.envs.webshop import RemoteWebShop, WebShop
-from agent2rl_tui.grader.episodes import Pending, play
+from agent2rl_tui.grader.episode_runner import Pending, play
 from agent2rl_tui.grader.evaluators.episodes import episode_format
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.tasks.data import prepare
@@ -321,7 +321,7 @@ def test_a_shopping_task_plays_train_sessions_with_the_base_models_chat_template
     try:
         task = load_task("webshop")
         prepare(task)
-        run = make_prepared_run(tmp_path / "runs", tiny_model, task="webshop", store={"url": url})
+        run = make_prepared_run(tmp_path / "runs", tiny_model, task="webshop", webshop={"url": url})
         service = Service(run)
         plans = {"session:100": ("red cotton t-shirt", "b001", ["red", "large"]),  # session 100: the store's goal 0
                  "session:101": ("wallet", "b005", ["black"])}                    # goal 1, bought wrong: 2/5
@@ -484,7 +484,7 @@ def test_a_service_that_dies_is_started_again_on_the_same_url_and_ends_with_the_
 
     from conftest import cli, processes_with, wait_for
 
-    from agent2rl_tui.record.index import summarize
+    from agent2rl_tui.review.index import summarize
 
     script = tmp_path / "agent.py"
     script.write_text(AGENT)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agent2rl_tui.record.transcripts import STEP_KINDS, TEXT_LIMIT, Step
-from agent2rl_tui.run.transcripts import FORMATS, make_normalizer, normalize_lines, totals
+from agent2rl_tui.run.streams import FORMATS, make_normalizer, normalize_lines, totals
 
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
 FIXTURES = {

@@ -17,7 +17,7 @@ from agent2rl_tui.record.transcripts import (
     steps_by_seq,
     transcript_totals,
 )
-from agent2rl_tui.run.transcripts import make_normalizer
+from agent2rl_tui.run.streams import make_normalizer
 
 
 def test_a_long_transcript_is_paged_filtered_and_searched(tmp_path: Path) -> None:

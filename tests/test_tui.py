@@ -23,8 +23,8 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Input, Markdown, Static, TabbedContent
 from textual.widgets._footer import FooterKey
 
-from agent2rl_tui.record.index import LOST_AFTER_S, summarize
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.index import LOST_AFTER_S, summarize
 from agent2rl_tui.ui.app import Agent2RLApp
 from agent2rl_tui.ui.panes.logs import LogsPane
 from agent2rl_tui.ui.panes.revisions import RevisionsPane
@@ -199,7 +199,7 @@ async def test_runs_screen_lists_filters_sorts_marks_and_compares(review_root: P
         assert len(compare) == 1
         task, profile, agent, driver, n, finished, best, improvement, ci, best3, subs, *usage = compare[0]
         assert (task, profile, agent, driver, n, finished) == ("arith", "default", "example", "scripted", "2", "1")
-        assert len(usage) == 3  # tokens / run, cost / run, and where they come from (record.usage)
+        assert len(usage) == 3  # tokens / run, cost / run, and where they come from (review.run_usage)
         assert best.endswith("± 0.00") and subs == "2.0"
         low, high = ci.strip("[]").split(", ")  # two copies of one run: the interval is that run's improvement
         assert low == high == improvement.split(" ± ")[0] and best3 == "-"  # 3 runs of 2: no expectation

@@ -4,7 +4,7 @@ The run folder is made by the real pipeline's parts: twc games played by the gra
 runner on the real TextWorldExpress with a scripted policy (the gold path for some games,
 nonsense or endless looking around for others), each episode serialised by the grader's own
 ``episode_result``, written to evals/<n>/results.jsonl and recorded through the store. The
-row builder (record/episodes_view.py) is tested on episodes built from the grader's
+row builder (review/episodes_view.py) is tested on episodes built from the grader's
 dataclasses, without Java.
 """
 
@@ -20,9 +20,10 @@ from synthetic import make_episode_run, make_run
 from test_tui import footer_keys, open_runs, plain, row_of, run_screen_ready, settle, table_rows
 from textual.widgets import Static
 
-from agent2rl_tui.grader.episodes import Episode, Turn
+from agent2rl_tui.grader.episode_runner import Episode, Turn
 from agent2rl_tui.grader.evaluators.episodes import episode_result
-from agent2rl_tui.record.episodes_view import (
+from agent2rl_tui.record.results import ItemRow
+from agent2rl_tui.review.episodes_view import (
     END_MEANINGS,
     MAX_TEXT_CHARS,
     all_episodes,
@@ -30,7 +31,6 @@ from agent2rl_tui.record.episodes_view import (
     facts,
     is_episode,
 )
-from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.ui.app import Agent2RLApp
 from agent2rl_tui.ui.screens.items import ItemsScreen
 from agent2rl_tui.ui.screens.run import RunScreen

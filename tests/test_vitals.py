@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from agent2rl_tui.record.runrecord import RunRecord
-from agent2rl_tui.record.samples import latest_samples, summarize_samples
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.samples import latest_samples, summarize_samples
 from agent2rl_tui.run import vitals as vitals
 from agent2rl_tui.run.vitals import VitalsSampler
 

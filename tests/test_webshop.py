@@ -15,9 +15,9 @@ import pytest
 
 from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.envs.webshop import RemoteWebShop, WebShop, clean_action
-from agent2rl_tui.grader.episodes import WEBSHOP_SYSTEM, Pending, WebShopFormat, play
+from agent2rl_tui.grader.episode_runner import WEBSHOP_SYSTEM, Pending, WebShopFormat, play
 from agent2rl_tui.grader.evaluators.episodes import play_task, shopping_summary
-from agent2rl_tui.record.index import RunError
+from agent2rl_tui.record.root import RunError
 from agent2rl_tui.run.lifecycle import RunRequest, create_run
 from agent2rl_tui.tasks.data import prepare
 from agent2rl_tui.tasks.registry import TaskError, load_task
@@ -130,7 +130,7 @@ def test_the_grader_shops_with_the_model_and_records_both_success_rates(store_ur
         return str(caught.value)
 
     assert "--webshop-url URL" in start()
-    assert "--webshop-url: WebShop server http://127.0.0.1:9/create" in start(store={"url": "http://127.0.0.1:9"})
+    assert "--webshop-url: WebShop server http://127.0.0.1:9/create" in start(webshop={"url": "http://127.0.0.1:9"})
 
 
 def test_a_run_grades_its_baseline_in_the_store_it_names(store_url: str, tiny_model: Path, prepared_data: Path,

@@ -49,7 +49,7 @@ class EnvSpec:
     """Actions starting so are thoughts: they cost a step and are answered "OK."."""
     transcript: str = "plain"
     """How the episode is written for the model: ``plain`` (observations trimmed) or ``react``
-    (ReAct's ALFWorld layout, see ``grader.episodes.ReActFormat``), ..."""
+    (ReAct's ALFWorld layout, see ``grader.episode_runner.ReActFormat``), ..."""
     examples: str | None = None
     """A JSON file in the task folder with few-shot examples by kind (``react_<kind>_<i>``),
     put in the header's ``{example_<i>}`` fields."""

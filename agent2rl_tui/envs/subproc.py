@@ -3,7 +3,7 @@
 ALFWorld's games are pure Python (TextWorld's PDDL engine): a reset costs seconds and a
 step a fifth of a second of CPU, under the interpreter lock. Played in the grader's process,
 a pool of sixteen games advances one CPU core's worth; each in a child process, the
-episode runner's threads (``grader.episodes.play(workers=...)``) wait on them while they
+episode runner's threads (``grader.episode_runner.play(workers=...)``) wait on them while they
 use every core.
 
 The child is ``python -m agent2rl_tui.envs.subproc``, not a ``multiprocessing`` process:

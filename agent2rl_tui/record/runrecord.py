@@ -87,7 +87,7 @@ class RunConfig:
     max_cost_usd: float | None = None
     prices_path: str | None = None
     summarizer: dict[str, Any] | None = None
-    """The narrative's summarizer settings (``run.narrative.SummarizerSettings``)."""
+    """The narrative's summarizer settings (``run.summarizer.SummarizerSettings``)."""
     gpus: str | None = None
     """CUDA device indices for the run (``CUDA_VISIBLE_DEVICES``)."""
     contain: bool = True

@@ -156,7 +156,7 @@ class EnvRecord(Part):
 @_checked
 @dataclass(frozen=True)
 class EpisodesSummary(Part):
-    """An interactive task's play summary (``grader.episodes.summarize`` and what ``play_task`` adds)."""
+    """An interactive task's play summary (``grader.episode_runner.summarize`` and what ``play_task`` adds)."""
 
     score: float | None = None
     games: float | None = None

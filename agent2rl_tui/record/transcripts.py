@@ -1,7 +1,7 @@
 """Transcript storage: normalized steps in run.db, written in batches, read a page at a time.
 
 The supervisor feeds every agent output line through the profile's normalizer
-(run/transcripts/) and this module stores the steps in the ``steps`` table, with a full-text index,
+(run/streams/) and this module stores the steps in the ``steps`` table, with a full-text index,
 so the TUI can page, filter by kind and search a transcript of 100,000 lines without
 loading it. Lines on stderr are kept as ``raw`` steps with role ``stderr``.
 """
@@ -43,7 +43,7 @@ class Step:
 
 
 class StepSource(Protocol):
-    """A stream normalizer: lines in, steps out (run/transcripts/ has one per agent CLI)."""
+    """A stream normalizer: lines in, steps out (run/streams/ has one per agent CLI)."""
 
     def feed(self, line: str, at: float) -> list[Step]: ...
 

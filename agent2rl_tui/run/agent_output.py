@@ -25,7 +25,7 @@ from typing import IO
 
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.record.transcripts import TranscriptRecorder
-from agent2rl_tui.run.transcripts import make_normalizer
+from agent2rl_tui.run.streams import make_normalizer
 from agent2rl_tui.util.timeutil import iso, now
 
 log = logging.getLogger(__name__)

@@ -27,11 +27,11 @@ from typing import Any
 
 from agent2rl_tui.llm.script import build as build_script
 from agent2rl_tui.llm.scripted import RunningDriver, Served, serve
-from agent2rl_tui.record.index import RunError, default_root
 from agent2rl_tui.record.revisions import RevisionNotFound, SnapshotError, file_at, list_revisions
+from agent2rl_tui.record.root import RunError, default_root
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore, Submission, SubStatus
 from agent2rl_tui.record.transcripts import transcript_totals
-from agent2rl_tui.record.usage import RunUsage, run_usage
+from agent2rl_tui.review.run_usage import RunUsage, run_usage
 from agent2rl_tui.run.lifecycle import RunRequest, create_run, launch_supervisor, stop_run
 from agent2rl_tui.run.profiles import AgentProfile, ProfileError, load_profiles
 from agent2rl_tui.util.timeutil import compact_utc, now

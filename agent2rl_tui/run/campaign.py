@@ -29,7 +29,7 @@ process like a run's supervisor: it starts the next queued run whenever a slot i
 run per ``gpus_per_run`` GPUs, never more than ``max_parallel``), assigns its GPUs, and keeps a
 heartbeat. A run that ends failed or lost is reported; ``campaign requeue`` queues it again
 (a new run folder; the old one stays, marked superseded). Statistics over the seeds:
-``record.campaign_view``.
+``review.campaign_view``.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.record.campaign_view import JobInfo, JobState, read_summary, run_state, slurm_jobs
-from agent2rl_tui.record.index import RunError, default_root
+from agent2rl_tui.record.root import RunError, default_root
 from agent2rl_tui.record.store import ACTIVE_STATUSES
+from agent2rl_tui.review.campaign_view import JobInfo, JobState, read_summary, run_state, slurm_jobs
 from agent2rl_tui.run.lifecycle import RunRequest, create_run, launch_supervisor, preflight_run, reconcile
 from agent2rl_tui.run.options import CAMPAIGN_OPTIONS, request_fields_from_campaign
 from agent2rl_tui.util import procs
@@ -162,7 +162,7 @@ class Campaign:
         self.close()
 
     def state_of(self, row: sqlite3.Row) -> str:
-        """The row's state as the results read it (``record.campaign_view.run_state``); on Slurm, that
+        """The row's state as the results read it (``review.campaign_view.run_state``); on Slurm, that
         of a row whose run has not started depends on its job (ended: failed before its run)."""
         job = None
         if row["job_id"] and not row["run_dir"] and not row["superseded"]:

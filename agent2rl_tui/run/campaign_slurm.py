@@ -28,10 +28,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.record.campaign_view import ENDED_STATES, JobInfo, job_states  # noqa: F401 - read from here too
-from agent2rl_tui.record.campaign_view import failed_before_run as view_failed_before_run
-from agent2rl_tui.record.index import RunError, summarize
+from agent2rl_tui.record.root import RunError
 from agent2rl_tui.record.store import RunStatus
+from agent2rl_tui.review.campaign_view import ENDED_STATES, JobInfo, job_states  # noqa: F401 - read from here too
+from agent2rl_tui.review.campaign_view import failed_before_run as view_failed_before_run
+from agent2rl_tui.review.index import summarize
 from agent2rl_tui.run.campaign import Campaign, CampaignSpec, Cell
 from agent2rl_tui.run.lifecycle import create_run, launch_supervisor, reconcile, stop_run
 from agent2rl_tui.tasks.registry import load_task
@@ -214,7 +215,7 @@ def close_lost_runs(campaign: Campaign, jobs: Mapping[str, JobInfo]) -> list[int
     a node lost, the job's time limit passed) while its record still says it runs; the row ids.
 
     Its supervisor ran on the job's node, so its pid means nothing here: the run is lost when Slurm
-    says the job has ended and its heartbeat has stopped (``record.index.effective_status``: none for
+    says the job has ended and its heartbeat has stopped (``review.index.effective_status``: none for
     ``LOST_AFTER_S``). A supervisor still closing its run (a job cancelled a moment ago, its
     processes in Slurm's ``KillWait``) keeps beating, and is left to finish. The record is closed
     as ``reconcile`` closes a local run: marked lost, its pending submissions failed, its report written.
@@ -237,5 +238,5 @@ def close_lost_runs(campaign: Campaign, jobs: Mapping[str, JobInfo]) -> list[int
 
 def failed_before_run(campaign: Campaign, row: sqlite3.Row, job: JobInfo | None) -> str | None:
     """Why a run's job ended before the run started (None: it has not ended, or the run started):
-    ``record.campaign_view.failed_before_run``, the rule every reader of the campaign shares."""
+    ``review.campaign_view.failed_before_run``, the rule every reader of the campaign shares."""
     return view_failed_before_run(campaign.folder, row, job)

@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from agent2rl_tui.record.index import RunError, default_root
-from agent2rl_tui.record.report import write_report
+from agent2rl_tui.record.root import RunError, default_root
 from agent2rl_tui.record.runrecord import RunConfig, RunRecord
 from agent2rl_tui.record.store import ACTIVE_STATUSES, PENDING_SUB_STATUSES, RunStatus, RunStore, SubStatus
+from agent2rl_tui.review.report import write_report
 from agent2rl_tui.run import containment
 from agent2rl_tui.run.metering import check_caps, plan_meter
 from agent2rl_tui.run.profiles import AgentProfile, ProfileError, driver_setup, get_profile, preflight
@@ -71,9 +71,9 @@ class RunRequest:
     """Engine settings over the task's [engine] (``--engine``, ``--engine-option``), recorded with each score."""
     prompt_profile: str | None = None
     """The task's prompt profile (how the grader asks and reads answers); None: the task's default."""
-    store: dict[str, Any] | None = None
+    webshop: dict[str, Any] | None = None
     """A shopping task's store: ``url`` of a running WebShop server (``--webshop-url``; else the
-    prepared checkout). Recorded as ``store`` in the run's config; no relation to ``record.store``."""
+    prepared checkout). Recorded as ``store`` in the run's config (``RunConfig.store``)."""
     search: dict[str, Any] | None = None
     """A searching task's backend: ``url`` (+ ``key_env``) of a web search API, or ``corpus`` (a JSONL file)."""
     judge: dict[str, Any] | None = None
@@ -98,7 +98,7 @@ class RunRequest:
     prices_path: Path | None = None
     """A price file over the package's table and the user's own (``llm/prices.py``)."""
     summarizer: dict[str, Any] | None = None
-    """The narrative's summarizer (``--summarizer-url`` ...: ``run.narrative.SummarizerSettings``),
+    """The narrative's summarizer (``--summarizer-url`` ...: ``run.summarizer.SummarizerSettings``),
     asked after the final report; None: no narrative."""
 
 
@@ -189,7 +189,7 @@ def check_summarizer(summarizer: dict[str, Any] | None, env: dict[str, str]) -> 
     narrative is optional, and an endpoint down at the end is recorded, never fatal)."""
     if not summarizer:
         return None
-    from agent2rl_tui.run.narrative import SummarizerError, SummarizerSettings
+    from agent2rl_tui.run.summarizer import SummarizerError, SummarizerSettings
 
     try:
         settings = SummarizerSettings.from_dict(summarizer)
@@ -248,7 +248,7 @@ def check_search(task: Any, search: dict[str, Any] | None, env: dict[str, str]) 
     return {k: v for k, v in search.items() if v is not None}
 
 
-def check_store(task: Any, store: dict[str, Any] | None) -> dict[str, Any] | None:
+def check_webshop(task: Any, store: dict[str, Any] | None) -> dict[str, Any] | None:
     """A shopping task has a store: a WebShop server that answers, or the prepared WebShop checkout."""
     from agent2rl_tui.envs.base import EnvError
     from agent2rl_tui.envs.webshop import INSTALL_HINT, RemoteWebShop
@@ -307,10 +307,10 @@ def check_metering(req: RunRequest, profile: AgentProfile, env: dict[str, str]) 
 
 
 def checked_options(task: Any, req: RunRequest, env: dict[str, str]) -> dict[str, Any]:
-    """The request's judge, search, store and summarizer as their checks return them (what the
+    """The request's judge, search, WebShop store and summarizer as their checks return them (what the
     run records: e.g. a corpus path resolved, a judge's mode dropped where the task has none)."""
     return {"judge": check_judge(task, req.judge, env), "search": check_search(task, req.search, env),
-            "store": check_store(task, req.store), "summarizer": check_summarizer(req.summarizer, env)}
+            "webshop": check_webshop(task, req.webshop), "summarizer": check_summarizer(req.summarizer, env)}
 
 
 class Preflight(NamedTuple):
@@ -419,7 +419,7 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         decoding_row=decoding_row,
         judge=req.judge or None,
         search=req.search or None,
-        store=req.store or None,
+        store=req.webshop or None,
         keep_submissions=req.keep_submissions,
         eval_memory_gib=req.eval_memory_gib,
         driver_url=req.driver_url,

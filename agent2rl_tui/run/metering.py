@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from agent2rl_tui.record.index import RunError
+from agent2rl_tui.record.root import RunError
 from agent2rl_tui.run.profiles import AgentProfile
 from agent2rl_tui.util import procs
 

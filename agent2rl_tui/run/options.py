@@ -16,10 +16,10 @@ declares its adapters' options the same way, as objects its CLI turns into click
 This module is headless: it knows no click. A flag's type is a plain word (``kind``) with
 its bounds, which ``cli`` renders as a click type.
 
-Naming: the WebShop server of a shopping task (``--webshop-url``) fills ``RunRequest.store``,
+Naming: the WebShop server of a shopping task (``--webshop-url``) fills ``RunRequest.webshop``,
 and is recorded in the run's config as ``store`` (read there by the grader and the
-train-environment service) and given in campaign files as ``store``. The field keeps that
-name: "store" here is always the WebShop store, never the record (``record.store``).
+train-environment service) and given in campaign files as ``store``, the names runs and
+campaign files already hold.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def _store(values: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _summarizer(values: Mapping[str, Any]) -> dict[str, Any] | None:
-    from agent2rl_tui.run.narrative import SummarizerSettings
+    from agent2rl_tui.run.summarizer import SummarizerSettings
 
     settings = SummarizerSettings.from_options(values.get("summarizer_url"), values.get("summarizer_model"),
                                                values.get("summarizer_key_env"))
@@ -302,12 +302,12 @@ OPTIONS: tuple[RunOption, ...] = (
     RunOption("judge", "judge", JUDGE_FLAGS, campaign="judge", from_flags=_judge, check="lifecycle.check_judge"),
     RunOption("search", "search", SEARCH_FLAGS, campaign="search", from_flags=_search,
               check="lifecycle.check_search"),
-    RunOption("store", "webshop store", (Flag(
+    RunOption("webshop", "webshop store", (Flag(
         "--webshop-url", "webshop_url",
         "Shopping tasks (webshop): a running WebShop server (AgentGym's environment-server protocol), instead of "
         "the WebShop checkout `data prepare webshop --from` recorded.",
         form=FormField("WebShop server URL (webshop)", "http://127.0.0.1:36001")),),
-        campaign="store", from_flags=_store, check="lifecycle.check_store"),
+        campaign="store", from_flags=_store, check="lifecycle.check_webshop"),
     RunOption("keep_submissions", "eval", (Flag(
         "--keep-submissions", "keep_submissions",
         "Keep the grader's copy of each submission (RUN/intake/N/) after it is scored.", kind="flag"),),
@@ -318,7 +318,7 @@ OPTIONS: tuple[RunOption, ...] = (
         "machine's memory); an evaluation over it fails as out_of_memory.", kind="float", metavar="GIB"),),
         campaign="eval_memory_gib", check="lifecycle.preflight_run"),
     RunOption("summarizer", "summarizer", SUMMARIZER_FLAGS, from_flags=_summarizer,
-              check="run.narrative.SummarizerSettings.from_options, lifecycle.check_summarizer"),
+              check="run.summarizer.SummarizerSettings.from_options, lifecycle.check_summarizer"),
 )
 """Every run option, in the order ``run start --help`` lists their flags."""
 

@@ -29,19 +29,19 @@ from typing import Any
 from agent2rl_tui.grader.client import GraderClient, GraderUnavailable
 from agent2rl_tui.grader.launch import GraderProcess, spawn_grader
 from agent2rl_tui.record.contamination import check_run, write_contamination
-from agent2rl_tui.record.index import default_root
-from agent2rl_tui.record.report import write_report
 from agent2rl_tui.record.revisions import SnapshotError, Snapshotter
+from agent2rl_tui.record.root import default_root
 from agent2rl_tui.record.runrecord import RunConfig
 from agent2rl_tui.record.store import RunStatus, RunStore, SubStatus
+from agent2rl_tui.review.report import write_report
 from agent2rl_tui.run import containment
 from agent2rl_tui.run.agent_output import AgentOutput
 from agent2rl_tui.run.lifecycle import AGENT_ENV_VAR
 from agent2rl_tui.run.metering import RESTARTS as METER_RESTARTS
 from agent2rl_tui.run.metering import MeterError, MeterProcess, plan_meter
-from agent2rl_tui.run.narrative import SummarizerSettings, describe, write_narrative
 from agent2rl_tui.run.profiles import AgentProfile, DriverSetup, driver_setup, get_profile
 from agent2rl_tui.run.prompt import build_prompt
+from agent2rl_tui.run.summarizer import SummarizerSettings, describe, write_narrative
 from agent2rl_tui.run.train_envs import RESTARTS as TRAIN_ENV_RESTARTS
 from agent2rl_tui.run.train_envs import URL_VAR as TRAIN_ENV_URL
 from agent2rl_tui.run.train_envs import TrainEnvError, TrainEnvProcess

@@ -189,10 +189,12 @@ def description_text(task: Task, settings: InferenceSettings) -> str:
     return text.rstrip("\n") + "\n\n" + line + "\n"
 
 
-PLAY_PROGRAMS = {"textworld-express": Path(__file__).with_name("play_twx.py"),
-                 "alfworld": Path(__file__).with_name("play_alfworld.py"),
-                 "webshop": Path(__file__).with_name("play_service.py"),
-                 "search-qa": Path(__file__).with_name("play_service.py")}
+WORKSPACE_PROGRAMS = Path(__file__).with_name("workspace_programs")
+PLAY_SERVICE = WORKSPACE_PROGRAMS / "play_service.py"
+PLAY_PROGRAMS = {"textworld-express": WORKSPACE_PROGRAMS / "play_twx.py",
+                 "alfworld": WORKSPACE_PROGRAMS / "play_alfworld.py",
+                 "webshop": PLAY_SERVICE,
+                 "search-qa": PLAY_SERVICE}
 """The program an interactive task's agent gets as data/play.py, by the kind of its [env]: the
 games it can hold itself are played in process, the others (a store, a search engine and its
 key) through the run's train-environment service (``$TRAIN_ENV_URL``)."""
@@ -216,7 +218,7 @@ Only train games are served; the grader's games are refused.
 def train_env_section(task: Task) -> str:
     """How an interactive task's agent reaches its train games (``TRAIN_ENV_SECTION``)."""
     spec = EnvSpec.from_table(task.env_table)
-    in_process = PLAY_PROGRAMS.get(spec.kind) not in (None, Path(__file__).with_name("play_service.py"))
+    in_process = PLAY_PROGRAMS.get(spec.kind) not in (None, PLAY_SERVICE)
     play_note = ("it also plays them in this process, faster, with the same episodes" if in_process
                  else "`python data/play.py games` lists them")
     reward_note = ("" if spec.kind != "search-qa" else " A question's answer is rewarded as "

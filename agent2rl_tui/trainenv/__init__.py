@@ -6,7 +6,7 @@ grader, outside the sandbox. So every run of an interactive task starts this ser
 the grader: its own process on 127.0.0.1, the run's secret in its URL (``$TRAIN_ENV_URL``),
 served to the run's user only, every call recorded in run.db (``env_calls``). It plays the
 task's **train** split only, exactly as the grader plays its eval games: the same environment,
-the same transcript, the same action rule and step limit (``grader.episodes``), so what the
+the same transcript, the same action rule and step limit (``grader.episode_runner``), so what the
 agent trains on is what it is graded on. One protocol for every interactive task:
 
     GET    /games                          the train games, the limits, the reward modes

@@ -1,6 +1,6 @@
 """The service's core: the agent's environments, each playing a train game turn by turn.
 
-Everything a turn does is the grader's own code (``grader.episodes``: ``opening``, ``act``,
+Everything a turn does is the grader's own code (``grader.episode_runner``: ``opening``, ``act``,
 ``advance``; ``grader.evaluators.episodes``: the transcript layout and the per-game header),
 so an episode played here is the episode the grader would play with the same completions. Not
 HTTP: ``server`` maps requests onto ``TrainEnvs`` and its ``Refusal``s onto 4xx answers. Every
@@ -21,7 +21,7 @@ from typing import Any
 from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.envs.base import EnvError, Environment, Outcome, Start
 from agent2rl_tui.envs.search import SearchQA, backend_from, parse_action
-from agent2rl_tui.grader.episodes import EpisodeFormat, Pending, act, advance, opening
+from agent2rl_tui.grader.episode_runner import EpisodeFormat, Pending, act, advance, opening
 from agent2rl_tui.grader.evaluators.episodes import episode_format, header_maker
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.tasks.registry import Task, load_task, task_cache

@@ -19,9 +19,9 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from agent2rl_tui.record.index import default_root
-from agent2rl_tui.record.runview import load_run_view
+from agent2rl_tui.record.root import default_root
 from agent2rl_tui.record.watch import RunWatch
+from agent2rl_tui.review.runview import load_run_view
 from agent2rl_tui.ui.messages import OpenRun, RunOpened, RunOpenFailed
 from agent2rl_tui.util.inert import one_line
 

@@ -13,15 +13,15 @@ from pathlib import Path
 
 from textual.message import Message
 
-from agent2rl_tui.record.compare import Pairing
-from agent2rl_tui.record.index import RunSummary
-from agent2rl_tui.record.items import SubmissionItems
-from agent2rl_tui.record.iterations import Diagnosis
-from agent2rl_tui.record.runview import RunView
-from agent2rl_tui.record.scaling import RunCurve
-from agent2rl_tui.record.steplist import StepListing
 from agent2rl_tui.record.transcripts import StepRow
 from agent2rl_tui.record.watch import RunWatch, Stamp
+from agent2rl_tui.review.compare import Pairing
+from agent2rl_tui.review.index import RunSummary
+from agent2rl_tui.review.items import SubmissionItems
+from agent2rl_tui.review.iterations import Diagnosis
+from agent2rl_tui.review.runview import RunView
+from agent2rl_tui.review.scaling import RunCurve
+from agent2rl_tui.review.steplist import StepListing
 
 # -- requests: a pane to its screen, a screen to the app -----------------------------------
 

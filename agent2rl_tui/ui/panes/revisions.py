@@ -16,7 +16,7 @@ from textual.widgets import Static
 
 from agent2rl_tui.record.capture import DEFAULT_RULES
 from agent2rl_tui.record.revisions import Revision, diff
-from agent2rl_tui.record.runview import RunView
+from agent2rl_tui.review.runview import RunView
 from agent2rl_tui.ui.messages import DiffReady, ShowTranscriptAt
 from agent2rl_tui.ui.widgets.diff_view import FILES, HUNKS, DiffView
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable

@@ -17,11 +17,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from agent2rl_tui.record.episodes_view import facts, is_episode
-from agent2rl_tui.record.items import SubmissionItems, read_submission_items
 from agent2rl_tui.record.results import ItemRow
-from agent2rl_tui.record.runview import RunView, compare_items
 from agent2rl_tui.record.store import Submission, SubStatus
+from agent2rl_tui.review.episodes_view import facts, is_episode
+from agent2rl_tui.review.items import SubmissionItems, read_submission_items
+from agent2rl_tui.review.runview import RunView, compare_items
 from agent2rl_tui.ui.format import fmt_score, literal_line
 from agent2rl_tui.ui.messages import ItemsLoaded, ShowRevision, ShowSubmissionDiff, ShowTranscriptAt
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable

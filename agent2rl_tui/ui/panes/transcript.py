@@ -22,9 +22,9 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Static
 
-from agent2rl_tui.record.runview import RunView
 from agent2rl_tui.record.transcripts import StepRow
-from agent2rl_tui.record.usage import usage_line
+from agent2rl_tui.review.run_usage import usage_line
+from agent2rl_tui.review.runview import RunView
 from agent2rl_tui.ui.format import literal, literal_line
 from agent2rl_tui.ui.messages import StepsCounted, StepsPage
 from agent2rl_tui.ui.widgets.steps_view import StepsView

@@ -18,8 +18,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from agent2rl_tui.record.campaign_view import CAMPAIGN_STATES, CampaignRun, CellResult, cell_results, read_runs
-from agent2rl_tui.record.compare import ci_text
+from agent2rl_tui.review.campaign_view import CAMPAIGN_STATES, CampaignRun, CellResult, cell_results, read_runs
+from agent2rl_tui.review.compare import ci_text
 from agent2rl_tui.ui.format import literal_line
 from agent2rl_tui.ui.messages import OpenRun
 from agent2rl_tui.ui.widgets.tables import RowTable

@@ -1,7 +1,7 @@
 """Compare: marked runs grouped by task x prompt profile x agent x driver, mean +- spread of their results,
-and what a run of each group used (tokens and cost per run, ``record.usage``: metered, or from the agent's stream).
+and what a run of each group used (tokens and cost per run, ``review.run_usage``: metered, or from the agent's stream).
 
-Below the table, the scaling (``record.scaling``): each run's best improvement against time, one
+Below the table, the scaling (``review.scaling``): each run's best improvement against time, one
 line per run and a colour per group; ``v`` moves the x axis on to tokens, submissions, and the
 expected best improvement of k runs. The runs' points are read in a thread worker (one run.db
 each), handed back as a message (``ui.messages``).
@@ -16,10 +16,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 from textual_plotext import PlotextPlot
 
-from agent2rl_tui.record.compare import Group, ci_text, compare, pair_text, paired_bests, profile_notes
-from agent2rl_tui.record.index import RunSummary
-from agent2rl_tui.record.plots import step_points
-from agent2rl_tui.record.scaling import AXES, AXIS_LABELS, TITLES, RunCurve, curves, group_runs, read_scaling
+from agent2rl_tui.review.compare import Group, ci_text, compare, pair_text, paired_bests, profile_notes
+from agent2rl_tui.review.index import RunSummary
+from agent2rl_tui.review.plots import step_points
+from agent2rl_tui.review.scaling import AXES, AXIS_LABELS, TITLES, RunCurve, curves, group_runs, read_scaling
 from agent2rl_tui.ui.format import literal, literal_line
 from agent2rl_tui.ui.messages import CompareReadFailed, PairsRead, ScalingRead
 from agent2rl_tui.ui.widgets.tables import RowTable

@@ -33,11 +33,11 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from agent2rl_tui.record.episodes_view import all_episodes, episode_rows, facts
-from agent2rl_tui.record.items import OtherItems, SubmissionItems
 from agent2rl_tui.record.results import ItemRow
-from agent2rl_tui.record.runview import RunView
 from agent2rl_tui.record.store import Submission
+from agent2rl_tui.review.episodes_view import all_episodes, episode_rows, facts
+from agent2rl_tui.review.items import OtherItems, SubmissionItems
+from agent2rl_tui.review.runview import RunView
 from agent2rl_tui.ui.format import literal, literal_line
 from agent2rl_tui.ui.widgets.episode_view import EpisodeView
 from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable

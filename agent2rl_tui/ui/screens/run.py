@@ -21,10 +21,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 
-from agent2rl_tui.record.index import effective_status
-from agent2rl_tui.record.runview import RunView, load_run_view
 from agent2rl_tui.record.store import RunStatus, previous_revision_seq
 from agent2rl_tui.record.watch import RunWatch
+from agent2rl_tui.review.index import effective_status
+from agent2rl_tui.review.runview import RunView, load_run_view
 from agent2rl_tui.ui.messages import RunStopped, ShowRevision, ShowSubmissionDiff, ShowTranscriptAt, ViewLoaded
 from agent2rl_tui.ui.panes.iterations import IterationsPane
 from agent2rl_tui.ui.panes.logs import LogsPane

@@ -20,9 +20,9 @@ from textual.binding import Binding
 from textual.events import Key
 from textual.widgets import Footer, Header, Input, Static
 
-from agent2rl_tui.record.index import RunSummary, run_folders, summarize, summarize_many
 from agent2rl_tui.record.store import ACTIVE_STATUSES
 from agent2rl_tui.record.watch import Stamp, stamp
+from agent2rl_tui.review.index import RunSummary, run_folders, summarize, summarize_many
 from agent2rl_tui.ui.format import fmt_score, fmt_time, literal_line, status_text
 from agent2rl_tui.ui.messages import OpenRun, RunsLoaded, RunStopped
 from agent2rl_tui.ui.screens.stop import StoppingScreen

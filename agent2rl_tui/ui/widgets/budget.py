@@ -10,7 +10,7 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
-from agent2rl_tui.record.runview import RunView
+from agent2rl_tui.review.runview import RunView
 from agent2rl_tui.ui.format import fmt_score, status_text
 from agent2rl_tui.util.inert import one_line
 from agent2rl_tui.util.timeutil import human_duration

@@ -5,7 +5,7 @@ script, a regenerated config). Building a Rich renderable for the whole diff wou
 seconds, so this is a Line-API ``ScrollView``: ``set_diff`` only parses the text into
 ``DiffLine`` records (a few ms for 4,000 lines); a row is styled, and its code highlighted
 with Pygments, when it is first drawn, then cached. Parsing is the record's
-(record/diffs.py); this module only draws.
+(review/diffs.py); this module only draws.
 
 Colours come from component classes resolved against the app theme (``$success`` /
 ``$error`` tints for added / removed lines), so the view reads on dark and light themes; the
@@ -44,7 +44,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from agent2rl_tui.record.diffs import DiffFile, DiffLine, LineKind, Row, pair_rows, parse_diff
+from agent2rl_tui.review.diffs import DiffFile, DiffLine, LineKind, Row, pair_rows, parse_diff
 from agent2rl_tui.util.inert import one_line
 
 FULL_WIDTH: frozenset[LineKind] = frozenset({"file", "meta", "hunk", "empty"})

@@ -3,7 +3,7 @@
 An episode that ran to its step limit can hold fifty turns of long observations; a Rich
 renderable of all of it would be laid out again on every move of the Items list. This is
 a Line-API ``ScrollView``: ``set_rows`` takes the rows the record made of the episode
-(record/episodes_view.py: what is shown, in what order, what is capped), they are word-wrapped
+(review/episodes_view.py: what is shown, in what order, what is capped), they are word-wrapped
 to the view's width as plain offsets (no styling), and a line becomes a ``Strip`` only when
 it is drawn. ``n`` / ``p`` move between turns, highlighting the turn's action. The rows are
 the model's and the environment's text: their control characters are shown as escapes
@@ -25,7 +25,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from agent2rl_tui.record.episodes_view import Row
+from agent2rl_tui.review.episodes_view import Row
 from agent2rl_tui.util.inert import visible
 
 TURNS = Binding.Group("Turn")

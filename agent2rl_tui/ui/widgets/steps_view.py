@@ -2,7 +2,7 @@
 
 A transcript can hold 100,000 steps; only the pages on screen are fetched (200 rows each,
 a handful kept), so opening, scrolling, filtering by kind and searching stay fast whatever
-the size. Every read runs in a thread worker (``record.steplist``) that posts what it read
+the size. Every read runs in a thread worker (``review.steplist``) that posts what it read
 back (``StepsCounted``, ``StepsPage``); drawing only uses the pages already here and shows
 a placeholder row until its page arrives. Enter posts ``VirtualTable.Selected``;
 ``current()`` is the step under the cursor (None until its page is here).
@@ -20,8 +20,8 @@ from textual import on, work
 from textual.binding import Binding
 from textual.geometry import Size
 
-from agent2rl_tui.record.steplist import Kinds, StepListing, list_steps, read_page
 from agent2rl_tui.record.transcripts import StepRow
+from agent2rl_tui.review.steplist import Kinds, StepListing, list_steps, read_page
 from agent2rl_tui.ui.format import literal_line
 from agent2rl_tui.ui.messages import StepsCounted, StepsPage
 from agent2rl_tui.ui.widgets.virtual_table import CELL_CHARS, Cell, Column, VirtualTable

@@ -2,10 +2,10 @@
 expected best improvement of k runs (the paper's Figures 3, 7 and 9).
 
 ``run_points`` reads one run.db: for each scored agent submission, the time since the budget's
-start, the tokens the agent had used by then (the rule of ``record.usage``: the meter's calls
+start, the tokens the agent had used by then (the rule of ``review.run_usage``: the meter's calls
 when the run was metered, else the transcript's steps, else unknown), how many submissions it
 had made, and the best score so far against the baseline. ``read_scaling`` does so for runs
-grouped as ``record.compare`` groups them; ``curves`` turns that into the lines of one chart,
+grouped as ``review.compare`` groups them; ``curves`` turns that into the lines of one chart,
 which the CLI writes as SVG (``scaling_svgs``, ``write_plots``) and the TUI's Compare screen
 draws in the terminal.
 """
@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent2rl_tui.record.index import RunSummary
-from agent2rl_tui.record.plots import PALETTE, Chart, Series, render
-from agent2rl_tui.record.stats import expected_best_of
 from agent2rl_tui.record.store import RunStore, SubStatus, scored_score
-from agent2rl_tui.record.usage import METERED, TRANSCRIPT, run_usage
+from agent2rl_tui.review.index import RunSummary
+from agent2rl_tui.review.plots import PALETTE, Chart, Series, render
+from agent2rl_tui.review.run_usage import METERED, TRANSCRIPT, run_usage
+from agent2rl_tui.review.stats import expected_best_of
 
 AXES = ("time", "tokens", "submissions", "k")
 """The x axes of the scaling charts: improvement vs time, tokens, submissions; expected best vs k."""
@@ -86,7 +86,7 @@ def _tokens(store: RunStore, source: str, at: float) -> int | None:
 
 
 def group_label(r: RunSummary) -> str:
-    """A run's group, as ``record.compare`` groups runs: task x prompt profile x agent x driver."""
+    """A run's group, as ``review.compare`` groups runs: task x prompt profile x agent x driver."""
     return f"{r.task} · {r.prompt_profile or '-'} · {r.agent} · {r.driver or '-'}"
 
 

@@ -4,7 +4,7 @@ An iteration is the stretch of a run that ends in a submission (the first starts
 budget's start, each next one at the submission before). For each, without any LLM:
 
 - the training type and the key configuration, from the code of the revision the
-  submission was made from (``record.codefacts``): the scripts run in that stretch where the
+  submission was made from (``review.codefacts``): the scripts run in that stretch where the
   transcript names them, else the code files changed since the previous submission, else all;
 - what changed since the previous submission (files, lines) and the key code lines;
 - where the time went (training, the grader evaluating, the driver LLM thinking, other
@@ -30,8 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from agent2rl_tui.record.agent_summary import read_summary, sections_about
-from agent2rl_tui.record.codefacts import (
+from agent2rl_tui.record.revisions import GitRepo, SnapshotError
+from agent2rl_tui.record.runrecord import RunRecord
+from agent2rl_tui.record.store import RunStore, Submission, SubStatus
+from agent2rl_tui.review.agent_summary import read_summary, sections_about
+from agent2rl_tui.review.codefacts import (
     COPY,
     MAX_FILE_BYTES,
     MAX_FILES,
@@ -44,10 +47,7 @@ from agent2rl_tui.record.codefacts import (
     one_line,
     scripts_in,
 )
-from agent2rl_tui.record.logscan import CODE_ERROR, LogFacts, Signal, scan
-from agent2rl_tui.record.revisions import GitRepo, SnapshotError
-from agent2rl_tui.record.runrecord import RunRecord
-from agent2rl_tui.record.store import RunStore, Submission, SubStatus
+from agent2rl_tui.review.logscan import CODE_ERROR, LogFacts, Signal, scan
 from agent2rl_tui.util.timeutil import iso
 
 BASE_COPY, INVALID = "copy_model_fallback", "submission_invalid"

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from agent2rl_tui.record.transcripts import Step
-from agent2rl_tui.run.transcripts.base import (
+from agent2rl_tui.run.streams.base import (
     Normalizer,
     as_dict,
     as_text,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent2rl_tui.record.transcripts import TEXT_LIMIT, Step
-from agent2rl_tui.run.transcripts.base import (
+from agent2rl_tui.run.streams.base import (
     JsonLines,
     as_dict,
     as_text,

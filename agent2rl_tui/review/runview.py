@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent2rl_tui.record.index import effective_status
 from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.record.revisions import Revision, list_revisions
 from agent2rl_tui.record.runrecord import RunRecord
@@ -25,6 +24,7 @@ from agent2rl_tui.record.store import (
     prompt_profile_of,
     scored_score,
 )
+from agent2rl_tui.review.index import effective_status
 
 
 @dataclass(frozen=True)

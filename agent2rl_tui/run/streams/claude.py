@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent2rl_tui.record.transcripts import Step
-from agent2rl_tui.run.transcripts.base import (
+from agent2rl_tui.run.streams.base import (
     JsonLines,
     as_dict,
     as_list,

@@ -35,13 +35,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agent2rl_tui.record.transcripts import Step
-from agent2rl_tui.run.transcripts.base import Normalizer
-from agent2rl_tui.run.transcripts.claude import ClaudeStreamJson
-from agent2rl_tui.run.transcripts.codex import CodexJsonl
-from agent2rl_tui.run.transcripts.gemini import GeminiStreamJson
-from agent2rl_tui.run.transcripts.opencode import OpenCodeJson
-from agent2rl_tui.run.transcripts.openhands import OpenHandsJson
-from agent2rl_tui.run.transcripts.plain import PlainText
+from agent2rl_tui.run.streams.base import Normalizer
+from agent2rl_tui.run.streams.claude import ClaudeStreamJson
+from agent2rl_tui.run.streams.codex import CodexJsonl
+from agent2rl_tui.run.streams.gemini import GeminiStreamJson
+from agent2rl_tui.run.streams.opencode import OpenCodeJson
+from agent2rl_tui.run.streams.openhands import OpenHandsJson
+from agent2rl_tui.run.streams.plain import PlainText
 
 __all__ = ["FORMATS", "Normalizer", "make_normalizer", "normalize_lines", "totals"]
 

@@ -31,16 +31,9 @@ from typing import Any
 
 from agent2rl_tui.record.capture import DEFAULT_RULES
 from agent2rl_tui.record.contamination import ContaminationResult, read_contamination
-from agent2rl_tui.record.items import significance
-from agent2rl_tui.record.iterations import TIME_KINDS, build_iterations
-from agent2rl_tui.record.narrative import Narrative, narrative_lines, read_narrative
-from agent2rl_tui.record.plots import write_trajectory
 from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.record.runrecord import RunRecord
-from agent2rl_tui.record.runview import read_rows
-from agent2rl_tui.record.samples import summarize_samples
 from agent2rl_tui.record.sessions import session_files
-from agent2rl_tui.record.significance import resolution
 from agent2rl_tui.record.store import (
     RunStore,
     Submission,
@@ -54,7 +47,14 @@ from agent2rl_tui.record.store import (
 )
 from agent2rl_tui.record.summary_parts import as_json
 from agent2rl_tui.record.transcripts import transcript_totals
-from agent2rl_tui.record.usage import RunUsage, run_usage, usage_line, usage_notes
+from agent2rl_tui.review.items import significance
+from agent2rl_tui.review.iterations import TIME_KINDS, build_iterations
+from agent2rl_tui.review.narrative import Narrative, narrative_lines, read_narrative
+from agent2rl_tui.review.plots import write_trajectory
+from agent2rl_tui.review.run_usage import RunUsage, run_usage, usage_line, usage_notes
+from agent2rl_tui.review.runview import read_rows
+from agent2rl_tui.review.samples import summarize_samples
+from agent2rl_tui.review.significance import resolution
 from agent2rl_tui.util.inert import md_block, md_code, md_escape
 from agent2rl_tui.util.timeutil import human_duration, iso, now
 
@@ -369,7 +369,7 @@ def sessions_text(data: dict[str, Any]) -> str:
 
 
 def usage_lines(data: dict[str, Any] | None) -> list[str]:
-    """The run's tokens and cost (``record.usage``: metered, else from the agent's stream), what
+    """The run's tokens and cost (``review.run_usage``: metered, else from the agent's stream), what
     the reader must know about them, and how the calls were metered."""
     if data is None:  # a report.json written before the meter
         return []

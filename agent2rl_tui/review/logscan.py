@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from agent2rl_tui.record.codefacts import one_line
+from agent2rl_tui.review.codefacts import one_line
 
 CODE_ERROR, OOM, DIVERGED, NO_SIGNAL = "code_error_runtime", "out_of_memory", "training_diverged", "rollout_logic_wrong"
 

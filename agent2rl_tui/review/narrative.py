@@ -1,6 +1,6 @@
 """The optional narrative of a run: a few sentences per iteration, what the agent did and why.
 
-``run/narrative.py`` writes ``report/narrative.json`` when a summarizer endpoint is given
+``run/summarizer.py`` writes ``report/narrative.json`` when a summarizer endpoint is given
 (``agent2rl-tui report RUN --summarizer-url URL --summarizer-model MODEL``); this module is
 what it holds and how the report shows it. The narrative is never required: a run without
 one reads as None here, and `narrative_lines` then says so and how to get one.

@@ -7,7 +7,7 @@ Times are the stream's own, in epoch milliseconds; tokens and cost come per step
 from __future__ import annotations
 
 from agent2rl_tui.record.transcripts import Step
-from agent2rl_tui.run.transcripts.base import (
+from agent2rl_tui.run.streams.base import (
     JsonLines,
     as_dict,
     as_text,

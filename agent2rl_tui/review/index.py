@@ -8,13 +8,13 @@ stopped beating is shown as lost by whoever reads it.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent2rl_tui.record.contamination import ContaminationResult
+from agent2rl_tui.record.root import RunError, default_root
 from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import (
     ACTIVE_STATUSES,
@@ -25,28 +25,11 @@ from agent2rl_tui.record.store import (
     StoreError,
     SubStatus,
 )
-from agent2rl_tui.record.usage import RunUsage, run_usage
+from agent2rl_tui.review.run_usage import RunUsage, run_usage
 from agent2rl_tui.util import procs
 from agent2rl_tui.util.timeutil import now
 
 LOST_AFTER_S = 20.0
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-
-
-class RunError(ValueError):
-    """A run cannot be created or found; the message says what to do."""
-
-
-def default_root() -> Path:
-    """``$AGENT2RL_WORKSPACES``, else the checkout's workspaces/, else ~/.local/share."""
-    env = os.environ.get("AGENT2RL_WORKSPACES")
-    if env:
-        return Path(env)
-    if (PACKAGE_ROOT / "pyproject.toml").exists():
-        return PACKAGE_ROOT / "workspaces"
-    return Path.home() / ".local" / "share" / "agent2rl-tui" / "workspaces"
-
-
 @dataclass
 class RunSummary:
     """One row of ``agent2rl-tui runs`` and of the TUI's Runs screen."""
@@ -76,7 +59,7 @@ class RunSummary:
     """How the grader prompted and read answers (``store.prompt_profile_of``); scores under two
     profiles are two measurements."""
     usage: RunUsage | None = None
-    """The run's tokens and cost (``record.usage.run_usage``: metered, else from the agent's stream)."""
+    """The run's tokens and cost (``review.run_usage.run_usage``: metered, else from the agent's stream)."""
 
     @property
     def flags(self) -> str:

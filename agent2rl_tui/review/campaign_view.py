@@ -23,10 +23,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.record.index import RunSummary, summarize
-from agent2rl_tui.record.stats import Summary, expected_best_of, summarize_values
 from agent2rl_tui.record.store import RunStatus
-from agent2rl_tui.record.usage import NONE, RunUsage
+from agent2rl_tui.review.index import RunSummary, summarize
+from agent2rl_tui.review.run_usage import NONE, RunUsage
+from agent2rl_tui.review.stats import Summary, expected_best_of, summarize_values
 from agent2rl_tui.util.timeutil import iso
 
 AUTORL_COLUMNS = ["run_id", "timestamp", "task", "agent", "driver_model", "base_model", "baseline", "best_score",
@@ -35,7 +35,7 @@ AUTORL_COLUMNS = ["run_id", "timestamp", "task", "agent", "driver_model", "base_
 OUR_COLUMNS = ["campaign", "cell", "seed", "attempt", "job_id", "status", "end_reason", "prompt_profile", "contained",
                "contaminated", "revisions", "budget_s", "tokens_in", "tokens_out", "cached_tokens", "cost_usd",
                "tokens_source", "error"]
-"""``tokens_*`` and ``cost_usd`` follow ``record.usage.run_usage`` (``tokens_source`` says which source:
+"""``tokens_*`` and ``cost_usd`` follow ``review.run_usage.run_usage`` (``tokens_source`` says which source:
 metered, or from the agent's stream); an empty ``cost_usd`` is an unknown cost."""
 
 

@@ -14,14 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agent2rl_tui.record.episodes_view import facts, is_episode
-from agent2rl_tui.record.html_parts import Capped, block, num, signed, table, text
-from agent2rl_tui.record.items import SubmissionItems, read_submission_items
 from agent2rl_tui.record.results import ItemRow
-from agent2rl_tui.record.runview import compare_items, load_run_view
-from agent2rl_tui.record.significance import Comparison
 from agent2rl_tui.record.store import RunStore, SubStatus
 from agent2rl_tui.record.transcripts import StepRow, count_steps, page_steps
+from agent2rl_tui.review.episodes_view import facts, is_episode
+from agent2rl_tui.review.html_parts import Capped, block, num, signed, table, text
+from agent2rl_tui.review.items import SubmissionItems, read_submission_items
+from agent2rl_tui.review.runview import compare_items, load_run_view
+from agent2rl_tui.review.significance import Comparison
 from agent2rl_tui.util.timeutil import iso
 
 MAX_FLIPS_SHOWN = 30

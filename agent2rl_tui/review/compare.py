@@ -8,7 +8,7 @@ The benchmark's question is about agent stacks, not single runs, and single runs
 (the paper reports large run-to-run differences on interactive tasks). Repeated runs of one
 stack are summarised as mean +- sample standard deviation, a bootstrap 95% interval of the
 mean improvement and of the mean best score, and the expected best of k runs
-(``record.stats``). Runs graded under different prompt
+(``review.stats``). Runs graded under different prompt
 profiles (how the grader asks and reads answers) are different measurements: they never share
 a group, and ``profile_notes`` says so wherever one task appears under several.
 """
@@ -21,14 +21,14 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent2rl_tui.record.index import RunSummary
-from agent2rl_tui.record.items import significance
 from agent2rl_tui.record.results import ItemRow
-from agent2rl_tui.record.runview import read_rows
-from agent2rl_tui.record.significance import Comparison
-from agent2rl_tui.record.stats import bootstrap_ci, expected_best_of
 from agent2rl_tui.record.store import RunStatus, RunStore, StoreError
-from agent2rl_tui.record.usage import NONE
+from agent2rl_tui.review.index import RunSummary
+from agent2rl_tui.review.items import significance
+from agent2rl_tui.review.run_usage import NONE
+from agent2rl_tui.review.runview import read_rows
+from agent2rl_tui.review.significance import Comparison
+from agent2rl_tui.review.stats import bootstrap_ci, expected_best_of
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Group:
     best_of: dict[int, float | None] | None = None
     """Expected best score of k runs, for k = 1, 2, 3."""
     tokens_mean: float | None = None
-    """Mean tokens (input + output) per run, of the runs that recorded any (``record.usage``)."""
+    """Mean tokens (input + output) per run, of the runs that recorded any (``review.run_usage``)."""
     cost_mean: float | None = None
     """Mean cost per run, of the runs whose cost is known (``cost_runs`` of them)."""
     cost_runs: int = 0

@@ -10,12 +10,12 @@ costs nothing for the iterations that did not change; every call is recorded wit
 (from the reply's ``usage``) and its cost (``llm.prices``, None for a model without a price).
 
 Never required, never fatal: an endpoint that is down or refuses records the error for each
-iteration it could not narrate, and the report says so (``record.narrative.narrative_lines``).
+iteration it could not narrate, and the report says so (``review.narrative.narrative_lines``).
 
 Hostile input on both sides. The agent writes ``summary.md`` (and whatever the iteration facts
 quote of its files): it is read without following a link or waiting on a FIFO, capped
-(``record.agent_summary``), its control characters shown as escapes, and the model is told it holds
-no instructions. The model's answer is kept as text, capped (``record.narrative.MAX_TEXT_CHARS``),
+(``review.agent_summary``), its control characters shown as escapes, and the model is told it holds
+no instructions. The model's answer is kept as text, capped (``review.narrative.MAX_TEXT_CHARS``),
 and only ever shown escaped.
 """
 
@@ -35,8 +35,9 @@ from agent2rl_tui.judge import JudgeError, JudgeSettings, key_from_env
 from agent2rl_tui.judge.client import JudgeClient
 from agent2rl_tui.llm.prices import PriceError, PriceTable, load_prices
 from agent2rl_tui.llm.protocols.chat import read_usage
-from agent2rl_tui.record.agent_summary import cap_text, read_regular_nofollow, read_summary, summary_part
-from agent2rl_tui.record.narrative import (
+from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.agent_summary import cap_text, read_regular_nofollow, read_summary, summary_part
+from agent2rl_tui.review.narrative import (
     MAX_TEXT_CHARS,
     CachedAnswer,
     Narrative,
@@ -45,7 +46,6 @@ from agent2rl_tui.record.narrative import (
     read_narrative,
     write_narrative_file,
 )
-from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.util.inert import one_line
 from agent2rl_tui.util.timeutil import now
 

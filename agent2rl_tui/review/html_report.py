@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.record.contamination import ContaminationResult
-from agent2rl_tui.record.html_evidence import item_flips_html, transcript_html
-from agent2rl_tui.record.html_parts import CSP, CSS, Capped, code, num, pre, row, signed, table, table_of, text
-from agent2rl_tui.record.iterations import TIME_KINDS
-from agent2rl_tui.record.plots import trajectory_svg
-from agent2rl_tui.record.report import build_report
-from agent2rl_tui.record.usage import RunUsage, usage_line, usage_notes
+from agent2rl_tui.review.html_evidence import item_flips_html, transcript_html
+from agent2rl_tui.review.html_parts import CSP, CSS, Capped, code, num, pre, row, signed, table, table_of, text
+from agent2rl_tui.review.iterations import TIME_KINDS
+from agent2rl_tui.review.plots import trajectory_svg
+from agent2rl_tui.review.report import build_report
+from agent2rl_tui.review.run_usage import RunUsage, usage_line, usage_notes
 from agent2rl_tui.util.timeutil import human_duration, iso
 
 HTML_FILE = "report.html"

@@ -24,7 +24,7 @@ from agent2rl_tui.record.transcripts import (
     steps_by_seq,
     transcript_totals,
 )
-from agent2rl_tui.record.usage import RunUsage, run_usage
+from agent2rl_tui.review.run_usage import RunUsage, run_usage
 
 Kinds = tuple[str, ...] | None
 
@@ -40,7 +40,7 @@ class StepListing:
     totals: dict[str, Any]  # transcript_totals of the whole transcript
     near: float | None = None  # the time asked for, if any
     row: int | None = None  # the row of the last step at or before ``near``, if any
-    usage: RunUsage | None = None  # the run's tokens and cost (``record.usage``: metered, else the transcript's)
+    usage: RunUsage | None = None  # the run's tokens and cost (``review.run_usage``: metered, else the transcript's)
 
 
 def list_steps(run_dir: Path, kinds: Kinds = None, query: str = "", near: float | None = None) -> StepListing:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent2rl_tui.record.results import ItemRow
-from agent2rl_tui.record.runview import RunView, read_rows
-from agent2rl_tui.record.significance import Comparison, compare
 from agent2rl_tui.record.store import Submission, SubStatus
+from agent2rl_tui.review.runview import RunView, read_rows
+from agent2rl_tui.review.significance import Comparison, compare
 
 
 @dataclass(frozen=True)

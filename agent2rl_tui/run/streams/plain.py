@@ -7,7 +7,7 @@ exists even when nothing in it can be parsed.
 from __future__ import annotations
 
 from agent2rl_tui.record.transcripts import Step
-from agent2rl_tui.run.transcripts.base import Normalizer
+from agent2rl_tui.run.streams.base import Normalizer
 
 
 class PlainText(Normalizer):
