@@ -25,10 +25,11 @@ from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStatus, RunStore, Stor
 from agent2rl_tui.review.campaign_view import JobState
 from agent2rl_tui.review.index import RunSummary, find_run, list_runs, summarize
 from agent2rl_tui.run.containment import probe as containment_probe
-from agent2rl_tui.run.lifecycle import RunRequest, decoding_note, start_run, stop_run
+from agent2rl_tui.run.lifecycle import decoding_note, start_run, stop_run
 from agent2rl_tui.run.options import SUMMARIZER_FLAGS, Flag, OptionValueError, request_from_flags
 from agent2rl_tui.run.options import flags as run_flags
 from agent2rl_tui.run.profiles import ProfileError, load_profiles
+from agent2rl_tui.run.request import RunRequest
 from agent2rl_tui.tasks.registry import TaskError, discover, load_task
 from agent2rl_tui.util.inert import one_line, visible
 from agent2rl_tui.util.timeutil import human_duration, iso, parse_duration
@@ -308,7 +309,7 @@ def run_start(ctx: click.Context, detach: bool, **values: Any) -> None:
     decoding = decoding_note(run_dir)
     if decoding:
         click.echo(decoding)
-    no_contain = not req.contain
+    no_contain = not req.config.contain
     why_not = None if no_contain else containment_probe()
     if no_contain:
         click.echo("warning: --no-contain: the agent can read and write outside its workspace; the "
@@ -379,22 +380,23 @@ def _log_lines(data: bytes) -> str:
 
 
 def _print_result(run_dir: Path) -> None:
-    report_path = run_dir / "report" / "report.json"
+    from agent2rl_tui.review.report import read_report
+
     s = summarize(run_dir)
     _echo(f"run {s.id}: {s.status}" + (f" ({one_line(s.error)})" if s.error else ""))
     _echo(f"run folder: {run_dir}")
-    if report_path.exists():
-        report = json.loads(report_path.read_text())
-        _echo(f"baseline: {_fmt(report['baseline']['score'])}")
-        for sub in report["submissions"]:
-            line = f"submission {sub['submission_id']}: {sub['status']:9} score {_fmt(sub['score'])}"
-            if sub["error"]:
-                line += f"  ({one_line(sub['error'][:120])})"
+    report = read_report(run_dir)  # report.json as any version wrote it
+    if report is not None:
+        _echo(f"baseline: {_fmt(report.baseline.score)}")
+        for sub in report.submissions:
+            line = f"submission {sub.submission_id}: {sub.status or '-':9} score {_fmt(sub.score)}"
+            if sub.error:
+                line += f"  ({one_line(sub.error[:120])})"
             _echo(line)
-        best = report["best"]
-        _echo(f"best: {_fmt(best['score']) if best else '-'}"
-              + (f" (submission {best['submission_id']})" if best else ""))
-        _echo(f"improvement: {_fmt(report['improvement'])}")
+        best = report.best
+        _echo(f"best: {_fmt(best.score) if best else '-'}"
+              + (f" (submission {best.submission_id})" if best else ""))
+        _echo(f"improvement: {_fmt(report.improvement)}")
         if s.flags:
             _echo(f"warning: this run is {s.flags} (see the report)")
         _echo(f"report: {run_dir / 'report' / 'report.md'}")
@@ -492,7 +494,7 @@ def run_show(ctx: click.Context, run: str, as_json: bool, eval_seed: bool = Fals
     if as_json:
         from agent2rl_tui.review.report import build_report
 
-        click.echo(json.dumps({**build_report(run_dir), "status": s.status}, indent=2))
+        click.echo(json.dumps({**build_report(run_dir).to_json(), "status": s.status}, indent=2))
         return
     with RunStore.of_run(run_dir) as store:
         run_row = store.run()

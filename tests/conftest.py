@@ -28,7 +28,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # torch threads sleep, not 
 from agent2rl_tui.grader.client import GraderClient  # noqa: E402
 from agent2rl_tui.grader.launch import GraderProcess, spawn_grader  # noqa: E402
 from agent2rl_tui.record.store import RunStore  # noqa: E402
-from agent2rl_tui.run.lifecycle import RunRequest, create_run  # noqa: E402
+from agent2rl_tui.run.lifecycle import create_run  # noqa: E402
+from agent2rl_tui.run.request import RunRequest  # noqa: E402
 from agent2rl_tui.run.workspace import populate_workspace  # noqa: E402
 from agent2rl_tui.tasks.registry import EVAL_SEED_KEY, load_task  # noqa: E402
 from agent2rl_tui.util.timeutil import now  # noqa: E402
@@ -116,6 +117,17 @@ def prepared_data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["AGENT2RL_DATA"] = old
 
 
+SCRIPTED_GRADING = json.dumps({"scores": {"0": 10.0}, "default_score": 50.0})
+"""The script of a run graded without a model (grader/scripted_worker.py): baseline 10, every submission 50."""
+
+
+@pytest.fixture
+def scripted_grading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs started from here (``run start``, campaigns, their Slurm jobs) are graded by the real
+    grader with a scripted eval worker: for tests of what happens around evaluations."""
+    monkeypatch.setenv("AGENT2RL_SCRIPTED_WORKER", SCRIPTED_GRADING)
+
+
 def cli(*args: str, root: Path | None = None, timeout: float = 300, **kw) -> subprocess.CompletedProcess[str]:
     """Run the real ``agent2rl-tui`` command line in a subprocess."""
     cmd = [sys.executable, "-m", "agent2rl_tui.cli"]
@@ -160,7 +172,7 @@ def make_prepared_run(root: Path, model: Path, *, budget_s: float = 600, task: s
     Used to drive a real grader directly; the supervisor's own path is tested end to end.
     ``eval_seed``: the run's eval draw (None: drawn as a real run's is).
     """
-    run_dir = create_run(RunRequest(task=task, agent="command", command="true", model=model,
+    run_dir = create_run(RunRequest.of(task=task, agent="command", command="true", model=model,
                                     budget_s=budget_s, root=root, **kw))
     with RunStore.of_run(run_dir) as store:
         if eval_seed is not None:

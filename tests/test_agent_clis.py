@@ -44,6 +44,9 @@ PINS: dict[str, str] = json.loads((REPO / "locks" / "agent-clis" / "package.json
 UNAVAILABLE = containment.probe()
 needs_bwrap = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"containment unavailable: {UNAVAILABLE}")
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
+# The runs are graded by a scripted worker: each CLI's part (sandbox, driver, stream, meter) is
+# what is tested here; grading with a model is the end-to-end run's (test_run_e2e).
+pytestmark = pytest.mark.usefixtures("scripted_grading")
 
 # profile -> (executable, npm package, the key variable it needs: any value does for the driver)
 CLIS = {

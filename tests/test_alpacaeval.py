@@ -24,7 +24,8 @@ from agent2rl_tui.grader.evaluators import evaluator_for
 from agent2rl_tui.judge import JudgeError, winrate
 from agent2rl_tui.record.root import RunError
 from agent2rl_tui.record.store import RunStore
-from agent2rl_tui.run.lifecycle import RunRequest, create_run
+from agent2rl_tui.run.lifecycle import create_run
+from agent2rl_tui.run.request import RunRequest
 from agent2rl_tui.tasks.alpacaeval import install_lc_file
 from agent2rl_tui.tasks.data import prepare
 from agent2rl_tui.tasks.registry import TaskError, load_task
@@ -229,7 +230,7 @@ def test_the_length_controlled_win_rate_discounts_winning_by_length(tmp_path: Pa
     n = 40
     references = ["r" * 400] * n
     outputs = ["o" * (500 + 15 * i) for i in range(n)]  # always longer, and always preferred
-    rows = winrate.annotations([1.9] * n, outputs, references, list(range(n)), "model", "judge")
+    rows = winrate.annotation_rows([1.9] * n, outputs, references, list(range(n)), "model", "judge")
     with_lc = winrate.win_rates(rows, hub)
     assert with_lc["win_rate"] == pytest.approx(90.0)
     assert with_lc["length_controlled_winrate"] is not None and with_lc["length_controlled_winrate"] < 90.0
@@ -295,7 +296,7 @@ def test_a_judge_graded_run_needs_a_judge_that_answers(alpaca_run: dict, tiny_mo
 
     def start(judge: dict, task: str = "alpacaeval", env: dict | None = None) -> str:
         with pytest.raises(RunError) as caught:
-            create_run(RunRequest(task=task, agent="example", model=tiny_model, budget_s=60, root=tmp_path,
+            create_run(RunRequest.of(task=task, agent="example", model=tiny_model, budget_s=60, root=tmp_path,
                                   judge=judge), env=env or dict(os.environ))
         return str(caught.value)
 

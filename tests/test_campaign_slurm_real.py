@@ -26,7 +26,9 @@ from agent2rl_tui.review.campaign_view import ENDED_STATES, read_runs
 from agent2rl_tui.review.index import summarize
 from agent2rl_tui.run.campaign import Campaign
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # a busy machine: the fixtures wait long
+# A busy machine: the fixtures wait long. The runs are graded by a scripted worker: Slurm's part is
+# what is tested here, and the grading with a model is the end-to-end run's (test_run_e2e).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400), pytest.mark.usefixtures("scripted_grading")]
 
 FOUR_RUNS = """
 name = "on-real-slurm"

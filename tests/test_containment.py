@@ -140,7 +140,7 @@ def test_a_run_made_before_containment_reads_as_not_contained(tmp_path: Path) ->
 
     run = make_run(tmp_path, "old")
 
-    assert build_report(run)["containment"]["contained"] is False
+    assert build_report(run).containment.contained is False
     assert "not contained" in summarize(run).flags
 
 

@@ -22,7 +22,8 @@ from conftest import cli, make_prepared_run, wait_for
 
 from agent2rl_tui.grader.engines.hf import TransformersEngine
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
-from agent2rl_tui.run.lifecycle import RunRequest, create_run, decoding_note
+from agent2rl_tui.run.lifecycle import create_run, decoding_note
+from agent2rl_tui.run.request import RunRequest
 from agent2rl_tui.tasks import decoding
 from agent2rl_tui.tasks.registry import EngineSettings, InferenceSettings, load_task
 
@@ -320,7 +321,7 @@ def test_a_run_on_a_qwen3_base_records_its_row_and_the_kit_states_it(prepared_da
         "temperature 0.6, top_p 0.95, top_k 20, thinking on (enable_thinking=True to the chat template), at most "
         "38912 new tokens")
     # A profile that decodes by itself records no row, and its kit keeps its own decoding.
-    other = create_run(RunRequest(task="gsm8k", agent="command", command="true", model=qwen3_base, budget_s=60,
+    other = create_run(RunRequest.of(task="gsm8k", agent="command", command="true", model=qwen3_base, budget_s=60,
                                   root=tmp_path / "runs", prompt_profile="zero-shot"))
     with RunStore.of_run(other) as store:
         assert json.loads(store.run().config_json)["decoding_row"] is None

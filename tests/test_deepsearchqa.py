@@ -25,7 +25,8 @@ from agent2rl_tui.grader.evaluators.episodes import judge_episodes, play_task
 from agent2rl_tui.judge import Unparseable
 from agent2rl_tui.judge.verdict import read_verdict
 from agent2rl_tui.record.root import RunError
-from agent2rl_tui.run.lifecycle import RunRequest, create_run
+from agent2rl_tui.run.lifecycle import create_run
+from agent2rl_tui.run.request import RunRequest
 from agent2rl_tui.tasks.data import prepare
 from agent2rl_tui.tasks.registry import load_task, task_cache
 
@@ -242,7 +243,7 @@ def test_the_grader_plays_questions_with_the_model_and_the_run_needs_search_and_
 
     def start(**kw: object) -> str:
         with pytest.raises(RunError) as caught:
-            create_run(RunRequest(task="deepsearchqa", agent="example", model=tiny_model, budget_s=60,
+            create_run(RunRequest.of(task="deepsearchqa", agent="example", model=tiny_model, budget_s=60,
                                   root=tmp_path / "runs", **kw), env=dict(os.environ))
         return str(caught.value)
 

@@ -13,7 +13,7 @@ from agent2rl_tui.grader.server.config import GraderConfig
 from agent2rl_tui.grader.server.intake import Intake
 from agent2rl_tui.grader.server.queue import Grader
 from agent2rl_tui.record.evaljob import EvalJob, EvalJobError, EvalSummary, WorkerSummary
-from agent2rl_tui.record.runrecord import RunConfig
+from agent2rl_tui.record.runconfig import RunConfig
 from agent2rl_tui.record.store import (
     Submission,
     decoding_row_of,

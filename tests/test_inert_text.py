@@ -36,6 +36,7 @@ from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.review.episodes_view import episode_rows
 from agent2rl_tui.review.report import render_markdown
+from agent2rl_tui.review.report_model import Report
 from agent2rl_tui.run import containment
 from agent2rl_tui.ui.app import Agent2RLApp
 from agent2rl_tui.ui.format import literal, literal_line
@@ -179,7 +180,7 @@ def test_report_md_quotes_the_agents_fields_without_forging_anything(tmp_path: P
         "vitals": {}, "warnings": [{"at": "t", "source": "snapshots", "kind": "snapshot_failed",
                                     "message": "cannot read code/\x1b]0;x\x07\n## Forged"}],
     }
-    md = render_markdown(report)
+    md = render_markdown(Report.from_json(report))  # a report.json missing most keys
     assert not raw_controls(md)
     tokens = _md_parse(md)
     headings = ["".join(c.content for c in t.children) for t in _inline_of(tokens, "heading_open")]

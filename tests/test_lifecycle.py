@@ -1,7 +1,11 @@
-"""Run lifecycle with real processes: the deadline, detaching, stopping, a lost supervisor."""
+"""Run lifecycle with real processes: the deadline, detaching, stopping, a lost supervisor.
+
+The runs are graded by the real grader with a scripted eval worker (grader/scripted_worker.py):
+what is tested here happens around evaluations, and a model's would only cost time."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -30,6 +34,9 @@ STUBBORN = (
 
 SLEEPER = "import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n"
 
+SCRIPTED = {**os.environ, "AGENT2RL_SCRIPTED_WORKER": json.dumps({"scores": {"0": 10.0}, "default_score": 50.0})}
+"""``run start``'s environment: every evaluation of the run answered by the scripted worker."""
+
 
 def run_dir_of(stdout: str) -> Path:
     return Path(re.search(r"run folder: (\S+)", stdout).group(1))
@@ -48,12 +55,15 @@ def test_an_agent_that_ignores_sigterm_is_killed_at_the_deadline(tmp_path: Path,
     proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
                "--read-only-path", str(tmp_path / "agent.py"),
                "--model", str(tiny_model), "--budget", "4s", "--grace", "1s",
-               *([contain] if contain.startswith("--") else []), root=tmp_path / "runs", timeout=180)
+               *([contain] if contain.startswith("--") else []), root=tmp_path / "runs", env=SCRIPTED, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = run_dir_of(proc.stdout)
     with RunStore.of_run(run_dir) as store:
         run = store.run()
         kinds = [e["kind"] for e in store.events()]
+        baseline = store.baseline()
+    assert run.config.scripted_worker is not None  # the record says how it was graded
+    assert baseline is not None and (baseline.score, baseline.engine) == (10.0, "scripted")
     assert run.status == "finished"
     assert run.end_reason == "deadline"
     assert run.agent_exit_code == -signal.SIGKILL
@@ -88,7 +98,7 @@ def test_a_detached_run_survives_the_process_that_started_it(tmp_path: Path, tin
          "--task", "arith", "--agent", "command", "--command", command,
          "--read-only-path", str(tmp_path / "agent.py"), "--model", str(tiny_model),
          "--budget", "60s"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=SCRIPTED,
     )
     first = starter.stdout.readline() + starter.stdout.readline()
     run_dir = run_dir_of(first)
@@ -108,7 +118,7 @@ def test_detach_returns_at_once_and_stop_ends_the_run(tmp_path: Path, tiny_model
                "--read-only-path", str(tmp_path / "agent.py"),
                # a grace long enough for a loaded machine: the sleeper ends at SIGTERM, nothing waits it out
                "--model", str(tiny_model), "--budget", "10m", "--grace", "20s", "--detach",
-               root=tmp_path / "runs", timeout=60)
+               root=tmp_path / "runs", env=SCRIPTED, timeout=60)
     assert proc.returncode == 0, proc.stderr
     run_dir = run_dir_of(proc.stdout)
     assert summarize(run_dir).status in ACTIVE_STATUSES  # it returned while the run goes on
@@ -132,7 +142,7 @@ def test_a_run_whose_supervisor_dies_is_lost_and_reconciled(tmp_path: Path, tiny
     command = write_agent(tmp_path, SLEEPER)
     proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
                "--read-only-path", str(tmp_path / "agent.py"),
-               "--model", str(tiny_model), "--budget", "10m", "--detach", root=tmp_path / "runs", timeout=60)
+               "--model", str(tiny_model), "--budget", "10m", "--detach", root=tmp_path / "runs", env=SCRIPTED, timeout=60)
     run_dir = run_dir_of(proc.stdout)
     wait_for(lambda: summarize(run_dir).status == "running", timeout=300, what="the agent to start")
     with RunStore.of_run(run_dir) as store:
@@ -165,7 +175,7 @@ def test_a_grader_that_dies_is_restarted_on_the_same_url(tmp_path: Path, tiny_mo
     command = write_agent(tmp_path, SUBMIT_AFTER_GO)
     proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
                "--read-only-path", str(tmp_path / "agent.py"),
-               "--model", str(tiny_model), "--budget", "5m", "--detach", root=tmp_path / "runs", timeout=60)
+               "--model", str(tiny_model), "--budget", "5m", "--detach", root=tmp_path / "runs", env=SCRIPTED, timeout=60)
     run = run_dir_of(proc.stdout)
 
     def agent_ready() -> int | None:
@@ -233,7 +243,7 @@ def test_evaluations_that_never_finish_cannot_hold_a_run_past_a_second_stop(tmp_
     proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
                "--read-only-path", str(tmp_path / "agent.py"), "--keep-submissions",
                "--model", str(tiny_model), "--budget", "10m", "--grace", "5s", "--detach",
-               root=tmp_path / "runs", timeout=60)
+               root=tmp_path / "runs", env=SCRIPTED, timeout=60)
     assert proc.returncode == 0, proc.stderr
     run_dir = run_dir_of(proc.stdout)
     log, supervisor_log = run_dir / "logs" / "agent.log", run_dir / "logs" / "supervisor.log"

@@ -341,7 +341,8 @@ def test_the_token_cap_refuses_further_calls_in_each_apis_own_shape(run_dir: Pat
         (200, False, "anthropic"), (429, True, "anthropic"), (429, True, "responses"), (429, True, "gemini")]
     assert all("token cap is reached" in r.error and r.input_tokens is None for r in rows[1:])
     report = build_report(run_dir)
-    assert report["usage"]["refused"] == 3 and "3 call(s) refused by the run's cap" in render_markdown(report)
+    assert report.usage is not None and report.usage.refused == 3
+    assert "3 call(s) refused by the run's cap" in render_markdown(report)
 
 
 def test_the_cost_cap_counts_priced_calls(run_dir: Path) -> None:
@@ -361,7 +362,8 @@ def test_an_unknown_model_has_no_cost_and_the_report_says_so(run_dir: Path, tmp_
     rows = rows_of(run_dir)
     assert rows and all(r.model == "scripted-model" and r.cost_usd is None and not r.priced for r in rows)
     report = write_report(run_dir)
-    assert report["usage"]["cost_usd"] is None and report["usage"]["unpriced_models"] == ["scripted-model"]
+    assert report.usage is not None and report.usage.cost_usd is None
+    assert report.usage.unpriced_models == ("scripted-model",)
     md = (run_dir / "report" / "report.md").read_text()
     assert "cost unknown (metered" in md and md_escape("cost unknown for scripted-model (") in md
     assert usage_columns(run_usage_of(run_dir))["cost_usd"] == ""  # the CSV leaves an unknown cost empty, never 0
@@ -621,13 +623,13 @@ def test_the_reports_tokens_are_the_metered_sum(run_dir: Path, tmp_path: Path) -
         codex(meter.url, tmp_path, False)
     served = [c.usage for c in driver.calls if c.usage]
     report = write_report(run_dir)
-    u = report["usage"]
+    u = report.to_json()["usage"]
     assert u["source"] == "metered" and u["calls"] == len(driver.calls) == 8
     assert u["tokens_in"] == sum(s.input_tokens for s in served) and u["tokens_out"] == sum(s.output_tokens for s in served)
     assert u["cached_tokens"] == sum(s.cached_tokens for s in served)
     assert u["cost_usd"] == pytest.approx(sum(r.cost_usd for r in rows_of(run_dir)))
     assert u["meter"]["upstream"] == driver.url and u["meter"]["caps"] == {"max_tokens": None, "max_cost_usd": None}
-    assert report["transcript"]["tokens_in"] != u["tokens_in"]  # the transcript keeps its own count, for reference
+    assert report.transcript.tokens_in != u["tokens_in"]  # the transcript keeps its own count, for reference
     md = (run_dir / "report" / "report.md").read_text()
     assert f"tokens {u['tokens_in']:,} in ({u['cached_tokens']:,} cached), {u['tokens_out']:,} out · " \
            f"${u['cost_usd']:.4f} (metered, 8 calls)" in md

@@ -322,11 +322,12 @@ def test_the_supervisor_writes_the_narrative_after_the_report_and_never_fails_on
 
 def test_run_start_records_the_summarizer_but_never_its_key(tmp_path: Path, tiny_model: Path) -> None:
     from agent2rl_tui.record.root import RunError
-    from agent2rl_tui.run.lifecycle import RunRequest, create_run
+    from agent2rl_tui.run.lifecycle import create_run
+    from agent2rl_tui.run.request import RunRequest
 
     secret = "sk-run-start-secret-abcdef"
     summarizer = {"base_url": "http://127.0.0.1:9/v1", "model": "m", "key_env": "NARRATIVE_RUN_KEY"}
-    req = RunRequest(task="arith", agent="command", command="true", model=tiny_model, budget_s=60,
+    req = RunRequest.of(task="arith", agent="command", command="true", model=tiny_model, budget_s=60,
                      root=tmp_path, summarizer=dict(summarizer))
     run = create_run(req, {**os.environ, "NARRATIVE_RUN_KEY": secret})
     with RunStore.of_run(run) as store:
@@ -336,7 +337,7 @@ def test_run_start_records_the_summarizer_but_never_its_key(tmp_path: Path, tiny
         if path.is_file() and not path.is_symlink():
             assert secret.encode() not in path.read_bytes(), path
     with pytest.raises(RunError, match="NARRATIVE_RUN_KEY"):
-        create_run(RunRequest(task="arith", agent="command", command="true", model=tiny_model, budget_s=60,
+        create_run(RunRequest.of(task="arith", agent="command", command="true", model=tiny_model, budget_s=60,
                               root=tmp_path, summarizer=dict(summarizer)),
                    {k: v for k, v in os.environ.items() if k != "NARRATIVE_RUN_KEY"})
     proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", "true", "--model",

@@ -26,7 +26,8 @@ from agent2rl_tui.grader.engines.hf import TransformersEngine
 from agent2rl_tui.grader.evaluators import evaluator_for
 from agent2rl_tui.grader.evaluators.humaneval import HumanEvalEvaluator
 from agent2rl_tui.grader.evaluators.math_answer import MathAnswerEvaluator
-from agent2rl_tui.run.lifecycle import RunRequest, create_run
+from agent2rl_tui.run.lifecycle import create_run
+from agent2rl_tui.run.request import RunRequest
 from agent2rl_tui.tasks import grading_rules as rules
 from agent2rl_tui.tasks.modelfiles import load_tokenizer
 from agent2rl_tui.tasks.registry import load_task
@@ -242,7 +243,7 @@ def test_a_prompt_that_does_not_fit_the_context_is_an_error(prepared_data: Path,
                "--prompt-profile", "eight-shot", root=tmp_path / "runs")
     assert proc.returncode != 0 and "no prompt profile 'eight-shot'" in proc.stderr and "zero-shot" in proc.stderr
     # The zero-shot profile's prompts fit: that run is made, and its record names the profile.
-    run_dir = create_run(RunRequest(task="gsm8k", agent="command", command="true", model=short, budget_s=60,
+    run_dir = create_run(RunRequest.of(task="gsm8k", agent="command", command="true", model=short, budget_s=60,
                                     root=tmp_path / "runs", prompt_profile="zero-shot"))
     from agent2rl_tui.record.store import RunStore
 

@@ -70,9 +70,9 @@ def test_compare_and_the_report_keep_profiles_apart(profiled_root: Path) -> None
     assert "gsm8k" in note and "reference, zero-shot" in note and "different measurements" in note
     assert profile_notes(groups[:1]) == []
     report = build_report(runs[0].path)
-    assert report["prompt_profile"] == "reference"
-    strict = report["submissions"][0]["strict"]
-    assert (strict["score"], strict["n_differ"], strict["differ"]) == (80.0, 1, [0])
+    assert report.prompt_profile == "reference"
+    strict = report.submissions[0].strict
+    assert strict is not None and (strict.score, strict.n_differ, strict.differ) == (80.0, 1, [0])
     md = render_markdown(report)
     assert "(prompt profile reference)" in md and "- #1: 80.00 (1 item(s) read differently)" in md
 

@@ -1,5 +1,6 @@
-"""Run options declared once (agent2rl_tui/run/options.py): the CLI's flags, the campaign
-file's [options] and the New Run form's fields all come from the one declaration."""
+"""Run options declared once, on the fields that hold them (record/runconfig.py, run/request.py,
+gathered by run/options.py): the CLI's flags, the campaign file's [options] and the New Run
+form's fields all come from the one declaration."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from click.testing import CliRunner
 
 from agent2rl_tui import cli
 from agent2rl_tui.record.root import RunError
+from agent2rl_tui.record.runconfig import RunConfig
 from agent2rl_tui.run import options
 from agent2rl_tui.run.campaign import RUN_OPTIONS, CampaignSpec
-from agent2rl_tui.run.lifecycle import RunRequest
+from agent2rl_tui.run.request import RunRequest
 
 CAMPAIGN_KEYS = {"eval_limit", "eval_timeout_s", "prompt_profile", "env", "judge", "search", "store", "engine",
                  "contain", "read_only_paths", "writable_paths", "allow_missing_key", "grace", "keep_submissions",
@@ -57,9 +59,38 @@ def test_every_declared_flag_is_in_run_start_help_with_its_help() -> None:
 def test_every_request_field_is_declared_once() -> None:
     declared = [o.field for o in options.OPTIONS]
     assert len(declared) == len(set(declared))
-    assert set(declared) | {"root"} == {f.name for f in fields(RunRequest)}
+    assert {o.field for o in options.OPTIONS if not o.in_config} | {"root", "config"} == {
+        f.name for f in fields(RunRequest)}
+    decided_by_the_run = {"task_folder", "agent_command", "eval_timeout_s", "decoding_row", "agent_env", "profile",
+                          "max_submission_gib", "max_queued", "train_env", "scripted_worker", "rest"}
+    assert {o.field for o in options.OPTIONS if o.in_config} | decided_by_the_run == {
+        f.name for f in fields(RunConfig)}
     dests = [f.dest for f in options.flags()]
     assert len(dests) == len(set(dests))
+
+
+def test_a_new_option_is_one_field() -> None:
+    """A setting declared on a config class is a flag, a form field, a campaign key and a JSON
+    key at once, read back by the config's derived reader: nothing else is written for it."""
+    from dataclasses import dataclass
+
+    from agent2rl_tui.record.setting import Flag, FormField, setting
+
+    @dataclass(frozen=True)
+    class WithNewOption(RunConfig):
+        max_episodes: int | None = setting(None, rank=305, group="eval", flags=(Flag(
+            "--max-episodes", "max_episodes", "At most N episodes per game.", kind="int",
+            form=FormField("max episodes")),), campaign="max_episodes")
+
+    gathered = options.declared(RunRequest, WithNewOption)
+    assert [o.field for o in gathered] == [o.field for o in options.OPTIONS] + ["max_episodes"]
+    new = gathered[-1]
+    assert new.in_config and new.campaign == "max_episodes" and new.flags[0].form == FormField("max episodes")
+    assert new.value_from_flags({"max_episodes": 7}) == 7 and new.value_from_campaign(3) == 3
+    assert WithNewOption(max_episodes=7).to_json()["max_episodes"] == 7  # recorded
+    assert WithNewOption.from_json('{"max_episodes": 7}').max_episodes == 7  # read back
+    assert WithNewOption.from_json('{"max_episodes": "7"}').max_episodes is None  # mistyped: the default
+    assert "max_episodes" not in WithNewOption.from_json('{"max_episodes": 7}').rest
 
 
 def test_every_campaign_option_is_declared() -> None:
@@ -80,8 +111,9 @@ def test_campaign_options_become_the_request_fields() -> None:
     spec = CampaignSpec.from_toml(CAMPAIGN + 'grace = "10s"\nenv = { A = "1" }\nread_only_paths = ["/tmp"]\n'
                                   'judge = { base_url = "u", model = "m" }\nmeter = false\nstore = { url = "w" }\n')
     req = spec.request(spec.cells[0], 3, Path("/runs"))
-    assert (req.grace_s, req.agent_env, req.read_only_paths) == (10.0, {"A": "1"}, ("/tmp",))
-    assert (req.judge, req.meter, req.webshop, req.seed) == ({"base_url": "u", "model": "m"}, False, {"url": "w"}, 3)
+    cfg = req.config
+    assert (req.grace_s, req.agent_env, cfg.read_only_paths) == (10.0, {"A": "1"}, ("/tmp",))
+    assert (cfg.judge, cfg.meter, cfg.webshop, req.seed) == ({"base_url": "u", "model": "m"}, False, {"url": "w"}, 3)
     assert CampaignSpec.from_toml(CAMPAIGN).request(spec.cells[0], 0, Path("/runs")).grace_s == 30.0
 
 
@@ -104,13 +136,14 @@ def test_run_start_maps_its_flags_to_the_request(monkeypatch: pytest.MonkeyPatch
     req = seen[0]
     assert (req.task, req.agent, req.model, req.budget_s, req.grace_s, req.root) == (
         "arith", "command", Path("/m"), 300.0, 0.0, tmp_path)
-    assert req.agent_env == {"A": "1"} and req.engine == {"dtype": "bfloat16", "engine": "vllm"}
-    assert req.judge == {"base_url": "http://j/v1", "model": "jm", "concurrency": 2}
-    assert req.search == {"corpus": str(corpus)} and req.webshop == {"url": "http://w"}
-    assert (req.contain, req.meter, req.max_cost_usd, req.eval_timeout_s) == (False, False, 1.5, 120.0)
-    assert req.summarizer is not None and req.summarizer["model"] == "sm"
+    cfg = req.config
+    assert req.agent_env == {"A": "1"} and cfg.engine == {"dtype": "bfloat16", "engine": "vllm"}
+    assert cfg.judge == {"base_url": "http://j/v1", "model": "jm", "concurrency": 2}
+    assert cfg.search == {"corpus": str(corpus)} and cfg.webshop == {"url": "http://w"}
+    assert (cfg.contain, cfg.meter, cfg.max_cost_usd, req.eval_timeout_s) == (False, False, 1.5, 120.0)
+    assert cfg.summarizer is not None and cfg.summarizer["model"] == "sm"
     bare = options.request_from_flags({"task": "t", "agent": "a", "model": Path("/m"), "budget": "5m"})
-    assert bare == RunRequest(task="t", agent="a", model=Path("/m"), budget_s=300.0, judge={})
+    assert bare == RunRequest.of(task="t", agent="a", model=Path("/m"), budget_s=300.0, judge={})
 
 
 def test_a_bad_pair_is_a_bad_parameter_of_its_flag() -> None:

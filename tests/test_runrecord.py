@@ -10,14 +10,16 @@ import pytest
 
 from agent2rl_tui.grader.server.config import GraderConfig
 from agent2rl_tui.record.evalset import run_eval_seed
-from agent2rl_tui.record.runrecord import DEFAULT_MAX_QUEUED, RunConfig, RunRecord
+from agent2rl_tui.record.runconfig import DEFAULT_MAX_QUEUED, RunConfig
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStatus, RunStore, StoreError
-from agent2rl_tui.run.lifecycle import RunRequest, create_run
+from agent2rl_tui.run.lifecycle import create_run
+from agent2rl_tui.run.request import RunRequest
 from agent2rl_tui.tasks.registry import DEFAULT_EVAL_TIMEOUT_S, EVAL_SEED_KEY, load_task
 
 
 def test_a_new_runs_config_reads_back_as_written(tiny_model: Path, tmp_path: Path) -> None:
-    run_dir = create_run(RunRequest(task="arith", agent="command", command="true", model=tiny_model, budget_s=60,
+    run_dir = create_run(RunRequest.of(task="arith", agent="command", command="true", model=tiny_model, budget_s=60,
                                     root=tmp_path, eval_limit=3, engine={"engine": "transformers"}, eval_seed=7,
                                     read_only_paths=(str(tmp_path),), agent_env={"SECRET_TOKEN": "s3cr3t"}))
     with RunStore.of_run(run_dir) as store:

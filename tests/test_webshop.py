@@ -18,7 +18,8 @@ from agent2rl_tui.envs.webshop import RemoteWebShop, WebShop, clean_action
 from agent2rl_tui.grader.episode_runner import WEBSHOP_SYSTEM, Pending, WebShopFormat, play
 from agent2rl_tui.grader.evaluators.episodes import play_task, shopping_summary
 from agent2rl_tui.record.root import RunError
-from agent2rl_tui.run.lifecycle import RunRequest, create_run
+from agent2rl_tui.run.lifecycle import create_run
+from agent2rl_tui.run.request import RunRequest
 from agent2rl_tui.tasks.data import prepare
 from agent2rl_tui.tasks.registry import TaskError, load_task
 
@@ -125,7 +126,7 @@ def test_the_grader_shops_with_the_model_and_records_both_success_rates(store_ur
 
     def start(**kw: object) -> str:
         with pytest.raises(RunError) as caught:
-            create_run(RunRequest(task="webshop", agent="example", model=tiny_model, budget_s=60,
+            create_run(RunRequest.of(task="webshop", agent="example", model=tiny_model, budget_s=60,
                                   root=tmp_path / "runs", **kw))
         return str(caught.value)
 

@@ -438,7 +438,7 @@ def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Poli
             live = [slot for slot, _ in turning]
             completions = [completion for _, completion in turning]
             actions = [fmt.action_from(c) for c in completions]
-            outcomes = each(lambda slot_action: act(*slot_action[0], slot_action[1], fmt),
+            outcomes = each(lambda slot_action: act(slot_action[0][0], slot_action[0][1], slot_action[1], fmt),
                             zip(live, actions, strict=True))
             freed: list[Environment] = []
             for (env, pending), completion, action, outcome in zip(live, completions, actions, outcomes, strict=True):

@@ -44,7 +44,7 @@ def lc_file(hub_cache: Path) -> Path | None:
     return found[0] if found else None
 
 
-def annotations(preferences: list[float], model_outputs: list[str], reference_outputs: list[str],
+def annotation_rows(preferences: list[float], model_outputs: list[str], reference_outputs: list[str],
                 indices: list[int], model_name: str, annotator: str) -> list[dict[str, Any]]:
     """alpaca_eval's annotation rows for the judged items (failed ones left out by the caller)."""
     return [{"index": i, "preference": p, "output_1": ref, "output_2": out, "generator_1": "gpt4_1106_preview",

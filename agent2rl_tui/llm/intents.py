@@ -135,8 +135,8 @@ def example(schema: Any, name: str = "", say: str = "", text: str = "scripted") 
         kind = next((k for k in kind if k != "null"), "string")
     kind = str(kind).lower() if kind else ("object" if "properties" in schema else "string")
     if kind == "object":
-        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        required = schema.get("required") if isinstance(schema.get("required"), list) else list(props)
+        props = found if isinstance(found := schema.get("properties"), dict) else {}
+        required = listed if isinstance(listed := schema.get("required"), list) else list(props)
         return {k: example(props.get(k), k, say, text) for k in required if isinstance(k, str)}
     if kind == "array":
         return []

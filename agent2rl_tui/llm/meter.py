@@ -60,7 +60,7 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -461,8 +461,8 @@ class _Inflater:
             self.reader.feed(self.d.decompress(self.d.unconsumed_tail, 1 << 20))
 
 
-def _json_body(body: bytes, headers: Mapping[str, str]) -> dict[str, Any] | None:
-    encoding = (headers.get("Content-Encoding") or "").strip().lower()
+def _json_body(body: bytes, content_encoding: str | None) -> dict[str, Any] | None:
+    encoding = (content_encoding or "").strip().lower()
     try:
         if encoding == "gzip":
             body = zlib.decompress(body, 47)
@@ -496,7 +496,8 @@ class _Handler(BaseHTTPRequestHandler):
     # -- one call ---------------------------------------------------------------------------
     def _proxy(self) -> None:
         meter = self.server.meter
-        if not is_owner(self.client_address[:2], self.server.server_address[:2]):
+        host, port = self.server.server_address[:2]  # a TCP server's: (str, int)
+        if not is_owner(self.client_address[:2], (str(host), port)):
             self._foreign(meter)
             return
         target = self.path
@@ -533,7 +534,7 @@ class _Handler(BaseHTTPRequestHandler):
         call.request_bytes = len(body)
         drop = {"host", "content-length", "accept-encoding", "expect"}
         if route is not None and route.endpoint in (GENERATE, COUNT_TOKENS):
-            obj = _json_body(body, self.headers)
+            obj = _json_body(body, self.headers.get("Content-Encoding"))
             if obj is not None:
                 if route.endpoint == GENERATE and route.fmt.ask_for_usage(obj):
                     body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
@@ -587,7 +588,7 @@ class _Handler(BaseHTTPRequestHandler):
         content_type = resp.getheader("Content-Type")
         call.streamed = (content_type or "").split(";")[0].strip().lower() == "text/event-stream"
         no_body = self.command == "HEAD" or resp.status in (204, 304) or 100 <= resp.status < 200
-        feed = None
+        feed: Callable[[bytes], None] | None = None
         if route is not None and route.endpoint == GENERATE and not no_body:
             call.reader = usage_reader(route.fmt.name, content_type)
             encoding = (resp.getheader("Content-Encoding") or "identity").strip().lower()

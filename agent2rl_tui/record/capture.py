@@ -109,7 +109,7 @@ def open_regular(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> 
         os.close(fd)
         raise
     with fh:
-        yield fh, st  # type: ignore[misc]
+        yield fh, st
 
 
 def read_capped(fh: BinaryIO, cap: int) -> bytes:
@@ -264,7 +264,7 @@ def walk(root: Path, rules: CaptureRules = DEFAULT_RULES, *, store: Callable[[by
             out.leave_out(UNREADABLE, prefix or "./")
             out.unseen_dirs.add(prefix)
             continue
-        subdirs = []
+        subdirs: list[tuple[str, str]] = []
         for entry in entries:
             cut = (rules.cut_short_entries if left <= 0
                    else CUT_SHORT_TIME if expired is not None and expired() else None)

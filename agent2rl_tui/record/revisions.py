@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import git
 
@@ -106,8 +106,16 @@ class GitRepo:
             "GIT_TERMINAL_PROMPT": "0",
         }
 
+    @overload
     def run(self, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None,
-            binary: bool = False, stderr: bool = False, timeout: float | None = None) -> Any:
+            binary: Literal[False] = False, stderr: bool = False, timeout: float | None = None) -> str: ...
+
+    @overload
+    def run(self, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None,
+            binary: Literal[True], stderr: bool = False, timeout: float | None = None) -> bytes: ...
+
+    def run(self, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None,
+            binary: bool = False, stderr: bool = False, timeout: float | None = None) -> str | bytes:
         """git's output (str, or bytes if ``binary``); with ``stderr``, what it said there instead.
 
         Past ``timeout`` seconds git is killed and SnapshotError says "Timeout".
@@ -127,7 +135,8 @@ class GitRepo:
                     fh.write(stdin)
                     fh.seek(0)
                     out = self.cmd.execute(argv, istream=fh, **kw)
-            return out[2] if stderr else out
+            result: str | bytes = out[2] if stderr else out  # GitPython's execute returns a tuple with_extended_output
+            return result
         except git.GitCommandError as exc:
             raise SnapshotError(f"git {args[0]} failed: {exc.stderr.strip() or exc}") from exc
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.record.evaljob import EvalSummary
-from agent2rl_tui.record.runrecord import RunConfig, RunRecord
+from agent2rl_tui.record.runconfig import RunConfig
+from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.summary_parts import Judgement, StrictReading
 from agent2rl_tui.util.timeutil import now
 
@@ -544,22 +545,24 @@ class RunStore:
 
     def agent_submission_count(self) -> int:
         """Agent submissions taken (queued, evaluated or failed), refusals not counted."""
-        return self.conn.execute("SELECT COUNT(*) FROM submissions WHERE kind = 'agent' AND status != ?",
-                                 (SubStatus.REJECTED,)).fetchone()[0]
+        return int(self.conn.execute("SELECT COUNT(*) FROM submissions WHERE kind = 'agent' AND status != ?",
+                                     (SubStatus.REJECTED,)).fetchone()[0])
 
     def last_submit_time(self) -> float | None:
         """When the last agent submission that was taken arrived (refusals not counted)."""
-        return self.conn.execute("SELECT MAX(received_at) FROM submissions WHERE kind = 'agent' AND status != ?",
-                                 (SubStatus.REJECTED,)).fetchone()[0]
+        last: float | None = self.conn.execute(
+            "SELECT MAX(received_at) FROM submissions WHERE kind = 'agent' AND status != ?", (SubStatus.REJECTED,)
+        ).fetchone()[0]
+        return last
 
     def rejected_count(self) -> int:
-        return self.conn.execute("SELECT COUNT(*) FROM submissions WHERE status = ?",
-                                 (SubStatus.REJECTED,)).fetchone()[0]
+        return int(self.conn.execute("SELECT COUNT(*) FROM submissions WHERE status = ?",
+                                     (SubStatus.REJECTED,)).fetchone()[0])
 
     def pending_count(self) -> int:
-        return self.conn.execute(
+        return int(self.conn.execute(
             "SELECT COUNT(*) FROM submissions WHERE status IN (?, ?)", PENDING_SUB_STATUSES
-        ).fetchone()[0]
+        ).fetchone()[0])
 
     # -- driver-API calls (the meter) -------------------------------------------------------
     def has_table(self, name: str) -> bool:
@@ -586,7 +589,7 @@ class RunStore:
     def llm_call_count(self) -> int:
         if not self.has_table("llm_calls"):
             return 0
-        return self.conn.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0]
+        return int(self.conn.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0])
 
     def add_env_calls(self, rows: list[dict[str, Any]]) -> None:
         """Record the train-environment service's calls (its rows, in one transaction)."""

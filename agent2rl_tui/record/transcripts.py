@@ -34,7 +34,7 @@ class Step:
     role: str | None = None  # "assistant", "user", "system" where known
     tool: str | None = None
     call_id: str | None = None
-    args: dict | None = None
+    args: dict[str, Any] | None = None
     size: int | None = None  # original length of text when truncated (always, for tool_result)
     tokens_in: int | None = None
     tokens_out: int | None = None
@@ -215,7 +215,7 @@ def _kind_clause(kinds: tuple[str, ...] | None) -> tuple[str, list[Any]]:
 
 def count_steps(store: RunStore, kinds: tuple[str, ...] | None = None) -> int:
     clause, args = _kind_clause(kinds)
-    return store.conn.execute(f"SELECT COUNT(*) FROM steps WHERE 1=1{clause}", args).fetchone()[0]
+    return int(store.conn.execute(f"SELECT COUNT(*) FROM steps WHERE 1=1{clause}", args).fetchone()[0])
 
 
 def page_steps(store: RunStore, offset: int, limit: int, kinds: tuple[str, ...] | None = None) -> list[StepRow]:
@@ -250,7 +250,7 @@ def search_steps(store: RunStore, query: str, kinds: tuple[str, ...] | None = No
 def position_of(store: RunStore, seq: int, kinds: tuple[str, ...] | None = None) -> int:
     """The 0-based position of step ``seq`` in the (filtered) listing."""
     clause, args = _kind_clause(kinds)
-    return store.conn.execute(f"SELECT COUNT(*) FROM steps WHERE seq < ?{clause}", [seq, *args]).fetchone()[0]
+    return int(store.conn.execute(f"SELECT COUNT(*) FROM steps WHERE seq < ?{clause}", [seq, *args]).fetchone()[0])
 
 
 def step_near(store: RunStore, at: float) -> int | None:

@@ -17,7 +17,7 @@ import csv
 import sqlite3
 import subprocess
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -37,9 +37,11 @@ OUR_COLUMNS = ["campaign", "cell", "seed", "attempt", "job_id", "status", "end_r
                "tokens_source", "error"]
 """``tokens_*`` and ``cost_usd`` follow ``review.run_usage.run_usage`` (``tokens_source`` says which source:
 metered, or from the agent's stream); an empty ``cost_usd`` is an unknown cost."""
+CampaignRow = Mapping[str, Any] | sqlite3.Row
+"""A row of campaign.db's runs table: as read (sqlite3.Row), or as a dict."""
 
 
-def read_summary(row: Mapping[str, Any]) -> RunSummary | None:
+def read_summary(row: CampaignRow) -> RunSummary | None:
     """The current run of a campaign row, if it has started (an unreadable run folder: None)."""
     if not row["run_dir"] or row["superseded"]:
         return None
@@ -63,7 +65,7 @@ CAMPAIGN_STATES: tuple[str, ...] = (JobState.QUEUED, JobState.SUBMITTED, RunStat
 """Every state a current campaign run can be in, in the order a campaign lists them."""
 
 
-def run_state(row: Mapping[str, Any], summary: RunSummary | None, job: JobInfo | None = None) -> str:
+def run_state(row: CampaignRow, summary: RunSummary | None, job: JobInfo | None = None) -> str:
     """queued or submitted (no run yet), superseded (queued again), failed (its Slurm ``job`` ended
     before the run started, or its folder cannot be read), else the run's own status (created,
     running, finished, failed, lost, stopped ...)."""
@@ -145,14 +147,14 @@ def on_slurm(folder: Path) -> bool:
     return raw.get("backend") == "slurm" and raw.get("slurm", {}).get("cluster") in (None, "slurm")
 
 
-def slurm_jobs(folder: Path, rows: list[Mapping[str, Any]]) -> dict[str, JobInfo]:
+def slurm_jobs(folder: Path, rows: Iterable[CampaignRow]) -> dict[str, JobInfo]:
     """Slurm's word on the jobs of a campaign's rows ({} for a campaign not on Slurm)."""
     if not on_slurm(folder):
         return {}
     return job_states([r["job_id"] for r in rows if r["job_id"]])
 
 
-def failed_before_run(folder: Path, row: Mapping[str, Any], job: JobInfo | None) -> str | None:
+def failed_before_run(folder: Path, row: CampaignRow, job: JobInfo | None) -> str | None:
     """Why a run's job ended before the run started (None: it has not ended, or the run started):
     what the job recorded (a run it could not make), else the last line of its log, else Slurm's state."""
     if row["run_dir"] or not row["job_id"] or job is None or not job.ended:

@@ -42,8 +42,9 @@ _PAGE = 100  # steps read at once: tool arguments are kept whole in run.db, so a
 def _item_rows(items: list[ItemRow]) -> str:
     shown = items[:MAX_FLIPS_SHOWN]
     if shown and all(is_episode(i) for i in shown):
-        rows = [(num(f.index), text(f.game, MAX_ITEM_CHARS), text(f.goal, MAX_ITEM_CHARS), text(f.outcome),
-                 num(f.steps), num(f.score)) for f in map(facts, shown)]
+        rows: list[tuple[str, ...]] = [
+            (num(f.index), text(f.game, MAX_ITEM_CHARS), text(f.goal, MAX_ITEM_CHARS), text(f.outcome),
+             num(f.steps), num(f.score)) for f in map(facts, shown)]
         out = table(("item", "game", "goal", "outcome", "steps", "score"), rows, numeric=(0, 4, 5))
     else:
         rows = [(num(i.index), text(i.prompt, MAX_ITEM_CHARS), text(i.gold, MAX_ITEM_CHARS),

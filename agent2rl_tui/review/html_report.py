@@ -1,7 +1,8 @@
 """The run report as one self-contained HTML page that any browser opens offline.
 
-``agent2rl-tui report RUN --html`` writes ``report/report.html``: the report (``report.build_report``:
-run facts, baseline, best, containment, contamination, usage), the score trajectory (the SVG of
+``agent2rl-tui report RUN --html`` writes ``report/report.html``: the report (``report.build_report``'s
+``Report``, read by its attributes: run facts, baseline, best, containment, contamination,
+usage), the score trajectory (the SVG of
 ``plots.trajectory_svg``, inline), the submissions with their paired significance, the route and
 every iteration (a ``<details>`` each: evidence, configuration, changes, key code, problems, the
 agent's summary and the narrative where there is one), every scored submission's item flips,
@@ -27,12 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.record.contamination import ContaminationResult
+from agent2rl_tui.review.codefacts import Evidence, Setting
 from agent2rl_tui.review.html_evidence import item_flips_html, transcript_html
 from agent2rl_tui.review.html_parts import CSP, CSS, Capped, code, num, pre, row, signed, table, table_of, text
-from agent2rl_tui.review.iterations import TIME_KINDS
+from agent2rl_tui.review.iterations import TIME_KINDS, Iteration
+from agent2rl_tui.review.narrative import NarrativeEntry
 from agent2rl_tui.review.plots import trajectory_svg
 from agent2rl_tui.review.report import build_report
-from agent2rl_tui.review.run_usage import RunUsage, usage_line, usage_notes
+from agent2rl_tui.review.report_model import Report, SubmissionEntry
+from agent2rl_tui.review.run_usage import usage_line, usage_notes
+from agent2rl_tui.review.significance import Comparison
 from agent2rl_tui.util.timeutil import human_duration, iso
 
 HTML_FILE = "report.html"
@@ -60,49 +65,38 @@ def _dl(pairs: list[tuple[str, str]]) -> str:
     return "<dl>" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in pairs) + "</dl>"
 
 
-def _summary(r: dict[str, Any]) -> str:
-    best = r.get("best") or {}
-    c = r.get("containment") or {}
+def _summary(r: Report) -> str:
+    best = r.best
+    c = r.containment
     pairs = [
-        ("task", f"{text(r.get('task'))} (prompt profile {text(r.get('prompt_profile'))}"
-                 + (f", decoding row {text(r['decoding_row'])}" if r.get("decoding_row") else "") + ")"),
-        ("agent", text(r.get("agent"))), ("driver", text(r.get("driver"))), ("base model", code(r.get("base_model"))),
-        ("status", f"<b>{text(r.get('status'))}</b> ({text(r.get('end_reason'))}), agent exit code "
-                   f"{num(r.get('agent_exit_code'))}"),
-        ("budget", f"{human_duration(r.get('budget_s'))} from {text(r.get('budget_start'))}"),
-        ("baseline", f"<b>{num((r.get('baseline') or {}).get('score'))}</b>"),
-        ("best", f"<b>{num(best.get('score'))}</b>" + (f" (submission {int(best['submission_id'])})" if best else "")),
-        ("improvement", f"<b>{signed(r.get('improvement'))}</b>"),
+        ("task", f"{text(r.task)} (prompt profile {text(r.prompt_profile)}"
+                 + (f", decoding row {text(r.decoding_row)}" if r.decoding_row else "") + ")"),
+        ("agent", text(r.agent)), ("driver", text(r.driver)), ("base model", code(r.base_model)),
+        ("status", f"<b>{text(r.status)}</b> ({text(r.end_reason)}), agent exit code {num(r.agent_exit_code)}"),
+        ("budget", f"{human_duration(r.budget_s)} from {text(r.budget_start)}"),
+        ("baseline", f"<b>{num(r.baseline.score)}</b>"),
+        ("best", f"<b>{num(best.score if best else None)}</b>"
+                 + (f" (submission {int(best.submission_id)})" if best and best.submission_id is not None else "")),
+        ("improvement", f"<b>{signed(r.improvement)}</b>"),
     ]
-    res = r.get("resolution")
+    res = r.resolution
     if res:
-        pairs.append(("resolution", f"{num(res.get('points'), 1)} points on {num(res.get('n'))} eval items"))
-    if r.get("error"):
-        pairs.append(("error", f'<span class="bad">{text(r["error"])}</span>'))
-    pairs.append(("containment", f'<span class="good">contained</span> by {text(c.get("reason"))}' if c.get("contained")
-                  else f'<span class="bad">NOT CONTAINED</span>: {text(c.get("reason"))}'))
-    pairs.append(("contamination", _contamination_line(r.get("contamination"))))
-    if r.get("usage") is not None:
-        u = RunUsage.from_json(r["usage"])
+        pairs.append(("resolution", f"{num(res.points, 1)} points on {num(res.n)} eval items"))
+    if r.error:
+        pairs.append(("error", f'<span class="bad">{text(r.error)}</span>'))
+    pairs.append(("containment", f'<span class="good">contained</span> by {text(c.reason)}' if c.contained
+                  else f'<span class="bad">NOT CONTAINED</span>: {text(c.reason)}'))
+    pairs.append(("contamination", _contamination_line(r.contamination_found)))
+    if r.usage is not None:
+        u = r.usage
         pairs.append(("usage", "<br>".join([text(usage_line(u))] + [text(n) for n in usage_notes(u)])))
-    t, revs = r.get("transcript") or {}, r.get("revisions") or {}
-    pairs.append(("transcript", f"{num(t.get('steps'))} steps, {num(t.get('tokens_in'))} tokens in, "
-                                f"{num(t.get('tokens_out'))} out"))
-    pairs.append(("code revisions", f"{num(revs.get('count'))} (+{num(revs.get('lines_added'))} / "
-                                    f"-{num(revs.get('lines_removed'))} lines)"))
+    t, revs = r.transcript, r.revisions
+    pairs.append(("transcript", f"{num(t.steps)} steps, {num(t.tokens_in)} tokens in, {num(t.tokens_out)} out"))
+    pairs.append(("code revisions", f"{num(revs.count)} (+{num(revs.lines_added)} / -{num(revs.lines_removed)} lines)"))
     return _dl(pairs)
 
 
-def _contamination_of(result: dict[str, Any] | None) -> ContaminationResult | str | None:
-    """report.json's ``contamination``, typed; the reason as text when it is malformed."""
-    try:
-        return None if result is None else ContaminationResult.from_dict(result)
-    except ValueError as exc:
-        return str(exc)
-
-
-def _contamination_line(result: dict[str, Any] | None) -> str:
-    c = _contamination_of(result)
+def _contamination_line(c: ContaminationResult | str | None) -> str:
     if c is None:
         return "not run"
     if isinstance(c, str):
@@ -113,8 +107,7 @@ def _contamination_line(result: dict[str, Any] | None) -> str:
     return f"clean ({num(c.checkable_items)} eval items checked against {num(c.files_scanned)} file(s))"
 
 
-def _contamination_hits(result: dict[str, Any] | None) -> str:
-    c = _contamination_of(result)
+def _contamination_hits(c: ContaminationResult | str | None) -> str:
     if not isinstance(c, ContaminationResult) or not c.hits:
         return ""
     out = Capped(WARNINGS_BYTES)
@@ -127,27 +120,30 @@ def _contamination_hits(result: dict[str, Any] | None) -> str:
             + _cut_note(out, "files"))
 
 
-def _compared(c: dict[str, Any] | None) -> str:
-    if not c:
+def _compared(c: Comparison | None) -> str:
+    if c is None:
         return "-"
-    low, high = c.get("ci95") or (None, None)
-    test = (f"; McNemar p = {c['p_value']:.4f}, {num(c.get('gained'))} gained, {num(c.get('lost'))} lost"
-            if c.get("p_value") is not None else "")
-    return f"{signed(c.get('diff'))} [{signed(low)}, {signed(high)}] <b>{text(c.get('label'))}</b>{test}"
+    test = (f"; McNemar p = {c.p_value:.4f}, {num(c.gained)} gained, {num(c.lost)} lost"
+            if c.p_value is not None else "")
+    return f"{signed(c.diff)} [{signed(c.low)}, {signed(c.high)}] <b>{text(c.label)}</b>{test}"
 
 
-def _submissions(r: dict[str, Any]) -> str:
+def _submission_row(s: SubmissionEntry) -> str:
+    sig = s.significance
+    copy = ' <span class="note">(base copy)</span>' if s.is_base_copy else ""
+    error = f'<span class="bad">{text(s.error)}</span>' if s.error else "-"
+    return (f"<tr><td class=\"num\">{num(s.submission_id)}</td><td>{human_duration(s.elapsed_s)}</td>"
+            f"<td>{text(s.status)}</td><td class=\"num\">{num(s.score)}</td>"
+            f"<td class=\"num\">{signed(s.improvement)}</td><td class=\"num\">{num(s.eval_seconds, 1)}</td>"
+            f"<td class=\"num\">{num(s.revision)}</td><td>{code(s.model_path, 500)}{copy}</td>"
+            f"<td>{error}</td><td>{_compared(sig.vs_baseline if sig else None)}</td>"
+            f"<td>{_compared(sig.vs_previous_best if sig else None)}</td></tr>\n")
+
+
+def _submissions(r: Report) -> str:
     out = Capped(SUBMISSIONS_BYTES)
-    for s in r.get("submissions") or []:
-        sig = s.get("significance") or {}
-        copy = ' <span class="note">(base copy)</span>' if s.get("is_base_copy") else ""
-        error = f'<span class="bad">{text(s.get("error"))}</span>' if s.get("error") else "-"
-        out.add(f"<tr><td class=\"num\">{num(s.get('submission_id'))}</td><td>{human_duration(s.get('elapsed_s'))}</td>"
-                f"<td>{text(s.get('status'))}</td><td class=\"num\">{num(s.get('score'))}</td>"
-                f"<td class=\"num\">{signed(s.get('improvement'))}</td><td class=\"num\">{num(s.get('eval_seconds'), 1)}</td>"
-                f"<td class=\"num\">{num(s.get('revision'))}</td><td>{code(s.get('model_path'), 500)}{copy}</td>"
-                f"<td>{error}</td><td>{_compared(sig.get('vs_baseline'))}</td>"
-                f"<td>{_compared(sig.get('vs_previous_best'))}</td></tr>\n")
+    for s in r.submissions:
+        out.add(_submission_row(s))
     if not out.parts and not out.dropped:
         return "<p>No submission.</p>"
     head = "".join(f"<th>{h}</th>" for h in ("#", "at", "status", "score", "vs baseline", "eval s", "revision",
@@ -156,13 +152,13 @@ def _submissions(r: dict[str, Any]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>\n{out.html()}</tbody></table>" + _cut_note(out, "submissions")
 
 
-def _at(found: dict[str, Any]) -> str:
-    where = f"{found.get('path')}:{found.get('line')}" if found.get("line") else found.get("path")
+def _at(found: Evidence | Setting) -> str:
+    where = f"{found.path}:{found.line}" if found.line else found.path
     return code(where, 500)
 
 
-def _found(items: list[dict[str, Any]]) -> str:
-    rows = "".join(f"<li>{_at(e)} {code(e.get('text'), MAX_CODE)}</li>" for e in items[:MAX_LIST])
+def _found(items: list[Evidence]) -> str:
+    rows = "".join(f"<li>{_at(e)} {code(e.text, MAX_CODE)}</li>" for e in items[:MAX_LIST])
     more = f'<li class="cut">… {len(items) - MAX_LIST:,} more</li>' if len(items) > MAX_LIST else ""
     return f"<ul>{rows}{more}</ul>"
 
@@ -171,110 +167,122 @@ def _when(at: Any) -> str:
     return text(iso(at) if isinstance(at, int | float) and not isinstance(at, bool) else at)
 
 
-def _lr(it: dict[str, Any]) -> str:
-    lr = (it.get("key_config") or {}).get("lr")
-    return code(lr.get("value"), 40) if isinstance(lr, dict) else "-"
+def _lr(it: Iteration) -> str:
+    lr = it.key_config.get("lr")
+    return code(lr.value, 40) if lr is not None else "-"
 
 
-def _iteration(it: dict[str, Any], narrated: dict[int, dict[str, Any]]) -> str:
-    sub = f"submission {int(it['submission_id'])}" if it.get("submission_id") is not None else "no submission"
-    online = " (online)" if it.get("online") else ""
-    sig = f" ({text(it['significance'])} vs the baseline)" if it.get("significance") else ""
-    n = int(it.get("iteration") or 0)
-    parts = [f'<details id="iteration-{n}"><summary>Iteration {n}: {sub}, {text(it.get("train_type"))}{online}, '
-             f'{text(it.get("status"))}, score {num(it.get("score"))}{sig}</summary>']
-    t = it.get("time") or {}
-    parts.append(f"<p>{human_duration(it.get('duration_s'))} long, ending {human_duration(it.get('elapsed_s'))} into the "
-                 "run: " + ", ".join(f"{k.removesuffix('_s')} {num(t.get(k), 0)} s" for k in TIME_KINDS) + "</p>")
-    if it.get("train_evidence"):
-        parts.append(f"<h4>Trained as {text(it.get('train_type'))}: evidence</h4>" + _found(it["train_evidence"]))
-    if it.get("online_evidence"):
-        parts.append("<h4>Online rollouts: evidence</h4>" + _found(it["online_evidence"]))
-    config = it.get("key_config") or {}
-    if config:
-        rows = [(text(k), code(v.get("value")), _at(v), text(v.get("source"))) for k, v in list(config.items())[:MAX_LIST]]
-        parts.append("<h4>Key configuration</h4>" + table(("setting", "value", "where", "source"), rows))
-    changes = it.get("changes") or {}
-    parts.append(f"<h4>Changed since the previous submission</h4><p>{text(changes.get('summary') or 'no change')}</p>")
-    files = changes.get("files") or []
+def _iteration_head(it: Iteration) -> str:
+    sub = f"submission {int(it.submission_id)}" if it.submission_id is not None else "no submission"
+    online = " (online)" if it.online else ""
+    sig = f" ({text(it.significance)} vs the baseline)" if it.significance else ""
+    n = int(it.iteration or 0)
+    return (f'<details id="iteration-{n}"><summary>Iteration {n}: {sub}, {text(it.train_type)}{online}, '
+            f'{text(it.status)}, score {num(it.score)}{sig}</summary>'
+            f"<p>{human_duration(it.duration_s)} long, ending {human_duration(it.elapsed_s)} into the "
+            "run: " + ", ".join(f"{k.removesuffix('_s')} {num(it.time.get(k), 0)} s" for k in TIME_KINDS) + "</p>")
+
+
+def _iteration_changes(it: Iteration) -> str:
+    out = f"<h4>Changed since the previous submission</h4><p>{text(it.changes.summary or 'no change')}</p>"
+    files = it.changes.files
     if files:
         rows = [(code(f.get("path"), 500), text(f.get("status")), f"+{num(f.get('added'))}", f"-{num(f.get('removed'))}")
                 for f in files[:MAX_LIST]]
-        parts.append(table(("file", "status", "added", "removed"), rows, numeric=(2, 3)))
-    if it.get("key_code"):
-        parts.append("<h4>Key code</h4>" + _found(it["key_code"]))
-    if it.get("commands"):
-        commands = "".join(f"<li>{code(c, MAX_CODE)}</li>" for c in it["commands"][:MAX_LIST])
+        out += table(("file", "status", "added", "removed"), rows, numeric=(2, 3))
+    return out
+
+
+def _iteration_failure(it: Iteration) -> str:
+    if not (it.failure_type or it.problems or it.failure_evidence):
+        return ""
+    signals = [f"<li>{text(s.kind, 100)} at {_when(s.at)}: {code(s.text, MAX_CODE)}</li>"
+               for s in it.failure_evidence[:MAX_LIST]]
+    return (f'<h4>Failure: <span class="bad">{text(it.failure_type or "-")}</span></h4><ul>'
+            + "".join(f"<li>{text(p)}</li>" for p in it.problems[:MAX_LIST]) + "".join(signals) + "</ul>")
+
+
+def _iteration(it: Iteration, narrated: dict[int, NarrativeEntry]) -> str:
+    parts = [_iteration_head(it)]
+    if it.train_evidence:
+        parts.append(f"<h4>Trained as {text(it.train_type)}: evidence</h4>" + _found(it.train_evidence))
+    if it.online_evidence:
+        parts.append("<h4>Online rollouts: evidence</h4>" + _found(it.online_evidence))
+    if it.key_config:
+        rows = [(text(k), code(v.value), _at(v), text(v.source)) for k, v in list(it.key_config.items())[:MAX_LIST]]
+        parts.append("<h4>Key configuration</h4>" + table(("setting", "value", "where", "source"), rows))
+    parts.append(_iteration_changes(it))
+    if it.key_code:
+        parts.append("<h4>Key code</h4>" + _found(it.key_code))
+    if it.commands:
+        commands = "".join(f"<li>{code(c, MAX_CODE)}</li>" for c in it.commands[:MAX_LIST])
         parts.append(f"<h4>Commands</h4><ul>{commands}</ul>")
-    if it.get("failure_type") or it.get("problems") or it.get("failure_evidence"):
-        signals = [f"<li>{text(s.get('kind'), 100)} at {_when(s.get('at'))}: {code(s.get('text'), MAX_CODE)}</li>"
-                   for s in (it.get("failure_evidence") or [])[:MAX_LIST]]
-        parts.append(f'<h4>Failure: <span class="bad">{text(it.get("failure_type") or "-")}</span></h4><ul>'
-                     + "".join(f"<li>{text(p)}</li>" for p in (it.get("problems") or [])[:MAX_LIST])
-                     + "".join(signals) + "</ul>")
-    if it.get("agent_summary"):
+    parts.append(_iteration_failure(it))
+    if it.agent_summary:
         parts.append("<h4>The agent's own summary.md about it (its words, not checked)</h4>"
-                     + pre(it["agent_summary"], 4000))
-    entry = narrated.get(n)
+                     + pre(it.agent_summary, 4000))
+    entry = narrated.get(int(it.iteration or 0))
     if entry is not None:
-        said = pre(entry["text"], 4000) if entry.get("text") else f"<p>no narrative: {text(entry.get('error') or '?')}</p>"
+        said = pre(entry.text, 4000) if entry.text else f"<p>no narrative: {text(entry.error or '?')}</p>"
         parts.append("<h4>Narrative (written by the summarizer)</h4>" + said)
     parts.append("</details>\n")
     return "".join(parts)
 
 
-def _iterations(r: dict[str, Any]) -> str:
-    if r.get("diagnosis_error"):
-        return f"<p>Not diagnosed: {text(r['diagnosis_error'])}</p>"
-    its = r.get("iterations") or []
-    if not its:
+def _iteration_row(it: Iteration) -> str:
+    t, n = it.time, int(it.iteration or 0)
+    return row((f'<a href="#iteration-{n}">{n}</a>', num(it.submission_id), text(it.status, 100),
+                num(it.score), signed(it.improvement),
+                text(it.train_type, 100) + (" (online)" if it.online else ""), _lr(it),
+                text(it.failure_type, 100), num(t.get("training_s"), 0),
+                num(t.get("evaluating_s"), 0), num(t.get("idle_s"), 0)), (1, 3, 4, 8, 9, 10))
+
+
+def _iterations(r: Report) -> str:
+    if r.diagnosis_error:
+        return f"<p>Not diagnosed: {text(r.diagnosis_error)}</p>"
+    if not r.iterations:
         return "<p>No iteration.</p>"
-    narrative = r.get("narrative") or {}
-    narrated = {int(e["iteration"]): e for e in narrative.get("entries") or [] if isinstance(e, dict) and "iteration" in e}
+    narrative = r.narrative
+    narrated = narrative.entries if narrative is not None else {}
     rows = Capped(ITERATION_ROWS_BYTES)
-    for it in its:
-        t, n = it.get("time") or {}, int(it.get("iteration") or 0)
-        rows.add(row((f'<a href="#iteration-{n}">{n}</a>', num(it.get("submission_id")), text(it.get("status"), 100),
-                      num(it.get("score")), signed(it.get("improvement")),
-                      text(it.get("train_type"), 100) + (" (online)" if it.get("online") else ""), _lr(it),
-                      text(it.get("failure_type"), 100), num(t.get("training_s"), 0),
-                      num(t.get("evaluating_s"), 0), num(t.get("idle_s"), 0)), (1, 3, 4, 8, 9, 10)))
+    for it in r.iterations:
+        rows.add(_iteration_row(it))
     out = Capped(ITERATIONS_BYTES)
-    for it in its:
+    for it in r.iterations:
         out.add(_iteration(it, narrated))
-    head = f"<p>Route: <b id=\"route\">{text(r.get('route'))}</b></p>"
-    if narrative:
-        head += (f"<p class=\"note\">Narrative by {code(narrative.get('model'))}: {num(narrative.get('calls_total'))} calls"
-                 + (f"; {text(narrative['error'])}" if narrative.get("error") else "") + "</p>")
+    head = f"<p>Route: <b id=\"route\">{text(r.route)}</b></p>"
+    if narrative is not None:
+        head += (f"<p class=\"note\">Narrative by {code(narrative.model)}: {num(len(narrative.calls))} calls"
+                 + (f"; {text(narrative.error)}" if narrative.error else "") + "</p>")
     return (head + table_of(("#", "submission", "status", "score", "improvement", "training", "learning rate",
                              "failure", "training s", "eval s", "idle s"), rows.html())
             + _cut_note(rows, "iterations in this table") + out.html() + _cut_note(out, "iterations"))
 
 
-def _metrics(r: dict[str, Any]) -> str:
-    rows = [(text(k), num(v, 3)) for k, v in (r.get("metrics") or {}).items()]
+def _metrics(r: Report) -> str:
+    rows = [(text(k), num(v, 3)) for k, v in r.metrics.rows()]
     return table(("metric", "value"), rows, numeric=(1,))
 
 
-def _warnings(r: dict[str, Any]) -> str:
-    warnings = r.get("warnings") or []
-    if not warnings:
+def _warnings(r: Report) -> str:
+    if not r.warnings:
         return "<p>None.</p>"
     out = Capped(WARNINGS_BYTES)
-    for w in warnings:
-        out.add(f"<li>{text(w.get('at'))} {text(w.get('source'))}/{text(w.get('kind'))}: {text(w.get('message'))}</li>\n")
+    for w in r.warnings:
+        out.add(f"<li>{text(w.at)} {text(w.source)}/{text(w.kind)}: {text(w.message)}</li>\n")
     return f"<ul>{out.html()}</ul>" + _cut_note(out, "warnings (run.db's events table holds them)")
 
 
-def _trajectory(r: dict[str, Any]) -> str:
+def _trajectory(r: Report) -> str:
     svg = trajectory_svg(r)
     if len(svg.encode("utf-8")) > SVG_BYTES:
         return '<p class="cut">Too many points to draw here (the page\'s size cap): report/trajectory.svg has them.</p>'
     return svg
 
 
-def render_html(run_dir: Path, report: dict[str, Any] | None = None) -> str:
-    """The page (a str); ``report``: ``build_report(run_dir)``'s dict, built here when not given."""
+def render_html(run_dir: Path, report: Report | None = None) -> str:
+    """The page (a str); ``report``: ``build_report(run_dir)``, built here when not given."""
     run_dir = Path(run_dir)
     r = report if report is not None else build_report(run_dir)
     body = {
@@ -283,7 +291,7 @@ def render_html(run_dir: Path, report: dict[str, Any] | None = None) -> str:
         "submissions": _submissions(r),
         "iterations": _iterations(r),
         "items": item_flips_html(run_dir),
-        "metrics": _metrics(r) + _contamination_hits(r.get("contamination")),
+        "metrics": _metrics(r) + _contamination_hits(r.contamination_found),
         "transcript": transcript_html(run_dir),
         "warnings": _warnings(r),
     }
@@ -293,14 +301,14 @@ def render_html(run_dir: Path, report: dict[str, Any] | None = None) -> str:
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
             '<meta name="referrer" content="no-referrer">\n'
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>Run {text(r.get('run_id'))}</title>\n<style>{CSS}</style></head>\n<body>\n"
-            f'<h1>Run <span id="run-id">{text(r.get("run_id"))}</span></h1>\n<nav>{nav}</nav>\n{sections}'
+            f"<title>Run {text(r.run_id)}</title>\n<style>{CSS}</style></head>\n<body>\n"
+            f'<h1>Run <span id="run-id">{text(r.run_id)}</span></h1>\n<nav>{nav}</nav>\n{sections}'
             f"<footer class=\"note\"><p>Written by agent2rl-tui from the run's record; report generated "
-            f"{text(r.get('generated_at'))}. Text the agent made is shown as text, control characters as "
+            f"{text(r.generated_at)}. Text the agent made is shown as text, control characters as "
             "escapes; long texts and lists are cut where the page says so.</p></footer>\n</body></html>\n")
 
 
-def write_html(run_dir: Path, out: Path | None = None, report: dict[str, Any] | None = None) -> Path:
+def write_html(run_dir: Path, out: Path | None = None, report: Report | None = None) -> Path:
     """Write the page (default ``report/report.html`` of the run) and return its path; ``report``:
     the report just written (``write_report``'s), so it is not built again."""
     run_dir = Path(run_dir)

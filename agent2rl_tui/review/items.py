@@ -66,8 +66,8 @@ def significance(items: list[ItemRow], other: list[ItemRow]) -> Comparison | Non
     scored, paired by index: correct or not by the exact McNemar test, judged preferences by a
     paired bootstrap. None without a common item."""
     before = {item.index: item_value(item) for item in other}
-    pairs = [(before[item.index], item_value(item)) for item in items if item.index in before]
-    pairs = [(b, a) for b, a in pairs if b is not None and a is not None]
+    values = [(before[item.index], item_value(item)) for item in items if item.index in before]
+    pairs = [(b, a) for b, a in values if b is not None and a is not None]
     if not pairs:
         return None
     graded = any(item.judged for item in items)

@@ -342,12 +342,12 @@ def build_iterations(run_dir: Path, significance: dict[int, str] | None = None) 
 
     def window(a: float, b: float) -> tuple[list[str], dict[str, float]]:
         cmds = [c for c in logs.commands if a < c.at <= b]
-        ran = [c for c in cmds if c.ended is not None]
+        ran = [(c.text, c.at, c.ended) for c in cmds if c.ended is not None]
         time = exclusive_seconds(a, b, [
-            ("training_s", training + [(c.at, c.ended) for c in ran if is_training_command(c.text)]),
-            ("evaluating_s", evals + [(c.at, c.ended) for c in ran if is_eval_command(c.text)]),
+            ("training_s", training + [(at, end) for text, at, end in ran if is_training_command(text)]),
+            ("evaluating_s", evals + [(at, end) for text, at, end in ran if is_eval_command(text)]),
             ("training_s", gpu_busy),  # a busy GPU while the grader was not evaluating: the agent's training
-            ("thinking_s", llm), ("commands_s", [(c.at, c.ended) for c in ran])])
+            ("thinking_s", llm), ("commands_s", [(at, end) for _, at, end in ran])])
         return [c.text for c in cmds], time
 
     iterations: list[Iteration] = []

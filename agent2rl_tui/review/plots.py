@@ -19,10 +19,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
 from agent2rl_tui.util.inert import one_line
+
+if TYPE_CHECKING:
+    from agent2rl_tui.review.report_model import Report
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf")
@@ -161,30 +164,30 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def trajectory_svg(report: dict[str, Any]) -> str:
-    """A run's score over its run time, from report.json: each scored submission (score against
+def trajectory_svg(report: Report) -> str:
+    """A run's score over its run time, from its report: each scored submission (score against
     minutes since the budget's start), the best so far as a step line, the best submission
     marked, and the baseline as a horizontal line."""
-    scored = [s for s in report.get("submissions") or [] if s.get("status") == "scored"
-              and _num(s.get("score")) is not None and _num(s.get("elapsed_s")) is not None]
-    pts = [(s["elapsed_s"] / 60, float(s["score"])) for s in scored]
-    end = max([(_num(report.get("budget_s")) or 0.0) / 60, *(x for x, _ in pts)], default=1.0)
+    scored = [(s, elapsed, score) for s in report.submissions if s.status == "scored"
+              and (elapsed := _num(s.elapsed_s)) is not None and (score := _num(s.score)) is not None]
+    pts = [(elapsed / 60, score) for _, elapsed, score in scored]
+    end = max([(_num(report.budget_s) or 0.0) / 60, *(x for x, _ in pts)], default=1.0)
     best_so_far: list[tuple[float, float]] = []
     for x, y in pts:
         best_so_far.append((x, max(y, best_so_far[-1][1]) if best_so_far else y))
     if best_so_far:
         best_so_far.append((end, best_so_far[-1][1]))
-    chart = Chart(f"{report.get('run_id', '?')}: score over run time ({report.get('task', '?')})",
+    chart = Chart(f"{_or_unknown(report.run_id)}: score over run time ({_or_unknown(report.task)})",
                   "minutes since the budget's start", "score", xmin=0.0, xmax=end or 1.0,
                   series=[Series(pts, PALETTE[0], "submissions", markers=True),
                           Series(best_so_far, PALETTE[2], "best so far", step=True)],
                   legend=[("submissions", PALETTE[0]), ("best so far", PALETTE[2])])
-    best_id = (report.get("best") or {}).get("submission_id")
-    best = next((s for s in scored if s.get("submission_id") == best_id), None)
+    best_id = report.best.submission_id if report.best is not None else None
+    best = next(((elapsed, score) for s, elapsed, score in scored if s.submission_id == best_id), None)
     if best is not None:
-        chart.marks.append((best["elapsed_s"] / 60, float(best["score"]), f"best: #{best_id}", "#ffd700"))
+        chart.marks.append((best[0] / 60, best[1], f"best: #{best_id}", "#ffd700"))
         chart.legend.append((f"best (#{best_id})", "#ffd700"))
-    base = _num((report.get("baseline") or {}).get("score"))
+    base = _num(report.baseline.score)
     if base is not None:
         chart.hlines.append((base, "baseline", PALETTE[3]))
         chart.legend.append((f"baseline {base:g}", PALETTE[3]))
@@ -193,8 +196,12 @@ def trajectory_svg(report: dict[str, Any]) -> str:
     return render(chart)
 
 
-def write_trajectory(run_dir: Path, report: dict[str, Any]) -> Path:
-    """report/trajectory.svg of the run (``report``: what report.json holds)."""
+def _or_unknown(value: str | None) -> str:
+    return "?" if value is None else value
+
+
+def write_trajectory(run_dir: Path, report: Report) -> Path:
+    """report/trajectory.svg of the run (``report``: its report, as report.json holds it)."""
     out = Path(run_dir) / "report" / "trajectory.svg"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".svg.tmp").write_text(trajectory_svg(report), encoding="utf-8")

@@ -17,6 +17,11 @@ the hash of their weights, not by their path. Times are seconds from the budget'
   deadline (TERM, the grace period and KILL come after it and are not the agent's time).
 - ``last_submit_gap``: agent end (capped the same way) - last submission.
 
+The report is a ``report_model.Report`` (one typed tree; report.json is its ``to_json()``, the
+same keys, order and values as ever), made by small builders here: ``compute_metrics``,
+``baseline_part``, ``paired_significance``, ``submission_entry``, ``diagnose``, ``build_report``.
+report.md is rendered from its attributes (``render_markdown``).
+
 report.md quotes text the agent made (model paths, errors that quote them, file names in
 warnings and contamination hits): every such field goes in through ``util.inert.md_escape``
 or ``md_code``, so it reads as one literal line and can never add a heading, a table row,
@@ -26,6 +31,7 @@ a score or a link of its own. report.json keeps the record's text as it is (JSON
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +39,7 @@ from agent2rl_tui.record.capture import DEFAULT_RULES
 from agent2rl_tui.record.contamination import ContaminationResult, read_contamination
 from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.record.runrecord import RunRecord
-from agent2rl_tui.record.sessions import session_files
+from agent2rl_tui.record.sessions import SessionFiles, session_files
 from agent2rl_tui.record.store import (
     RunStore,
     Submission,
@@ -45,25 +51,45 @@ from agent2rl_tui.record.store import (
     scored_score,
     strict_of,
 )
-from agent2rl_tui.record.summary_parts import as_json
 from agent2rl_tui.record.transcripts import transcript_totals
+from agent2rl_tui.review.codefacts import Evidence, Setting
 from agent2rl_tui.review.items import significance
-from agent2rl_tui.review.iterations import TIME_KINDS, build_iterations
-from agent2rl_tui.review.narrative import Narrative, narrative_lines, read_narrative
+from agent2rl_tui.review.iterations import TIME_KINDS, Iteration, build_iterations
+from agent2rl_tui.review.narrative import narrative_lines, read_narrative
 from agent2rl_tui.review.plots import write_trajectory
+from agent2rl_tui.review.report_model import (
+    Baseline,
+    Best,
+    Containment,
+    Metrics,
+    Paired,
+    Report,
+    Resolution,
+    RevisionsSummary,
+    SubmissionEntry,
+    TranscriptTotals,
+    Vitals,
+    WarningEvent,
+    as_written,
+    contamination_found,
+    iteration_from_json,
+)
 from agent2rl_tui.review.run_usage import RunUsage, run_usage, usage_line, usage_notes
 from agent2rl_tui.review.runview import read_rows
 from agent2rl_tui.review.samples import summarize_samples
-from agent2rl_tui.review.significance import resolution
+from agent2rl_tui.review.significance import Comparison, resolution
+from agent2rl_tui.review.typed_json import READ_ERRORS
 from agent2rl_tui.util.inert import md_block, md_code, md_escape
 from agent2rl_tui.util.timeutil import human_duration, iso, now
+
+# -- the builders ------------------------------------------------------------------------------
 
 
 def _ratio(num: float, den: float) -> float | None:
     return num / den if den else None
 
 
-def compute_metrics(run: RunRecord, subs: list[Submission], baseline: Submission | None) -> dict[str, Any]:
+def compute_metrics(run: RunRecord, subs: list[Submission], baseline: Submission | None) -> Metrics:
     start = run.budget_start
     agent_end = run.agent_ended_at or run.ended_at
     if agent_end is not None and run.deadline is not None:
@@ -83,34 +109,28 @@ def compute_metrics(run: RunRecord, subs: list[Submission], baseline: Submission
     increases = sum(1 for a, b in zip(scores, scores[1:]) if b > a)
     last_submit = max((s.received_at for s in subs), default=None)
     base_hash = baseline.weights_hash if baseline else None
-    return {
-        "n_submissions": len(subs),
-        "n_valid": len(valid),
-        "valid_submission_rate": _ratio(len(valid), len(subs)),
-        "first_valid_idx": subs.index(first_valid) + 1 if first_valid else None,
-        "first_valid_delay": since_start(first_valid.received_at) if first_valid else None,
-        "time_to_first_improvement": since_start(first_improving.received_at) if first_improving else None,
-        "time_to_best": since_start(best.received_at) if best else None,
-        "monotonic_ratio": _ratio(increases, len(scores) - 1) if len(scores) >= 2 else None,
-        "time_used_ratio": (
-            round((agent_end - start) / run.budget_s, 4) if agent_end and start else None
-        ),
-        "last_submit_gap": round(agent_end - last_submit, 3) if agent_end and last_submit else None,
-        "base_copy_count": sum(1 for s in valid if base_hash and s.weights_hash == base_hash),
-        "eval_seconds_total": round(sum(s.eval_seconds or 0.0 for s in subs + ([baseline] if baseline else [])), 3),
-    }
+    return Metrics(
+        n_submissions=len(subs),
+        n_valid=len(valid),
+        valid_submission_rate=_ratio(len(valid), len(subs)),
+        first_valid_idx=subs.index(first_valid) + 1 if first_valid else None,
+        first_valid_delay=since_start(first_valid.received_at) if first_valid else None,
+        time_to_first_improvement=since_start(first_improving.received_at) if first_improving else None,
+        time_to_best=since_start(best.received_at) if best else None,
+        monotonic_ratio=_ratio(increases, len(scores) - 1) if len(scores) >= 2 else None,
+        time_used_ratio=round((agent_end - start) / run.budget_s, 4) if agent_end and start else None,
+        last_submit_gap=round(agent_end - last_submit, 3) if agent_end and last_submit else None,
+        base_copy_count=sum(1 for s in valid if base_hash and s.weights_hash == base_hash),
+        eval_seconds_total=round(sum(s.eval_seconds or 0.0 for s in subs + ([baseline] if baseline else [])), 3),
+    )
 
 
-def revisions_summary(revisions: list[dict[str, Any]]) -> dict[str, Any]:
+def revisions_summary(revisions: list[dict[str, Any]]) -> RevisionsSummary:
     """How many revisions, how much changed, and what the capture rules left out (last snapshot)."""
     last_ignored = json.loads(revisions[-1]["ignored_json"]) if revisions else {}
-    return {
-        "count": len(revisions),
-        "lines_added": sum(r["added"] for r in revisions),
-        "lines_removed": sum(r["removed"] for r in revisions),
-        "capture_rules": DEFAULT_RULES.describe(),
-        "left_out_at_end": last_ignored,
-    }
+    return RevisionsSummary(count=len(revisions), lines_added=sum(r["added"] for r in revisions),
+                            lines_removed=sum(r["removed"] for r in revisions),
+                            capture_rules=DEFAULT_RULES.describe(), left_out_at_end=last_ignored)
 
 
 WARNING_KINDS = {
@@ -124,150 +144,151 @@ NO_CONTAINMENT_RECORD = ("no containment recorded: the agent never started, or t
                          "version of agent2rl-tui without containment")
 
 
-def containment_of(store: RunStore) -> dict[str, Any]:
-    """How the agent was contained (the supervisor's ``containment`` event), or why not."""
-    return store.last_event_data("containment") or {"contained": False, "reason": NO_CONTAINMENT_RECORD}
+def containment_of(store: RunStore) -> Containment:
+    """How the agent was contained (the supervisor's ``containment`` event, its keys as recorded), or why not."""
+    return Containment.from_json(store.last_event_data("containment")
+                                 or {"contained": False, "reason": NO_CONTAINMENT_RECORD})
 
 
-def warning_events(store: RunStore) -> list[dict[str, Any]]:
+def warning_events(store: RunStore) -> list[WarningEvent]:
     return [
-        {"at": iso(e["at"]), "source": e["source"], "kind": e["kind"], "message": e["message"]}
+        WarningEvent(at=iso(e["at"]), source=e["source"], kind=e["kind"], message=e["message"])
         for e in store.events() if e["source"] == "vitals" or e["kind"] in WARNING_KINDS
     ]
 
 
-def build_report(run_dir: Path) -> dict[str, Any]:
+@dataclass
+class RecordFacts:
+    """What the report reads from run.db, in one open."""
+
+    run: RunRecord
+    baseline: Submission | None
+    subs: list[Submission]
+    revisions: list[dict[str, Any]]
+    transcript: dict[str, Any]
+    usage: RunUsage
+    warnings: list[WarningEvent]
+    containment: Containment
+    sessions: SessionFiles | None
+
+
+def read_facts(run_dir: Path) -> RecordFacts:
     with RunStore.of_run(run_dir) as store:
-        run = store.run()
-        baseline = store.baseline()
-        subs = store.submissions(kind="agent")
-        revisions = store.revision_rows()
-        transcript = transcript_totals(store)
-        usage = run_usage(store)
-        warnings = warning_events(store)
-        contained = containment_of(store)
-        sessions = session_files(run_dir, store)
-    base_score = scored_score(baseline)
-    best = best_of(subs)
-    start = run.budget_start
-    base_hash = baseline.weights_hash if baseline else None
+        return RecordFacts(run=store.run(), baseline=store.baseline(), subs=store.submissions(kind="agent"),
+                           revisions=store.revision_rows(), transcript=transcript_totals(store), usage=run_usage(store),
+                           warnings=warning_events(store), containment=containment_of(store),
+                           sessions=session_files(run_dir, store))
 
-    read: dict[int, list[ItemRow]] = {}
 
-    def items_of(sub_id: int) -> list[ItemRow]:  # each evaluation read once
-        if sub_id not in read:
-            read[sub_id] = read_rows(run_dir, sub_id)
-        return read[sub_id]
+def baseline_part(baseline: Submission | None) -> Baseline:
+    if baseline is None:
+        return Baseline()
+    return Baseline(score=scored_score(baseline), status=baseline.status, error=baseline.error,
+                    eval_seconds=baseline.eval_seconds, weights_hash=baseline.weights_hash,
+                    strict=strict_of(baseline), judged=judgement_of(baseline))
 
-    base_items = items_of(baseline.id) if baseline is not None and base_score is not None else []
-    best_before: dict[int, Submission | None] = {}
+
+def resolution_of(baseline: Submission | None) -> Resolution | None:
+    """What the run's eval can tell apart (``significance.resolution``), from the baseline's item count."""
+    if baseline is None or not baseline.n_items:
+        return None
+    return Resolution(n=baseline.n_items, points=round(resolution(baseline.n_items), 2))
+
+
+class ItemCache:
+    """Each evaluation's per-item results, read once."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.read: dict[int, list[ItemRow]] = {}
+
+    def __call__(self, sub_id: int) -> list[ItemRow]:
+        if sub_id not in self.read:
+            self.read[sub_id] = read_rows(self.run_dir, sub_id)
+        return self.read[sub_id]
+
+
+def paired_significance(run_dir: Path, subs: list[Submission], baseline: Submission | None) -> dict[int, Paired]:
+    """Each scored submission against the baseline and the best before it, item by item."""
+    items = ItemCache(run_dir)
+    base_items = items(baseline.id) if baseline is not None and scored_score(baseline) is not None else []
+    out: dict[int, Paired] = {}
     leader: Submission | None = None
     for s in subs:
-        best_before[s.id] = leader
-        if s.score is not None and s.status == SubStatus.SCORED and (leader is None or s.score > (leader.score or 0)):
-            leader = s
-
-    def paired(s: Submission) -> dict[str, Any] | None:
-        """The submission against the baseline and the best before it, item by item."""
+        prior = leader
         if s.score is None or s.status != SubStatus.SCORED:
-            return None
-        items = items_of(s.id)
-        prior = best_before.get(s.id)
-        vs_base = significance(items, base_items) if base_items else None
-        vs_best = significance(items, items_of(prior.id)) if prior is not None else None
-        return {"vs_baseline": vs_base.as_json() if vs_base else None,
-                "vs_previous_best": vs_best.as_json() if vs_best else None,
-                "previous_best": prior.id if prior is not None else None}
+            continue
+        if leader is None or s.score > (leader.score or 0):
+            leader = s
+        vs_base = significance(items(s.id), base_items) if base_items else None
+        vs_best = significance(items(s.id), items(prior.id)) if prior is not None else None
+        out[s.id] = Paired(vs_baseline=as_written(vs_base), vs_previous_best=as_written(vs_best),
+                           previous_best=prior.id if prior is not None else None)
+    return out
 
-    def sub_entry(s: Submission) -> dict[str, Any]:
-        return {
-            "submission_id": s.id,
-            "status": s.status,
-            "score": s.score,
-            "improvement": (s.score - base_score) if s.score is not None and base_score is not None else None,
-            "received_at": iso(s.received_at),
-            "elapsed_s": round(s.received_at - start, 3) if start else None,
-            "eval_seconds": round(s.eval_seconds, 3) if s.eval_seconds is not None else None,
-            "model_path": s.model_path,
-            "weights_hash": s.weights_hash,
-            "is_base_copy": bool(base_hash and s.weights_hash == base_hash),
-            "revision": s.revision_seq,
-            "error": s.error,
-            "strict": as_json(strict_of(s)),
-            "judged": as_json(judgement_of(s)),
-            "significance": paired(s),
-        }
 
-    entries = [sub_entry(s) for s in subs]
-    labels = {e["submission_id"]: e["significance"]["vs_baseline"]["label"] for e in entries
-              if e["significance"] and e["significance"]["vs_baseline"]}
+def submission_entry(s: Submission, start: float | None, baseline: Submission | None,
+                     paired: Paired | None) -> SubmissionEntry:
+    """One agent submission as the report holds it (``start``: the budget's start)."""
+    base_score = scored_score(baseline)
+    base_hash = baseline.weights_hash if baseline else None
+    return SubmissionEntry(
+        submission_id=s.id, status=s.status, score=s.score,
+        improvement=(s.score - base_score) if s.score is not None and base_score is not None else None,
+        received_at=iso(s.received_at), elapsed_s=round(s.received_at - start, 3) if start else None,
+        eval_seconds=round(s.eval_seconds, 3) if s.eval_seconds is not None else None,
+        model_path=s.model_path, weights_hash=s.weights_hash,
+        is_base_copy=bool(base_hash and s.weights_hash == base_hash), revision=s.revision_seq, error=s.error,
+        strict=strict_of(s), judged=judgement_of(s), significance=paired)
+
+
+def _as_read_back(it: Iteration) -> Iteration:
+    """``it`` as report.json holds it (times rounded), so a built report renders as one read back."""
+    try:
+        return iteration_from_json(it.as_json())
+    except READ_ERRORS:
+        return it
+
+
+def diagnose(run_dir: Path, entries: list[SubmissionEntry]) -> tuple[str | None, list[Iteration], str | None]:
+    """The route, the iterations, and why there are none where the diagnosis failed (it never costs the report)."""
+    labels = {e.submission_id: e.significance.vs_baseline.label for e in entries
+              if e.submission_id is not None and e.significance and e.significance.vs_baseline}
     try:
         diagnosis = build_iterations(run_dir, labels)
-        route, iterations, diagnosis_error = diagnosis.route, [it.as_json() for it in diagnosis.iterations], None
     except Exception as exc:  # noqa: BLE001 - the diagnosis never costs the report
-        route, iterations, diagnosis_error = None, [], f"{type(exc).__name__}: {exc}"
-    return {
-        "run_id": run.id,
-        "task": run.task,
-        "agent": run.agent,
-        "driver": run.driver,
-        "base_model": run.base_model,
-        "prompt_profile": prompt_profile_of(run.config, baseline, *subs),
-        "decoding_row": decoding_row_of(run.config, baseline, *subs),
-        "status": run.status,
-        "end_reason": run.end_reason,
-        "agent_exit_code": run.agent_exit_code,
-        "error": run.error,
-        "budget_s": run.budget_s,
-        "budget_start": iso(start),
-        "deadline": iso(run.deadline),
-        "agent_ended_at": iso(run.agent_ended_at),
-        "ended_at": iso(run.ended_at),
-        "baseline": {
-            "score": base_score,
-            "status": baseline.status if baseline else None,
-            "error": baseline.error if baseline else None,
-            "eval_seconds": baseline.eval_seconds if baseline else None,
-            "weights_hash": base_hash,
-            "strict": as_json(strict_of(baseline)),
-            "judged": as_json(judgement_of(baseline)),
-        },
-        "resolution": ({"n": baseline.n_items, "points": round(resolution(baseline.n_items), 2)}
-                       if baseline is not None and baseline.n_items else None),
-        "best": {"submission_id": best.id, "score": best.score} if best else None,
-        "improvement": (best.score - base_score) if best and base_score is not None else None,
-        "submissions": entries,
-        "route": route,
-        "iterations": iterations,
-        "diagnosis_error": diagnosis_error,
-        "narrative": _narrative_json(run_dir),
-        "metrics": compute_metrics(run, subs, baseline),
-        "revisions": revisions_summary(revisions),
-        "transcript": transcript,
-        "agent_sessions": sessions.as_json() if sessions else None,
-        "usage": usage.as_json(),
-        "vitals": summarize_samples(run_dir),
-        "warnings": warnings,
-        "containment": contained,
-        "contamination": _contamination_json(run_dir),
-        "generated_at": iso(now()),
-    }
+        return None, [], f"{type(exc).__name__}: {exc}"
+    return diagnosis.route, [_as_read_back(it) for it in diagnosis.iterations], None
 
 
-def _contamination_json(run_dir: Path) -> dict[str, Any] | None:
-    """report/contamination.json as report.json holds it (None: no check ran, or its file is unreadable)."""
-    result = read_contamination(run_dir)
-    return result.to_dict() if result is not None else None
+def build_report(run_dir: Path) -> Report:
+    """The run's report, from the record as it stands (a live run's too)."""
+    run_dir = Path(run_dir)
+    facts = read_facts(run_dir)
+    run, baseline, subs = facts.run, facts.baseline, facts.subs
+    base_score, best = scored_score(baseline), best_of(subs)
+    paired = paired_significance(run_dir, subs, baseline)
+    entries = [submission_entry(s, run.budget_start, baseline, paired.get(s.id)) for s in subs]
+    route, iterations, diagnosis_error = diagnose(run_dir, entries)
+    return Report(
+        run_id=run.id, task=run.task, agent=run.agent, driver=run.driver, base_model=run.base_model,
+        prompt_profile=prompt_profile_of(run.config, baseline, *subs),
+        decoding_row=decoding_row_of(run.config, baseline, *subs), status=run.status, end_reason=run.end_reason,
+        agent_exit_code=run.agent_exit_code, error=run.error, budget_s=run.budget_s, budget_start=iso(run.budget_start),
+        deadline=iso(run.deadline), agent_ended_at=iso(run.agent_ended_at), ended_at=iso(run.ended_at),
+        baseline=baseline_part(baseline), resolution=resolution_of(baseline),
+        best=Best(submission_id=best.id, score=best.score) if best else None,
+        improvement=(best.score - base_score) if best and best.score is not None and base_score is not None else None,
+        submissions=entries, route=route, iterations=iterations, diagnosis_error=diagnosis_error,
+        narrative=read_narrative(run_dir), metrics=compute_metrics(run, subs, baseline),
+        revisions=revisions_summary(facts.revisions), transcript=TranscriptTotals.from_json(facts.transcript),
+        agent_sessions=facts.sessions, usage=facts.usage, vitals=Vitals.from_json(summarize_samples(run_dir)),
+        warnings=facts.warnings, containment=facts.containment, contamination=read_contamination(run_dir),
+        generated_at=iso(now()),
+    )
 
 
-def _narrative_json(run_dir: Path) -> dict[str, Any] | None:
-    """The run's narrative for report.json, without its cache of answers."""
-    narrative = read_narrative(run_dir)
-    if narrative is None:
-        return None
-    data = narrative.as_json()
-    data.pop("cache", None)
-    return data
+# -- report.md -----------------------------------------------------------------------------------
 
 
 def _fmt(x: Any, nd: int = 2) -> str:
@@ -278,111 +299,157 @@ def _fmt(x: Any, nd: int = 2) -> str:
     return str(x)
 
 
+def _number(x: Any, spec: str) -> str:
+    """A number formatted by ``spec`` (``-`` for anything else: a damaged report.json)."""
+    return format(x, spec) if isinstance(x, int | float) and not isinstance(x, bool) else "-"
+
+
+def _shifted(x: Any, bits: int) -> str:
+    """Bytes in MiB (20) or GiB (30), rounded down (``-`` for anything but an integer)."""
+    return str(x >> bits) if isinstance(x, int) and not isinstance(x, bool) else "-"
+
+
+def _e(x: Any) -> str:
+    """A field for prose or a cell, escaped (``-`` for none)."""
+    return "-" if x is None else md_escape(x if isinstance(x, str) else str(x))
+
+
+def _opt(value: Any) -> str:
+    """An optional field: escaped, or a plain ``-`` when empty."""
+    return _e(value) if value else "-"
+
+
+def _code(x: Any) -> str:
+    return "-" if x is None else md_code(x if isinstance(x, str) else str(x), in_table=False)
+
+
 def _path(path: str | None) -> str:
     """A path the agent chose, for a table cell: a literal code span (``-`` for none)."""
     return md_code(path) if path else "-"
 
 
-def render_markdown(report: dict[str, Any]) -> str:
-    e = md_escape
-
-    def opt(value: Any) -> str:  # an optional field: escaped, or a plain -
-        return e(value) if value else "-"
-
+def head_lines(r: Report) -> list[str]:
+    """The title and the run's facts: task, status, the result, containment, contamination, usage."""
+    best_score = r.best.score if r.best is not None else None
     lines = [
-        f"# Run {e(report['run_id'])}",
+        f"# Run {_e(r.run_id)}",
         "",
-        f"- task **{e(report['task'])}** (prompt profile {opt(report.get('prompt_profile'))}"
-        + (f", decoding row {e(report['decoding_row'])}" if report.get("decoding_row") else "") + "), agent "
-        f"**{e(report['agent'])}**, driver {opt(report['driver'])}, base model "
-        f"{md_code(report['base_model'], in_table=False)}",
-        f"- status **{e(report['status'])}** ({opt(report['end_reason'])}), agent exit code "
-        f"{_fmt(report['agent_exit_code'])}, budget {human_duration(report['budget_s'])}",
-        f"- baseline **{_fmt(report['baseline']['score'])}**, best **"
-        f"{_fmt(report['best']['score'] if report['best'] else None)}**, improvement **"
-        f"{_fmt(report['improvement'])}**",
+        f"- task **{_e(r.task)}** (prompt profile {_opt(r.prompt_profile)}"
+        + (f", decoding row {_e(r.decoding_row)}" if r.decoding_row else "") + "), agent "
+        f"**{_e(r.agent)}**, driver {_opt(r.driver)}, base model {_code(r.base_model)}",
+        f"- status **{_e(r.status)}** ({_opt(r.end_reason)}), agent exit code "
+        f"{_fmt(r.agent_exit_code)}, budget {human_duration(r.budget_s)}",
+        f"- baseline **{_fmt(r.baseline.score)}**, best **{_fmt(best_score)}**, improvement **{_fmt(r.improvement)}**",
     ]
-    res = report.get("resolution")
-    if res:
-        lines.append(f"- resolution: {res['points']:.1f} points on its {res['n']} eval items (a paired difference "
+    res = r.resolution
+    if res is not None and res.points is not None:
+        lines.append(f"- resolution: {res.points:.1f} points on its {res.n} eval items (a paired difference "
                      "detected 4 times in 5 at the 5% level when half the items flip; each submission's own "
                      "comparison below says whether its gain is more than noise)")
-    if report["error"]:
-        lines.append(f"- error: {e(report['error'])}")
-    c = report["containment"]
-    lines.append(f"- containment: **contained** by {e(c['reason'])}" if c["contained"]
-                 else f"- containment: **NOT CONTAINED**: {e(c['reason'])}")
-    lines.append(contamination_line(report["contamination"]))
-    lines += usage_lines(report.get("usage"))
-    lines += ["", "| # | at | status | score | vs baseline | eval s | revision | model |",
-              "|---|---|---|---|---|---|---|---|"]
-    for s in report["submissions"]:
+    if r.error:
+        lines.append(f"- error: {_e(r.error)}")
+    c = r.containment
+    lines.append(f"- containment: **contained** by {_e(c.reason)}" if c.contained
+                 else f"- containment: **NOT CONTAINED**: {_e(c.reason)}")
+    lines.append(_contamination_line(r.contamination_found))
+    return lines + usage_lines(r.usage)
+
+
+def submission_rows(r: Report) -> list[str]:
+    lines = ["", "| # | at | status | score | vs baseline | eval s | revision | model |",
+             "|---|---|---|---|---|---|---|---|"]
+    for s in r.submissions:
         lines.append(
-            f"| {s['submission_id']} | {human_duration(s['elapsed_s'])} | {e(s['status'])} | {_fmt(s['score'])} | "
-            f"{_fmt(s['improvement'])} | {_fmt(s['eval_seconds'], 1)} | {_fmt(s['revision'])} | {_path(s['model_path'])}"
-            f"{' (base copy)' if s['is_base_copy'] else ''} |"
+            f"| {s.submission_id} | {human_duration(s.elapsed_s)} | {_e(s.status)} | {_fmt(s.score)} | "
+            f"{_fmt(s.improvement)} | {_fmt(s.eval_seconds, 1)} | {_fmt(s.revision)} | {_path(s.model_path)}"
+            f"{' (base copy)' if s.is_base_copy else ''} |"
         )
+    return lines
+
+
+def render_markdown(report: Report) -> str:
+    """report.md: every section, from the report's attributes."""
+    lines = head_lines(report) + submission_rows(report)
     lines += significance_lines(report)
     lines += iteration_lines(report)
-    if report.get("iterations"):
-        lines += narrative_lines(Narrative.from_json(report["narrative"]) if report.get("narrative") else None)
+    if report.iterations:
+        lines += narrative_lines(report.narrative)
     lines += strict_lines(report)
     lines += judged_lines(report)
     lines += ["", "| metric | value |", "|---|---|"]
-    lines += [f"| {k} | {_fmt(v, 3)} |" for k, v in report["metrics"].items()]
-    revs = report["revisions"]
-    lines += ["", f"## Code revisions: {revs['count']} (+{revs['lines_added']} / -{revs['lines_removed']} lines)", ""]
-    lines += [f"- {rule}" for rule in revs["capture_rules"]]
-    if revs["left_out_at_end"]:
-        left = ", ".join(f"{e(reason)}: {n}" for reason, n in sorted(revs["left_out_at_end"].items()))
-        lines.append(f"- left out of the last snapshot: {left}")
-    t = report["transcript"]
-    kinds = ", ".join(f"{e(k)} {n}" for k, n in sorted(t["by_kind"].items()))
-    lines += ["", f"## Transcript: {t['steps']} steps ({kinds or 'none'})"]
-    if report.get("agent_sessions"):
-        lines += ["", f"- the agent CLI's own sessions, kept with the run: {sessions_text(report['agent_sessions'])}"]
-    v = report["vitals"]
-    if v.get("samples"):
-        gpus = v["gpus"] if isinstance(v["gpus"], str) else ", ".join(
-            f"GPU {i}: util max {g['util_pct_max']:.0f}%, memory max {g['mem_used_max'] >> 20} MiB"
-            for i, g in v["gpus"].items())
-        lines += ["", f"## Machine ({v['samples']} samples)",
-                  f"- CPU mean {_fmt(v['cpu_pct_mean'], 0)}%, max {_fmt(v['cpu_pct_max'], 0)}%; memory max "
-                  f"{v['mem_used_max'] >> 20} of {v['mem_total'] >> 20} MiB; disk free min {v['disk_free_min'] >> 30} GiB",
-                  f"- agent: up to {v['agent_procs_max']} processes, RSS max {v['agent_rss_max'] >> 20} MiB",
-                  f"- {gpus}"]
-    lines += contamination_section(report["contamination"])
-    warnings = report.get("warnings") or []
-    if warnings:
-        lines += ["", f"## Warnings ({len(warnings)})", ""]
-        lines += [f"- {w['at']} {e(w['source'])}/{e(w['kind'])}: {e(w['message'])}" for w in warnings[:200]]
-        if len(warnings) > 200:
-            lines.append(f"- … and {len(warnings) - 200} more in run.db's events table")
+    lines += [f"| {k} | {_fmt(v, 3)} |" for k, v in report.metrics.rows()]
+    lines += revision_lines(report.revisions)
+    lines += transcript_lines(report)
+    lines += vitals_lines(report.vitals)
+    lines += _contamination_section(report.contamination_found)
+    lines += warning_lines(report.warnings)
     return "\n".join(lines) + "\n"
 
 
-def sessions_text(data: dict[str, Any]) -> str:
+def revision_lines(revs: RevisionsSummary) -> list[str]:
+    lines = ["", f"## Code revisions: {_fmt(revs.count)} (+{_fmt(revs.lines_added)} / -{_fmt(revs.lines_removed)} "
+                 "lines)", ""]
+    lines += [f"- {rule}" for rule in revs.capture_rules]
+    if revs.left_out_at_end:
+        left = ", ".join(f"{_e(reason)}: {n}" for reason, n in sorted(revs.left_out_at_end.items()))
+        lines.append(f"- left out of the last snapshot: {left}")
+    return lines
+
+
+def transcript_lines(r: Report) -> list[str]:
+    t = r.transcript
+    kinds = ", ".join(f"{_e(k)} {n}" for k, n in sorted(t.by_kind.items()))
+    lines = ["", f"## Transcript: {_fmt(t.steps)} steps ({kinds or 'none'})"]
+    if r.agent_sessions:
+        lines += ["", f"- the agent CLI's own sessions, kept with the run: {sessions_text(r.agent_sessions)}"]
+    return lines
+
+
+def vitals_lines(v: Vitals) -> list[str]:
+    if not v.samples:
+        return []
+    gpus = v.gpus if isinstance(v.gpus, str) else ", ".join(
+        f"GPU {i}: util max {_number(g.util_pct_max, '.0f')}%, memory max {_shifted(g.mem_used_max, 20)} MiB"
+        for i, g in (v.gpus or {}).items())
+    return ["", f"## Machine ({v.samples} samples)",
+            f"- CPU mean {_fmt(v.cpu_pct_mean, 0)}%, max {_fmt(v.cpu_pct_max, 0)}%; memory max "
+            f"{_shifted(v.mem_used_max, 20)} of {_shifted(v.mem_total, 20)} MiB; disk free min "
+            f"{_shifted(v.disk_free_min, 30)} GiB",
+            f"- agent: up to {v.agent_procs_max} processes, RSS max {_shifted(v.agent_rss_max, 20)} MiB",
+            f"- {gpus}"]
+
+
+def warning_lines(warnings: list[WarningEvent]) -> list[str]:
+    if not warnings:
+        return []
+    lines = ["", f"## Warnings ({len(warnings)})", ""]
+    lines += [f"- {w.at} {_e(w.source)}/{_e(w.kind)}: {_e(w.message)}" for w in warnings[:200]]
+    if len(warnings) > 200:
+        lines.append(f"- … and {len(warnings) - 200} more in run.db's events table")
+    return lines
+
+
+def sessions_text(s: SessionFiles) -> str:
     """``agent-home/.codex/sessions`` (2 files, 41 KiB), the folders as code spans."""
-    more = "+" if data.get("capped") else ""
-    folders = ", ".join(md_code(str(f), in_table=False) for f in data.get("folders") or [])
-    return f"{folders} ({data.get('files', 0):,}{more} files, {data.get('bytes', 0) / 1024:,.0f}{more} KiB)"
+    more = "+" if s.capped else ""
+    folders = ", ".join(md_code(str(f), in_table=False) for f in s.folders)
+    return f"{folders} ({s.files:,}{more} files, {s.bytes / 1024:,.0f}{more} KiB)"
 
 
-def usage_lines(data: dict[str, Any] | None) -> list[str]:
+def usage_lines(u: RunUsage | None) -> list[str]:
     """The run's tokens and cost (``review.run_usage``: metered, else from the agent's stream), what
     the reader must know about them, and how the calls were metered."""
-    if data is None:  # a report.json written before the meter
+    if u is None:  # a report.json written before the meter
         return []
-    u = RunUsage.from_json(data)
     lines = [f"- {usage_line(u)}"]  # numbers and our own words only
     lines += [f"  - {md_escape(note)}" for note in usage_notes(u)]
     meter = u.meter or {}
     if meter.get("metered"):
-        caps = meter.get("caps") or {}
+        caps: dict[str, Any] = meter["caps"] if isinstance(meter.get("caps"), dict) else {}
         capped = []
-        if caps.get("max_tokens") is not None:
+        if isinstance(caps.get("max_tokens"), int | float):
             capped.append(f"{caps['max_tokens']:,} tokens")
-        if caps.get("max_cost_usd") is not None:
+        if isinstance(caps.get("max_cost_usd"), int | float):
             capped.append(f"${caps['max_cost_usd']:.2f}")
         upstream = md_code(str(meter.get("upstream")), in_table=False)
         lines.append(f"- metering: **metered** by the loopback meter, calls to {upstream}; "
@@ -392,21 +459,21 @@ def usage_lines(data: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def significance_lines(report: dict[str, Any]) -> list[str]:
-    """Each scored submission against the baseline and the best before it, on the same items."""
-    def said(c: dict[str, Any] | None) -> str:
-        if not c:
-            return "-"
-        low, high = c["ci95"]
-        test = f"; McNemar p = {c['p_value']:.4f}, {c['gained']} gained, {c['lost']} lost" if c.get("p_value") is not None else ""
-        return f"{c['diff']:+.2f} [{low:+.2f}, {high:+.2f}] **{c['label']}**{test}"
+def _said(c: Comparison | None) -> str:
+    if c is None:
+        return "-"
+    test = f"; McNemar p = {c.p_value:.4f}, {c.gained} gained, {c.lost} lost" if c.p_value is not None else ""
+    return f"{c.diff:+.2f} [{c.low:+.2f}, {c.high:+.2f}] **{c.label}**{test}"
 
-    rows = [(s["submission_id"], s.get("significance")) for s in report["submissions"] if s.get("significance")]
+
+def significance_lines(report: Report) -> list[str]:
+    """Each scored submission against the baseline and the best before it, on the same items."""
+    rows = [(s.submission_id, s.significance) for s in report.submissions if s.significance is not None]
     if not rows:
         return []
     out = ["", "Paired on the same items (points, 95% interval):", "",
            "| # | vs baseline | vs the best before it |", "|---|---|---|"]
-    out += [f"| {n} | {said(sig['vs_baseline'])} | {said(sig['vs_previous_best'])} |" for n, sig in rows]
+    out += [f"| {n} | {_said(sig.vs_baseline)} | {_said(sig.vs_previous_best)} |" for n, sig in rows]
     return out
 
 
@@ -414,102 +481,93 @@ def _secs(x: float | None) -> str:
     return "-" if x is None else f"{x:,.0f} s" if x >= 10 else f"{x:.1f} s"
 
 
-def _at(found: dict[str, Any]) -> str:
+def _at(found: Evidence | Setting) -> str:
     """Where a finding is: ``path:line`` as a code span (the path is the agent's)."""
-    return md_code(f"{found['path']}:{found['line']}" if found.get("line") else str(found["path"]), in_table=False)
+    return md_code(f"{found.path}:{found.line}" if found.line else str(found.path), in_table=False)
 
 
-def iteration_lines(report: dict[str, Any]) -> list[str]:
+def iteration_lines(report: Report) -> list[str]:
     """The route and each iteration: what it trained, with what, what changed, where the time
     went, what failed, each finding with its file and line."""
-    if report.get("diagnosis_error"):
-        return ["", f"## Iterations: not diagnosed ({md_escape(report['diagnosis_error'])})"]
-    iterations = report.get("iterations") or []
-    if not iterations:
+    if report.diagnosis_error:
+        return ["", f"## Iterations: not diagnosed ({md_escape(report.diagnosis_error)})"]
+    if not report.iterations:
         return []
-    e = md_escape
-    out = ["", f"## Iterations: {e(report.get('route') or '-')}", "",
+    out = ["", f"## Iterations: {_e(report.route or '-')}", "",
            "| # | submission | status | score | improvement | training | failure | training s | eval s | idle s |",
            "|---|---|---|---|---|---|---|---|---|---|"]
-    for it in iterations:
-        t = it.get("time") or {}
-        out.append(f"| {it['iteration']} | {_fmt(it.get('submission_id'))} | {e(it['status'])} | {_fmt(it.get('score'))} | "
-                   f"{_fmt(it.get('improvement'))} | {e(it['train_type'])}{' (online)' if it.get('online') else ''} | "
-                   f"{e(it.get('failure_type') or '-')} | {_fmt(t.get('training_s'), 0)} | {_fmt(t.get('evaluating_s'), 0)} | "
+    for it in report.iterations:
+        t = it.time
+        out.append(f"| {it.iteration} | {_fmt(it.submission_id)} | {_e(it.status)} | {_fmt(it.score)} | "
+                   f"{_fmt(it.improvement)} | {_e(it.train_type)}{' (online)' if it.online else ''} | "
+                   f"{_e(it.failure_type or '-')} | {_fmt(t.get('training_s'), 0)} | {_fmt(t.get('evaluating_s'), 0)} | "
                    f"{_fmt(t.get('idle_s'), 0)} |")
-    for it in iterations:
-        sub = f"submission {it['submission_id']}" if it.get("submission_id") is not None else "no submission"
-        out += ["", f"### Iteration {it['iteration']}: {sub}, {e(it['train_type'])}, {e(it['status'])}"
-                    + (f" ({e(it['significance'])} vs the baseline)" if it.get("significance") else "")]
-        t = it.get("time") or {}
-        out.append(f"- {_secs(it.get('duration_s'))} long, ending {_secs(it.get('elapsed_s'))} into the run: "
-                   + ", ".join(f"{k.removesuffix('_s')} {_secs(t.get(k))}" for k in TIME_KINDS))
-        if it.get("train_evidence"):
-            ev = it["train_evidence"][0]
-            out.append(f"- trained as **{e(it['train_type'])}**: {_at(ev)} "
-                       f"{md_code(ev['text'], in_table=False)}")
-        if it.get("online") and it.get("online_evidence"):
-            ev = it["online_evidence"][0]
-            out.append(f"- online rollouts: {_at(ev)} "
-                       f"{md_code(ev['text'], in_table=False)}")
-        config = it.get("key_config") or {}
-        if config:
-            out.append("- key configuration: " + ", ".join(
-                f"{e(k)} {md_code(v['value'], in_table=False)} ({_at(v)})"
-                for k, v in config.items()))
-        out.append(f"- changed since the previous submission: {e((it.get('changes') or {}).get('summary') or 'no change')}")
-        if it.get("key_code"):
-            out.append("- key code:")
-            out += [f"  - {_at(c)} {md_code(c['text'], in_table=False)}"
-                    for c in it["key_code"]]
-        if it.get("failure_type"):
-            out.append(f"- failure: **{e(it['failure_type'])}**")
-        out += [f"  - {e(p)}" for p in (it.get("problems") or [])]
-        if it.get("agent_summary"):
-            out += ["- the agent's own summary.md about it (its words, not checked):", "", md_block(it["agent_summary"])]
+    for it in report.iterations:
+        out += iteration_detail(it)
     return out
 
 
-def strict_lines(report: dict[str, Any]) -> list[str]:
+def iteration_detail(it: Iteration) -> list[str]:
+    """One iteration's section of report.md."""
+    sub = f"submission {it.submission_id}" if it.submission_id is not None else "no submission"
+    out = ["", f"### Iteration {it.iteration}: {sub}, {_e(it.train_type)}, {_e(it.status)}"
+               + (f" ({_e(it.significance)} vs the baseline)" if it.significance else "")]
+    out.append(f"- {_secs(it.duration_s)} long, ending {_secs(it.elapsed_s)} into the run: "
+               + ", ".join(f"{k.removesuffix('_s')} {_secs(it.time.get(k))}" for k in TIME_KINDS))
+    if it.train_evidence:
+        ev = it.train_evidence[0]
+        out.append(f"- trained as **{_e(it.train_type)}**: {_at(ev)} {md_code(ev.text, in_table=False)}")
+    if it.online and it.online_evidence:
+        ev = it.online_evidence[0]
+        out.append(f"- online rollouts: {_at(ev)} {md_code(ev.text, in_table=False)}")
+    if it.key_config:
+        out.append("- key configuration: " + ", ".join(
+            f"{_e(k)} {md_code(v.value, in_table=False)} ({_at(v)})" for k, v in it.key_config.items()))
+    out.append(f"- changed since the previous submission: {_e(it.changes.summary or 'no change')}")
+    if it.key_code:
+        out.append("- key code:")
+        out += [f"  - {_at(c)} {md_code(c.text, in_table=False)}" for c in it.key_code]
+    if it.failure_type:
+        out.append(f"- failure: **{_e(it.failure_type)}**")
+    out += [f"  - {_e(p)}" for p in it.problems]
+    if it.agent_summary:
+        out += ["- the agent's own summary.md about it (its words, not checked):", "", md_block(it.agent_summary)]
+    return out
+
+
+def strict_lines(report: Report) -> list[str]:
     """Our stricter reading beside each reference-profile score, where the record has one."""
-    rows = [("baseline", report["baseline"].get("strict"))]
-    rows += [(f"#{s['submission_id']}", s.get("strict")) for s in report["submissions"]]
-    rows = [(name, st) for name, st in rows if st]
-    if not rows:
+    rows = [("baseline", report.baseline.strict)]
+    rows += [(f"#{s.submission_id}", s.strict) for s in report.submissions]
+    found = [(name, st) for name, st in rows if st is not None and not st.empty]
+    if not found:
         return []
-    lines = ["", f"Scores follow the reference's answer rule; our stricter reading ({rows[0][1]['rule']}) gives:", ""]
-    lines += [f"- {name}: {st['score']:.2f} ({st['n_differ']} item(s) read differently)" for name, st in rows]
+    lines = ["", f"Scores follow the reference's answer rule; our stricter reading ({found[0][1].rule}) gives:", ""]
+    lines += [f"- {name}: {_number(st.score, '.2f')} ({st.n_differ} item(s) read differently)" for name, st in found]
     return lines
 
 
-def judged_lines(report: dict[str, Any]) -> list[str]:
+def judged_lines(report: Report) -> list[str]:
     """A judge-graded run's scores: which rate each is, both rates, the judge, failed items."""
-    rows = [("baseline", report["baseline"].get("judged"))]
-    rows += [(f"#{s['submission_id']}", s.get("judged")) for s in report["submissions"]]
-    rows = [(name, j) for name, j in rows if j]
-    if not rows:
+    rows = [("baseline", report.baseline.judged)]
+    rows += [(f"#{s.submission_id}", s.judged) for s in report.submissions]
+    found = [(name, j) for name, j in rows if j is not None]
+    if not found:
         return []
-    first = rows[0][1]
-    lines = ["", f"Scores are judged by {md_code(first['judge_model'], in_table=False)} ({md_escape(first['judge_mode'])} "
+    first = found[0][1]
+    lines = ["", f"Scores are judged by {_code(first.judge_model)} ({_e(first.judge_mode)} "
                  "mode) against the reference "
                  "outputs: the length-controlled win rate where it could be computed, else the win rate.", ""]
-    for name, j in rows:
-        lc = _fmt(j["length_controlled_winrate"]) if j["length_controlled_winrate"] is not None else "unavailable"
-        lines.append(f"- {name}: win rate {_fmt(j['win_rate'])}, LC {lc} (score = {j['metric']}); "
-                     f"{j['n_judged']} judged, {j['n_failed']} failed, {j['n_cached']} from the cache")
+    for name, j in found:
+        lc = _fmt(j.length_controlled_winrate) if j.length_controlled_winrate is not None else "unavailable"
+        lines.append(f"- {name}: win rate {_fmt(j.win_rate)}, LC {lc} (score = {j.metric}); "
+                     f"{j.n_judged} judged, {j.n_failed} failed, {j.n_cached} from the cache")
     return lines
 
 
-def _contamination_of(result: dict[str, Any] | None) -> ContaminationResult | None:
-    """report.json's ``contamination``, typed; ValueError when it is malformed."""
-    return None if result is None else ContaminationResult.from_dict(result)
-
-
-def contamination_line(result: dict[str, Any] | None) -> str:
-    try:
-        c = _contamination_of(result)
-    except ValueError as exc:
-        return f"- contamination check: unreadable result ({md_escape(str(exc))})"
+def _contamination_line(c: ContaminationResult | str | None) -> str:
+    if isinstance(c, str):
+        return f"- contamination check: unreadable result ({md_escape(c)})"
     if c is None:
         return "- contamination check: not run"
     if c.items:
@@ -519,13 +577,9 @@ def contamination_line(result: dict[str, Any] | None) -> str:
             f"{c.files_scanned} file(s))")
 
 
-def contamination_section(result: dict[str, Any] | None) -> list[str]:
-    try:
-        c = _contamination_of(result)
-    except ValueError:
-        return []  # the line above says why
-    if c is None or not c.hits:
-        return []
+def _contamination_section(c: ContaminationResult | str | None) -> list[str]:
+    if not isinstance(c, ContaminationResult) or not c.hits:
+        return []  # a damaged result: the line above says why
     lines = ["", f"## Contamination check: {len(c.items)} eval item(s) found",
              f"{c.n}-token overlaps with the eval split (prompts and gold answers), normalised for case "
              "and whitespace; n-grams shared with the train split do not count.", "",
@@ -537,20 +591,43 @@ def contamination_section(result: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def write_report(run_dir: Path, *, status: str | None = None) -> dict[str, Any]:
-    """report/report.json and report.md; ``status``: the run's final status, when the report is
-    written before the record says it (the supervisor: a run is seen ended once its report is there)."""
+def contamination_line(result: Any) -> str:
+    """The report's contamination line for report.json's ``contamination`` (or the typed result)."""
+    return _contamination_line(contamination_found(result))
+
+
+def contamination_section(result: Any) -> list[str]:
+    """The contamination hits' table for report.json's ``contamination`` (or the typed result)."""
+    return _contamination_section(contamination_found(result))
+
+
+# -- the files -----------------------------------------------------------------------------------
+
+
+def write_report(run_dir: Path, *, status: str | None = None) -> Report:
+    """report/report.json and report.md (and iterations.jsonl, trajectory.svg); ``status``: the run's
+    final status, when the report is written before the record says it (the supervisor: a run is
+    seen ended once its report is there)."""
     report = build_report(run_dir)
     if status is not None:
-        report["status"] = status
+        report.status = status
     out = run_dir / "report"
     out.mkdir(exist_ok=True)
-    (out / "report.json.tmp").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    (out / "report.json.tmp").write_text(json.dumps(report.to_json(), indent=2), encoding="utf-8")
     (out / "report.json.tmp").replace(out / "report.json")
     (out / "report.md").write_text(render_markdown(report), encoding="utf-8")
-    if report.get("iterations") is not None:
-        (out / "iterations.jsonl.tmp").write_text("".join(json.dumps(it) + "\n" for it in report["iterations"]),
-                                                  encoding="utf-8")
-        (out / "iterations.jsonl.tmp").replace(out / "iterations.jsonl")
+    (out / "iterations.jsonl.tmp").write_text("".join(json.dumps(it.as_json()) + "\n" for it in report.iterations),
+                                              encoding="utf-8")
+    (out / "iterations.jsonl.tmp").replace(out / "iterations.jsonl")
     write_trajectory(run_dir, report)
     return report
+
+
+def read_report(run_dir: Path) -> Report | None:
+    """report/report.json as written by any version (``Report.from_json``); None when there is none
+    or it is not JSON."""
+    try:
+        data = json.loads((Path(run_dir) / "report" / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return Report.from_json(data)

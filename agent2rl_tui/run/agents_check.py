@@ -32,8 +32,9 @@ from agent2rl_tui.record.root import RunError, default_root
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore, Submission, SubStatus
 from agent2rl_tui.record.transcripts import transcript_totals
 from agent2rl_tui.review.run_usage import RunUsage, run_usage
-from agent2rl_tui.run.lifecycle import RunRequest, create_run, launch_supervisor, stop_run
+from agent2rl_tui.run.lifecycle import create_run, launch_supervisor, stop_run
 from agent2rl_tui.run.profiles import AgentProfile, ProfileError, load_profiles
+from agent2rl_tui.run.request import RunRequest
 from agent2rl_tui.util.timeutil import compact_utc, now
 
 CHECK_FOLDER = "agents-check"
@@ -171,8 +172,9 @@ def check_agent(profile: AgentProfile, *, model: Path, runs_root: Path, profiles
     plan = _Plan(profile.name)
     agent_env = check_env(profile)
     with serve(build_script(plan.script())) as driver:
-        req = RunRequest(task="arith", agent=profile.name, model=model, budget_s=budget_s, grace_s=10.0,
-                         root=runs_root, driver_url=driver.url, agent_env=agent_env, profiles_path=profiles_path)
+        req = RunRequest.of(task="arith", agent=profile.name, model=model, budget_s=budget_s, grace_s=10.0,
+                            root=runs_root, driver_url=driver.url, agent_env=agent_env,
+                            profiles_path=str(profiles_path) if profiles_path else None)
         try:
             run_dir = create_run(req, env={**os.environ, **agent_env})
         except (RunError, ProfileError, ValueError) as exc:

@@ -42,15 +42,17 @@ import sys
 import time
 import tomllib
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.record.root import RunError, default_root
 from agent2rl_tui.record.store import ACTIVE_STATUSES
 from agent2rl_tui.review.campaign_view import JobInfo, JobState, read_summary, run_state, slurm_jobs
-from agent2rl_tui.run.lifecycle import RunRequest, create_run, launch_supervisor, preflight_run, reconcile
+from agent2rl_tui.run.lifecycle import create_run, launch_supervisor, reconcile
 from agent2rl_tui.run.options import CAMPAIGN_OPTIONS, request_fields_from_campaign
+from agent2rl_tui.run.preflight import preflight_run
+from agent2rl_tui.run.request import RunRequest
 from agent2rl_tui.util import procs
 from agent2rl_tui.util.timeutil import compact_utc, now, parse_duration
 
@@ -121,9 +123,9 @@ class CampaignSpec:
 
     def request(self, cell: Cell, seed: int, root: Path) -> RunRequest:
         """The run of ``cell`` with ``seed``: the matrix's fields, then the ``[options]`` (``run.options``)."""
-        return RunRequest(task=cell.task, agent=cell.agent, model=Path(cell.base_model), budget_s=self.budget_s,
-                          driver=cell.driver, seed=seed, command=cell.command, root=root,
-                          **request_fields_from_campaign(self.options))
+        return RunRequest.of(task=cell.task, agent=cell.agent, model=Path(cell.base_model), budget_s=self.budget_s,
+                             driver=cell.driver, seed=seed, command=cell.command, root=root,
+                             **request_fields_from_campaign(self.options))
 
 
 class Campaign:
@@ -263,7 +265,7 @@ def schedule_once(campaign: Campaign) -> dict[str, int]:
                 break
             gpus = ",".join(free[:spec.gpus_per_run])
         cell = Cell(row["task"], row["agent"], row["driver"], row["base_model"], row["command"])
-        req = replace(spec.request(cell, row["seed"], campaign.folder), gpus=gpus)
+        req = spec.request(cell, row["seed"], campaign.folder).with_config(gpus=gpus)
         try:
             run_dir = create_run(req)
             launch_supervisor(run_dir, req.agent_env)

@@ -178,7 +178,7 @@ def submit_queued(campaign: Campaign) -> list[tuple[int, str]]:
     raw = campaign.spec_raw()
     table = dict(raw.get("slurm", {}))
     spec = campaign.spec
-    out = []
+    out: list[Any] = []
     for row in campaign.rows():
         if row["superseded"] or row["run_dir"] or row["job_id"]:
             continue

@@ -24,16 +24,16 @@ import threading
 import time
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from agent2rl_tui.grader.client import GraderClient, GraderUnavailable
 from agent2rl_tui.grader.launch import GraderProcess, spawn_grader
 from agent2rl_tui.record.contamination import check_run, write_contamination
 from agent2rl_tui.record.revisions import SnapshotError, Snapshotter
 from agent2rl_tui.record.root import default_root
-from agent2rl_tui.record.runrecord import RunConfig
+from agent2rl_tui.record.runconfig import RunConfig
 from agent2rl_tui.record.store import RunStatus, RunStore, SubStatus
 from agent2rl_tui.review.report import write_report
+from agent2rl_tui.review.report_model import Report
 from agent2rl_tui.run import containment
 from agent2rl_tui.run.agent_output import AgentOutput
 from agent2rl_tui.run.lifecycle import AGENT_ENV_VAR
@@ -218,10 +218,11 @@ class Supervisor:
         self.store.update_run(grader_pid=self.grader.pid, grader_port=port)
         log.info("grader started (pid %s, port %s); scoring the baseline", self.grader.pid, port)
         timeout = self.cfg.eval_timeout_s + 120.0
+        grader = started.popen
         with GraderClient(self.grader_url) as client:
             try:
                 info = client.wait_ready(
-                    timeout, alive=lambda: self.grader.poll() is None and not self.stop_requested.is_set()
+                    timeout, alive=lambda: grader.poll() is None and not self.stop_requested.is_set()
                 )
             except GraderUnavailable as exc:
                 if self.stop_requested.is_set():
@@ -576,7 +577,7 @@ class Supervisor:
             code = agent.wait()
         code = containment.exit_code(code, contained=bool(self.containment and self.containment.contained))
         normalizer = self.output.recorder.normalizer if self.output is not None else None
-        if hasattr(normalizer, "agent_exited"):  # an agent failing silently gets an error step
+        if normalizer is not None and hasattr(normalizer, "agent_exited"):  # an agent failing silently: an error step
             normalizer.agent_exited(code, self._stderr_tail, now())
         if self.profile is not None and self.profile.login_files:
             removed = containment.forget_logins(self.run_dir / containment.AGENT_HOME, self.profile.login_files)
@@ -677,16 +678,16 @@ class Supervisor:
             env["CUDA_VISIBLE_DEVICES"] = self.cfg.gpus
         return env
 
-    def _print_result(self, report: dict[str, Any]) -> None:
+    def _print_result(self, report: Report) -> None:
         def f(x: float | None) -> str:
             return "-" if x is None else f"{x:.2f}"
 
         log.info(
             "result: baseline %s, best %s, improvement %s, %d submission(s)",
-            f(report["baseline"]["score"]),
-            f(report["best"]["score"] if report["best"] else None),
-            f(report["improvement"]),
-            len(report["submissions"]),
+            f(report.baseline.score),
+            f(report.best.score if report.best else None),
+            f(report.improvement),
+            len(report.submissions),
         )
 
 

@@ -30,6 +30,7 @@ from watchdog.events import (
     FileSystemEventHandler,
 )
 from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
 
 from agent2rl_tui.record.revisions import SnapshotCancelled, Snapshotter
 from agent2rl_tui.record.store import RunStore
@@ -68,7 +69,7 @@ class RevisionWatcher:
         self.stopping = False
         self.cancel = threading.Event()  # set by stop(): a snapshot in progress stops, uncommitted
         self.polling = False
-        self.observer: Observer | None = None
+        self.observer: BaseObserver | None = None  # Observer is the platform's class, a variable
         self.thread: threading.Thread | None = None
         self.ignored_events = 0
         self.snapshots_taken = 0

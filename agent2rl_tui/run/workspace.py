@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.envs import EnvSpec
+from agent2rl_tui.envs.search import SearchQASpec
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.tasks import decoding, grading_rules
 from agent2rl_tui.tasks.registry import InferenceSettings, Task, task_cache, write_jsonl
@@ -260,7 +261,7 @@ def write_play_kit(data_dir: Path, task: Task, settings: InferenceSettings) -> N
             env["examples"] = Path(spec.examples).name
         copy_games(task_cache(task) / GAMES_DIR, [row["game"] for row in task.load_split("train")],
                    data_dir / GAMES_DIR, files=(GAME_FILE,))
-    if spec.kind == "search-qa":
+    if isinstance(spec, SearchQASpec):
         env |= {"transcript": settings.transcript or spec.transcript, "top_k": spec.top_k}
     (data_dir / "env.json").write_text(json.dumps(env, indent=2), encoding="utf-8")
     if program is not None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.envs.base import EnvError, Environment, Outcome, Start
-from agent2rl_tui.envs.search import SearchQA, backend_from, parse_action
+from agent2rl_tui.envs.search import SearchQA, SearchQASpec, backend_from, parse_action
 from agent2rl_tui.grader.episode_runner import EpisodeFormat, Pending, act, advance, opening
 from agent2rl_tui.grader.evaluators.episodes import episode_format, header_maker
 from agent2rl_tui.record.store import RunStore
@@ -334,14 +334,14 @@ def build(run_dir: Path, recorder: Recorder, limits: dict[str, int] | None = Non
     task = load_task(cfg.task_folder)
     settings = task.settings_for(cfg.prompt_profile)
     spec = EnvSpec.from_table(task.env_table, data_dir=task_cache(task), search=cfg.search,
-                              store=cfg.store)
+                              store=cfg.webshop)
     train = load_train(task)
     engine = None
     if spec.kind == "webshop":  # a chat prompt, rendered with the base model's template as the grader does
         engine = TemplateRenderer(run_dir / "workspace" / "models" / run.base_model)
-    fmt = episode_format(spec, settings, engine)  # type: ignore[arg-type]
+    fmt = episode_format(spec, settings, engine)
     make_env: Callable[[], Environment]
-    if spec.kind == "search-qa":  # the train questions only: an eval question is not even loaded
+    if isinstance(spec, SearchQASpec):  # the train questions only: an eval question is not even loaded
         make_env = partial(SearchQA, train, backend_from(spec.search or {}), spec.top_k)
     else:
         make_env = spec.factory()

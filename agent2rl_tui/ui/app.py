@@ -17,6 +17,7 @@ from pathlib import Path
 from textual import on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.dom import DOMNode
 from textual.screen import Screen
 
 from agent2rl_tui.record.root import default_root
@@ -107,8 +108,9 @@ class Agent2RLApp(App[None]):
         ours: list[SystemCommand] = []
         # The screen's own bindings first (a focused table may shadow one, like enter),
         # then whatever the focused widget and its panes add.
-        candidates = [(b.key, screen, b) for b in screen.BINDINGS
-                      if isinstance(b, Binding) and screen.check_action(b.action, ()) is not False]
+        candidates: list[tuple[str, DOMNode, Binding]] = [
+            (b.key, screen, b) for b in screen.BINDINGS
+            if isinstance(b, Binding) and screen.check_action(b.action, ()) is not False]
         candidates += [(key, a.node, a.binding) for key, a in screen.active_bindings.items()]
         for key, node, binding in candidates:
             if not binding.description or binding.action in seen or binding.action == "command_palette" \
@@ -117,6 +119,6 @@ class Agent2RLApp(App[None]):
             seen.add(binding.action)
             titles.add(binding.description)
             ours.append(SystemCommand(binding.description, f"key {binding.key_display or key}",
-                                      partial(node.run_action, binding.action)))
+                                      partial(self.run_action, binding.action, node)))
         yield from (c for c in super().get_system_commands(screen) if c.title not in titles)
         yield from ours

@@ -18,7 +18,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Set
 from typing import Any
 
 import psutil
@@ -191,7 +191,7 @@ def signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def end_group(pgid: int, grace_s: float, *, keep: set[int] = frozenset(), poll: float = 0.1) -> bool:
+def end_group(pgid: int, grace_s: float, *, keep: Set[int] = frozenset(), poll: float = 0.1) -> bool:
     """SIGTERM the group, wait up to ``grace_s`` for it to empty, then SIGKILL it.
 
     Returns True if SIGKILL was needed.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import time
 from datetime import UTC, datetime
+from typing import overload
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)
 _UNIT_SECONDS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -17,6 +18,18 @@ _UNIT_SECONDS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 def now() -> float:
     """Wall-clock time in UNIX seconds."""
     return time.time()
+
+
+@overload
+def iso(ts: float) -> str: ...
+
+
+@overload
+def iso(ts: None) -> None: ...
+
+
+@overload
+def iso(ts: float | None) -> str | None: ...
 
 
 def iso(ts: float | None) -> str | None:

@@ -40,8 +40,9 @@ class TransformersEngine:
         dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
         try:
             self.tokenizer = load_tokenizer(model_path)
-            self.model, info = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=dtype,
-                                                                   output_loading_info=True)
+            # (model, info) with output_loading_info: transformers' types give the model alone.
+            loaded: Any = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=dtype, output_loading_info=True)
+            self.model, info = loaded
         except Exception as exc:  # noqa: BLE001 - a submitted folder can make the loader raise anything
             raise EngineError(f"could not load the model from {model_path}: {type(exc).__name__}: {exc}") from exc
         missing = sorted(info.get("missing_keys") or ())

@@ -13,12 +13,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from agent2rl_tui.envs import PROFILE_TRANSCRIPTS, TRANSCRIPTS, EnvSpec
 from agent2rl_tui.envs.base import EnvError, Start
 from agent2rl_tui.envs.webshop import WebShopSpec
-from agent2rl_tui.grader.engines.base import Engine
+from agent2rl_tui.grader.engines.base import Engine, Messages
 from agent2rl_tui.grader.episode_runner import (
     Episode,
     EpisodeFormat,
@@ -55,7 +55,14 @@ def context_check(engine: Engine, settings: InferenceSettings) -> Any:
     return lambda prompt: len(tokenizer(prompt)["input_ids"]) + settings.max_new_tokens <= limit
 
 
-def episode_format(spec: EnvSpec, settings: InferenceSettings, engine: Engine | None = None) -> EpisodeFormat:
+class ChatRenderer(Protocol):
+    """What a WebShop transcript needs of an engine: its chat template (an ``Engine``, or the train
+    environment's ``TemplateRenderer``)."""
+
+    def render(self, messages: Messages, *, require_template: bool = False) -> str: ...
+
+
+def episode_format(spec: EnvSpec, settings: InferenceSettings, engine: ChatRenderer | None = None) -> EpisodeFormat:
     """The transcript layout the prompt profile's ``transcript`` names, else the task's ``[env]
     transcript`` (WebShop's: a chat, rendered by the engine's chat template)."""
     transcript = settings.transcript or spec.transcript

@@ -60,7 +60,7 @@ class PairwiseJudgeEvaluator(BaseEvaluator):
     def __init__(self, spec: dict[str, Any] | None, *, judge: JudgeSettings, templates: dict[str, str],
                  cache_path: Path | None = None, hub_cache: Path | None = None) -> None:
         super().__init__(spec)
-        self.judge = judge
+        self.judge_settings = judge  # not self.judge: BaseEvaluator.judge is the per-item method
         self.template = templates[judge.mode]
         self.version = pairwise.prompt_version(self.template, judge.mode)
         self.cache_path = cache_path
@@ -70,27 +70,27 @@ class PairwiseJudgeEvaluator(BaseEvaluator):
 
     def _ask(self, client: JudgeClient, cache: JudgementCache | None, instruction: str, first: str,
              second: str) -> Verdict:
-        key = cache_key(instruction, first, second, self.judge.model, self.version)
+        key = cache_key(instruction, first, second, self.judge_settings.model, self.version)
         hit = cache.get(key) if cache is not None else None
         if hit:
             return Verdict(raw=hit[0], shown_preference=hit[1], cached=True)
-        body = pairwise.request(self.judge.mode, self.template, instruction, first, second)
+        body = pairwise.request(self.judge_settings.mode, self.template, instruction, first, second)
         try:
             reply = client.chat(body)
         except JudgeError as exc:
-            return Verdict(error=str(exc), attempts=self.judge.retries + 1)
+            return Verdict(error=str(exc), attempts=self.judge_settings.retries + 1)
         raw = None
         try:
-            raw = pairwise.raw_answer(self.judge.mode, reply.body)
-            shown = pairwise.preference(self.judge.mode, raw)
+            raw = pairwise.raw_answer(self.judge_settings.mode, reply.body)
+            shown = pairwise.preference(self.judge_settings.mode, raw)
         except JudgeError as exc:
             return Verdict(raw=raw, error=str(exc), attempts=reply.attempts, answered=True)
         if cache is not None:
-            cache.put(key, raw, shown, self.judge.model, self.version)
+            cache.put(key, raw, shown, self.judge_settings.model, self.version)
         return Verdict(raw=raw, shown_preference=shown, attempts=reply.attempts, answered=True)
 
     def judge_all(self, items: list[dict[str, Any]], prompts: list[str], outputs: list[str]) -> list[ItemResult]:
-        client = JudgeClient(self.judge)
+        client = JudgeClient(self.judge_settings)
         cache = JudgementCache(self.cache_path) if self.cache_path else None
         outputs = [o.strip() for o in outputs]  # as AutoRL-Bench keeps them
         firsts = [model_shown_first(item["instruction"]) for item in items]
@@ -103,7 +103,7 @@ class PairwiseJudgeEvaluator(BaseEvaluator):
             return self._ask(client, cache, *pair)
 
         try:
-            with ThreadPoolExecutor(max_workers=self.judge.concurrency) as pool:
+            with ThreadPoolExecutor(max_workers=self.judge_settings.concurrency) as pool:
                 verdicts = list(pool.map(ask, pairs))
         finally:
             if cache is not None:
@@ -119,8 +119,9 @@ class PairwiseJudgeEvaluator(BaseEvaluator):
                              f"{called_off[0].error}")
         if items and not judged:
             raise JudgeError(f"the judge failed on all {len(items)} items; the first error: {verdicts[0].error}")
-        rows = winrate.annotations([r.extra["preference"] for r in judged], [r.output for r in judged],
-                                   [r.gold for r in judged], [r.index for r in judged], "model", self.judge.model)
+        rows = winrate.annotation_rows([r.extra["preference"] for r in judged], [r.output for r in judged],
+                                       [r.gold for r in judged], [r.index for r in judged], "model",
+                                       self.judge_settings.model)
         self.metrics = winrate.win_rates(rows, self.hub_cache)
         failed = [r for r in results if r.extra["preference"] is None]
         self.metrics.update(
@@ -151,6 +152,6 @@ class PairwiseJudgeEvaluator(BaseEvaluator):
         return float(self.metrics.get(metric) or 0.0)
 
     def details(self, results: list[ItemResult]) -> dict[str, Any]:
-        return {"judge": {**self.judge.to_dict(), "prompt_version": self.version,
+        return {"judge": {**self.judge_settings.to_dict(), "prompt_version": self.version,
                           "order": f"alpaca_eval's draw, seed {ALPACA_EVAL_SEED}"},
                 "winrate": self.metrics}

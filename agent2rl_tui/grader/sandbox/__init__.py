@@ -381,7 +381,10 @@ class Sandbox:
                   "--nofile=64", "--core=0"]
         hidden = [*self.hidden, *(p for p in self._python_hidden.get(self.python, []) if p not in self.hidden)]
         uid = UID_BASE + slot if self.mode == "full" else None
-        py = [self.python, "-I", self._runner["runner"], *runner_args(wfd, self._opts, uid, self._runner, hidden)]
+        runner = self._runner
+        if runner is None:  # _choose sets it, with the mode, before anything runs
+            raise RuntimeError("the sandbox has no compiled runner")
+        py = [self.python, "-I", runner["runner"], *runner_args(wfd, self._opts, uid, runner, hidden)]
         if self.mode == "full":  # the runner mounts as root, then switches to the slot's uid for good
             return ["unshare", "--net", "--pid", "--mount", "--fork", "--kill-child", "--", *limits, "--nproc=32",
                     "--", *py]

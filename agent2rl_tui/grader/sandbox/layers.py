@@ -44,7 +44,8 @@ RDONLY, NOSUID, NODEV, NOEXEC, AT_RECURSIVE, MS_BIND, MS_REC = 1, 2, 4, 8, 0x800
 def apply(opts: str, fd: int, uid: int | None, masked: tuple[str, ...], hidden: tuple[str, ...],
           keep: tuple[str, ...]) -> None:
     import _ctypes
-    handle = _ctypes.dlopen(None, os.RTLD_NOW)
+    # dlopen(NULL): the program itself, which typeshed's path-only signature does not allow.
+    handle = _ctypes.dlopen(None, os.RTLD_NOW)  # type: ignore[arg-type]
 
     def libc(name, *args):
         return _ctypes.call_function(_ctypes.dlsym(handle, name), args)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.grader.launch import SECRET_ENV
-from agent2rl_tui.record.runrecord import DEFAULT_MAX_QUEUED, GIB
+from agent2rl_tui.record.runconfig import DEFAULT_MAX_QUEUED, GIB
 from agent2rl_tui.record.store import RunStore
 
 DESCRIPTION = "The grader service: one run's HTTP API on 127.0.0.1, one evaluation at a time."
@@ -70,6 +70,8 @@ class GraderConfig:
     """Submissions that may wait to be evaluated at once; more are refused (429) until they are scored."""
     eval_seed: int | None = None
     """The seed of the run's eval draw (``tasks.registry.EVAL_SEED_KEY``), from the record only."""
+    scripted_worker: dict[str, Any] | None = None
+    """Evaluations answered by a script, not a model (``grader.scripted_worker``; the run's config only)."""
 
     @classmethod
     def from_run(cls, run_dir: Path) -> GraderConfig:
@@ -91,12 +93,13 @@ class GraderConfig:
             decoding_row=cfg.decoding_row,
             judge=cfg.judge,
             search=cfg.search,
-            store=cfg.store,
+            store=cfg.webshop,
             keep_submissions=cfg.keep_submissions,
             max_submission_bytes=cfg.max_submission_bytes or max_bytes,
             eval_memory_bytes=cfg.eval_memory_bytes or memory,
             max_queued=cfg.queue_limit,
             eval_seed=cfg.eval_seed,
+            scripted_worker=cfg.scripted_worker,
         )
 
 

@@ -331,10 +331,9 @@ def _sanitised_configs(config: dict[str, Any], generation: dict[str, Any] | None
     def changes(key: str, value: Any) -> bool:
         return value is not None and not (key in DECODING_DEFAULTS and value == DECODING_DEFAULTS[key])
 
-    clean_config = {k: v for k, v in config.items() if k not in DECODING_KEYS}
+    clean = {k: v for k, v in config.items() if k not in DECODING_KEYS}
     ignored = [f"{CONFIG}: {k}" for k in sorted(config) if k in DECODING_KEYS and changes(k, config[k])]
-    if len(clean_config) == len(config):
-        clean_config = None
+    clean_config = None if len(clean) == len(config) else clean
     source = generation if generation is not None else config
     kept: dict[str, Any] = {}
     for key in TOKEN_ID_KEYS:

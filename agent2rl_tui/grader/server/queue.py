@@ -47,7 +47,8 @@ class Grader:
         self.store = RunStore.of_run(config.run_dir)
         self.queue: asyncio.Queue[int] = asyncio.Queue()
         self.waiters: dict[int, list[asyncio.Future[Result]]] = {}
-        self.workers = WorkerPool(config.run_dir, preimport_vllm=_grades_on_vllm(config))
+        self.workers = WorkerPool(config.run_dir, preimport_vllm=_grades_on_vllm(config),
+                                  script=config.scripted_worker)
         self.consumer: asyncio.Task[None] | None = None
         self.snapshotter = Snapshotter(config.run_dir)
         self.engine_name = "-"
@@ -279,7 +280,7 @@ class Grader:
                                "was killed")
         except JobOutOfMemory as oom:
             return EvalFailure("out_of_memory", f"the eval worker used {oom.used / (1 << 30):.2f} GiB, over the "
-                               f"limit of {self.cfg.eval_memory_bytes / (1 << 30):.2f} GiB, and was killed")
+                               f"limit of {oom.limit / (1 << 30):.2f} GiB, and was killed")
         return None
 
     def _fail(self, sub_id: int, code: str, message: str) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 import psutil
 
 from agent2rl_tui.grader.launch import SECRET_ENV
+from agent2rl_tui.grader.scripted_worker import SCRIPT_ENV
 from agent2rl_tui.grader.worker import PREIMPORT_VLLM
 from agent2rl_tui.util.procs import pid_alive, signal_group
 
@@ -93,9 +94,10 @@ class JobTimeout(Exception):
 class JobOutOfMemory(Exception):
     """The worker's processes used more memory than the run allows (they have been killed)."""
 
-    def __init__(self, used: int) -> None:
-        super().__init__(used)
+    def __init__(self, used: int, limit: int) -> None:
+        super().__init__(used, limit)
         self.used = used
+        self.limit = limit
 
 
 MEMORY_POLL_S = 0.2
@@ -120,9 +122,11 @@ def tree_rss(pid: int) -> int:
 class WorkerPool:
     """The kept worker, the one evaluating now, and their logs."""
 
-    def __init__(self, run_dir: Path, *, preimport_vllm: bool = False) -> None:
+    def __init__(self, run_dir: Path, *, preimport_vllm: bool = False, script: dict[str, object] | None = None) -> None:
         self.run_dir = run_dir
         self.preimport_vllm = preimport_vllm
+        self.script = script
+        """A scripted worker's script (``grader.scripted_worker``); None: the model's worker."""
         self.kept: Worker | None = None
         self.current: Worker | None = None
         self.started = 0
@@ -185,7 +189,7 @@ class WorkerPool:
                 if memory_limit:
                     used = tree_rss(worker.proc.pid)
                     if used > memory_limit:
-                        raise JobOutOfMemory(used)
+                        raise JobOutOfMemory(used, memory_limit)
         except (JobTimeout, JobOutOfMemory):
             reading.cancel()
             worker.kill()
@@ -219,10 +223,13 @@ class WorkerPool:
         self.started += 1
         log_path = self.run_dir / "logs" / "workers" / f"worker-{self.started}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = worker_env(gpu, self.preimport_vllm)
+        module = "agent2rl_tui.grader.worker"
+        if self.script is not None:
+            module, env[SCRIPT_ENV] = "agent2rl_tui.grader.scripted_worker", json.dumps(self.script)
         with log_path.open("ab") as logfh:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "agent2rl_tui.grader.worker", stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=logfh, start_new_session=True,
-                env=worker_env(gpu, self.preimport_vllm),
+                sys.executable, "-m", module, stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=logfh, start_new_session=True, env=env,
             )
         return Worker(proc, gpu, log_path)

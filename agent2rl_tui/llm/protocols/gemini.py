@@ -103,8 +103,8 @@ class Gemini(WireFormat):
             for decl in as_list(field(as_dict(group), "functionDeclarations")):
                 decl = as_dict(decl)
                 if isinstance(decl.get("name"), str):
-                    schema = as_dict(field(decl, "parametersJsonSchema")) or as_dict(decl.get("parameters"))
-                    tools.append(Tool(decl["name"], schema, "function", as_str(decl.get("description"))))
+                    params = as_dict(field(decl, "parametersJsonSchema")) or as_dict(decl.get("parameters"))
+                    tools.append(Tool(decl["name"], params, "function", as_str(decl.get("description"))))
                     texts.append(as_str(decl.get("description")))
         config = as_dict(field(inner, "generationConfig"))
         schema: dict[str, Any] | None = None

@@ -214,8 +214,9 @@ class EvalIndex:
     def candidates(self, grams: np.ndarray) -> np.ndarray:
         """The n-grams of ``grams`` that are in the index."""
         mask = np.uint64(self.filter_bits.size - 1)
-        maybe = grams[self.filter_bits[grams & mask]]
-        return maybe[_member(maybe, self.keys)]
+        maybe: np.ndarray = grams[self.filter_bits[grams & mask]]
+        found: np.ndarray = maybe[_member(maybe, self.keys)]
+        return found
 
     def items_in(self, shared: np.ndarray) -> list[int]:
         """The items (positions) held by a file that shares the n-grams ``shared`` with the index."""
@@ -223,7 +224,8 @@ class EvalIndex:
             return []
         held = _member(self.pair_hash, np.sort(shared))
         counts = np.bincount(self.pair_item[held], minlength=len(self.item_ids))
-        return np.flatnonzero((self.need > 0) & (counts >= self.need)).tolist()
+        items: list[int] = np.flatnonzero((self.need > 0) & (counts >= self.need)).tolist()
+        return items
 
 
 def build_index(eval_rows: list[dict[str, Any]], train_rows: list[dict[str, Any]], *, n: int = N_TOKENS,
@@ -253,7 +255,8 @@ def _member(values: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
     if sorted_keys.size == 0:
         return np.zeros(values.size, dtype=bool)
     at = np.minimum(np.searchsorted(sorted_keys, values), sorted_keys.size - 1)
-    return sorted_keys[at] == values
+    found: np.ndarray = sorted_keys[at] == values
+    return found
 
 
 def _filter_size(keys: int) -> int:

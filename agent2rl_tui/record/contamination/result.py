@@ -15,11 +15,13 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agent2rl_tui.record.contamination.ngrams import MIN_SHARED, N_TOKENS
 
 REPORT_FILE = "contamination.json"
+T = TypeVar("T")
+D = TypeVar("D")
 
 
 @dataclass
@@ -145,7 +147,7 @@ def _object(data: object, what: str) -> dict[str, Any]:
     return data
 
 
-def _read(d: dict[str, Any], key: str, default: Any, types: tuple[type, ...], expected: str) -> Any:
+def _read(d: dict[str, Any], key: str, default: D, types: tuple[type[T], ...], expected: str) -> T | D:
     """``d[key]`` when it is one of ``types`` (a bool is never a number), the default when missing."""
     value = d.get(key)
     if value is None:

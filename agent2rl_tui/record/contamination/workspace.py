@@ -26,7 +26,7 @@ import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from agent2rl_tui.record.capture import NotRegular, open_regular
 from agent2rl_tui.record.contamination.ngrams import CHUNK_BYTES, EvalIndex
@@ -82,7 +82,7 @@ def _is_package_dir(name: str, full: str) -> bool:
             or os.path.isdir(os.path.join(full, "conda-meta")))
 
 
-def _git_sha(size: int) -> Any:
+def _git_sha(size: int) -> hashlib._Hash:
     return hashlib.sha1(b"blob %d\0" % size)  # noqa: S324 - git's object name, not security
 
 

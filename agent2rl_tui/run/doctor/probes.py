@@ -70,7 +70,10 @@ def probe_textworld() -> dict[str, Any]:
     env = TextWorldExpress("coin", step_limit=5)
     try:
         start = env.reset("train:0")
-        action = "look around" if "look around" in start.admissible else start.admissible[0]
+        admissible = start.admissible
+        if not admissible:
+            raise RuntimeError("TextWorldExpress listed no admissible actions")
+        action = "look around" if "look around" in admissible else admissible[0]
         outcome = env.step(action)
     finally:
         env.close()

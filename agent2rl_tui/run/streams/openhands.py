@@ -25,7 +25,7 @@ from agent2rl_tui.run.streams.base import (
 
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _JSON_LINE_STARTS = tuple('"{}[]-0123456789tfn')  # how a line inside pretty-printed JSON starts
-_SOURCE_ROLES = {"agent": "assistant", "user": "user"}
+_SOURCE_ROLES: dict[str | None, str] = {"agent": "assistant", "user": "user"}  # looked up by ident(): maybe None
 MAX_EVENT_CHARS = 8 * 2**20
 """An event gathered past this size is given up as a raw step: brackets that never balance
 must not hold the stream's lines in memory."""

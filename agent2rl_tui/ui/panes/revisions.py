@@ -44,7 +44,7 @@ class RevisionsPane(Horizontal):
         super().__init__(id="revisions-pane")
         self.view: RunView | None = None
         self.revisions: list[Revision] = []
-        self.anchor: int | None = None
+        self.diff_base: int | None = None  # the marked revision (m); not anchor, a Widget method
         # (base, seq) asked for explicitly (the diff since the previous submission): kept while
         # the cursor stays on seq, so a CursorMoved still queued from the first fill (handled
         # after select()) shows the same diff instead of the one against the previous revision.
@@ -109,7 +109,7 @@ class RevisionsPane(Horizontal):
             self.show_diff(seq, self.pending[0], explicit=True)
         else:
             self.pending = None
-            self.show_diff(seq, self.anchor)
+            self.show_diff(seq, self.diff_base)
 
     def show_diff(self, seq: int, base: int | None, explicit: bool = False) -> None:
         new = self.revision(seq)
@@ -144,9 +144,9 @@ class RevisionsPane(Horizontal):
         seq = self.current_seq()
         if seq is None:
             return
-        self.anchor = None if self.anchor == seq else seq
+        self.diff_base = None if self.diff_base == seq else seq
         self.pending = None
-        self.notify(f"diffs now against revision {seq}" if self.anchor else "diffs against the previous revision")
+        self.notify(f"diffs now against revision {seq}" if self.diff_base is not None else "diffs against the previous revision")
 
     def action_transcript(self) -> None:
         rev = self.revision(self.current_seq())

@@ -122,7 +122,7 @@ class ScoresPane(Vertical):
         plt.clear_figure()
         plt.title("score over run time (minutes)")
         xs = [(s.received_at - start) / 60 for s in scored]
-        ys = [s.score for s in scored]
+        ys = [s.score for s in scored if s.score is not None]  # all of them (scored ones only)
         if xs:
             plt.plot(xs, ys, marker="braille", label="submissions")
             plt.scatter(xs, ys, marker="●")

@@ -119,10 +119,11 @@ class CampaignScreen(Screen[None]):
         table.clear()
         for c in cells:
             best3 = c.expected_best.get(3)
+            low, high = c.improvement.ci_low, c.improvement.ci_high
             table.add_row(literal_line(c.cell), _states(c.runs), _pm(c.best.mean, c.best.sd),
                           _pm(c.improvement.mean, c.improvement.sd),
-                          ci_text((c.improvement.ci_low, c.improvement.ci_high) if c.improvement.ci_low is not None
-                                  else None), "-" if best3 is None else f"{best3:.2f}")
+                          ci_text((low, high) if low is not None and high is not None else None),
+                          "-" if best3 is None else f"{best3:.2f}")
         self.cells = cells
         if cells:
             table.move_cursor(row=min(max(keep, 0), len(cells) - 1))
@@ -150,8 +151,9 @@ class CampaignScreen(Screen[None]):
     def action_open_run(self) -> None:
         cell = self.current_cell()
         row = self.query_one("#cell-runs", DataTable).cursor_row
-        if cell and 0 <= row < len(cell.runs) and cell.runs[row].summary is not None:
-            self.post_message(OpenRun(cell.runs[row].summary.path))
+        summary = cell.runs[row].summary if cell and 0 <= row < len(cell.runs) else None
+        if summary is not None:
+            self.post_message(OpenRun(summary.path))
         elif cell:
             self.notify("that run has not started yet", timeout=3)
 

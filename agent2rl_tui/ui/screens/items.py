@@ -168,7 +168,7 @@ class ItemsScreen(Screen[None]):
         base = EPISODE_FILTERS if self.episodes else JUDGED_FILTERS if self.judged else FILTERS
         return base + (("readings differ",) if self.readings else ())
 
-    def visible(self) -> list[ItemRow]:
+    def visible_items(self) -> list[ItemRow]:  # not visible: Textual's DOMNode.visible says whether it shows
         name = self.filters[self.filter_index]
         if name == "readings differ":
             return [i for i in self.items if _readings_differ(i)]
@@ -185,7 +185,7 @@ class ItemsScreen(Screen[None]):
         return list(self.items)
 
     def populate(self) -> None:
-        self.shown = self.visible()
+        self.shown = self.visible_items()
         correct = sum(1 for i in self.items if i.correct)
         against = " · ".join(p for p in (f"vs prev: previous submission {self.prev_label}" if self.prev_label else "",
                                          "vs base: the baseline" if self.base is not None else "") if p)

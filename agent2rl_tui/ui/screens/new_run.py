@@ -25,9 +25,10 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
 
-from agent2rl_tui.run.lifecycle import RunRequest, start_run
+from agent2rl_tui.run.lifecycle import start_run
 from agent2rl_tui.run.options import flag, request_from_flags
 from agent2rl_tui.run.profiles import BUILTIN_PROFILES, ProfileError, load_profiles
+from agent2rl_tui.run.request import RunRequest
 from agent2rl_tui.tasks.registry import discover
 from agent2rl_tui.ui.format import literal
 from agent2rl_tui.ui.messages import OpenRun, RunStarted, RunStartFailed

@@ -140,9 +140,10 @@ class RunScreen(StoppingScreen):
         if self.view is None or tab in self.filled:
             return
         self.filled.add(tab)
-        pane = {"scores": ScoresPane, "revisions": RevisionsPane, "transcript": TranscriptPane,
-                "logs": LogsPane, "report": ReportPane, "iterations": IterationsPane}[tab]
-        self.query_one(pane).update_view(self.view)
+        panes: dict[str, type[ScoresPane | RevisionsPane | TranscriptPane | LogsPane | ReportPane | IterationsPane]] = {
+            "scores": ScoresPane, "revisions": RevisionsPane, "transcript": TranscriptPane,
+            "logs": LogsPane, "report": ReportPane, "iterations": IterationsPane}
+        self.query_one(panes[tab]).update_view(self.view)
 
     @on(TabbedContent.TabActivated)
     def tab_activated(self, event: TabbedContent.TabActivated) -> None:

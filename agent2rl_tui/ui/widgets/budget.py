@@ -42,7 +42,8 @@ class BudgetHeader(Static):
             ("  agent ", "dim"), one_line(run.agent),
             ("  driver ", "dim"), one_line(run.driver or "-"), ("  base ", "dim"), one_line(run.base_model),
         )
-        delta = best.score - view.baseline_score if best and view.baseline_score is not None else None
+        delta = (best.score - view.baseline_score
+                 if best and best.score is not None and view.baseline_score is not None else None)
         result = Text.assemble(
             ("baseline ", "dim"), fmt_score(view.baseline_score),
             ("  best ", "dim"), (fmt_score(best.score if best else None), "bold"),

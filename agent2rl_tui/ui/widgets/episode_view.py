@@ -260,7 +260,7 @@ class EpisodeView(ScrollView, can_focus=True):
         row = self._rows[line.row]
         text = self._texts[line.row]
         segments = [Segment(self._label(row, line.first), base + self._style("label"))]
-        name = row.kind
+        name: str = row.kind
         if row.kind == "action" and line.first and row.turn == self.current_turn:
             name = "action-current"
         style = base + self._style(name)

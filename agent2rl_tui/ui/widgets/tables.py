@@ -6,11 +6,12 @@ home/end move between columns, which surprises in a row list.
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
 
-class RowTable(DataTable[str]):
+class RowTable(DataTable[str | Text]):  # cells: plain text, or Text for styled or agent-made text
     BINDINGS = [
         Binding("home", "scroll_top", "First row", show=False),
         Binding("end", "scroll_bottom", "Last row", show=False),

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
 from textual.events import Click
@@ -144,7 +145,7 @@ class VirtualTable(ScrollView, can_focus=True):
         width = self.size.width
         if y == 0:
             text = self._line([c.label for c in self.columns], width)
-            style = self.get_component_rich_style("virtualtable--header")
+            style: Style | None = self.get_component_rich_style("virtualtable--header")
         else:
             row = self.scroll_offset.y + y - 1
             if row >= self.row_count:

@@ -144,7 +144,7 @@ class Rollouts:
             env.close()
 
 
-def game_reward(completions: list[Any], game_score: list[float], **_: Any) -> list[float]:
+def game_reward(completions: list[Any], game_score: list[float], **_: Any) -> list[float | None]:
     """The game's own score of each episode: 1.0 when won."""
     return [float(s) for s in game_score]
 
@@ -169,6 +169,11 @@ def train(model_path: Path, data_dir: Path, out: Path, steps: int, seed: int, ge
     print(f"{len(games)} train games open with {len(games_of)} different prompts", flush=True)
     rollouts = Rollouts(play, tok, games_of, generations=generations,
                         max_new_tokens=int(play.SPEC.get("max_new_tokens", 24)), temperature=1.0, seed=seed)
+    # A tiny model on a CPU: recomputing costs more than it saves (transformers 5.20 renamed the flag).
+    flag = ("activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__
+            else "gradient_checkpointing")
+    no_recompute: dict[str, Any] = {flag: False}
+    loss: dict[str, Any] = {"loss_type": loss_type} if loss_type else {}
     args = GRPOConfig(
         output_dir=str(out.parent / f".{out.name}-trainer"),
         max_steps=steps,
@@ -178,11 +183,9 @@ def train(model_path: Path, data_dir: Path, out: Path, steps: int, seed: int, ge
         max_completion_length=tok.model_max_length,
         temperature=1.0,
         beta=beta,
-        **({"loss_type": loss_type} if loss_type else {}),
+        **loss,
         bf16=False,
-        # A tiny model on a CPU: recomputing costs more than it saves (transformers 5.20 renamed the flag).
-        **{("activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__
-            else "gradient_checkpointing"): False},
+        **no_recompute,
         logging_steps=1,
         save_strategy="no",
         report_to=[],

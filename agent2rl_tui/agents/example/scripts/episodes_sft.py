@@ -54,6 +54,10 @@ def train(model_path: Path, pairs: list[dict[str, str]], out: Path, steps: int, 
     from trl import SFTConfig, SFTTrainer
 
     tok = AutoTokenizer.from_pretrained(str(model_path))
+    # A tiny model on a CPU: recomputing costs more than it saves (transformers 5.20 renamed the flag).
+    flag = ("activation_checkpointing" if "activation_checkpointing" in SFTConfig.__dataclass_fields__
+            else "gradient_checkpointing")
+    no_recompute: dict[str, Any] = {flag: False}
     args = SFTConfig(
         output_dir=str(out.parent / f".{out.name}-trainer"),
         max_steps=steps,
@@ -62,9 +66,7 @@ def train(model_path: Path, pairs: list[dict[str, str]], out: Path, steps: int, 
         lr_scheduler_type="constant",
         max_length=tok.model_max_length,
         bf16=False,
-        # A tiny model on a CPU: recomputing costs more than it saves (transformers 5.20 renamed the flag).
-        **{("activation_checkpointing" if "activation_checkpointing" in SFTConfig.__dataclass_fields__
-            else "gradient_checkpointing"): False},
+        **no_recompute,
         logging_steps=max(1, steps // 5),
         save_strategy="no",
         report_to=[],

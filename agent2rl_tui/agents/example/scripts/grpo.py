@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from prompts import grader_messages
 from reward import exact_match_reward
@@ -30,6 +31,10 @@ def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, s
     tok = AutoTokenizer.from_pretrained(str(model_path))
     ask = grader_messages(data_file)  # the grader's prompts (prompts.py, written with sft.py)
     data = Dataset.from_list([{"prompt": ask(r), "answer": r["answer"]} for r in rows])
+    # A tiny model on a CPU: recomputing costs more than it saves (transformers 5.20 renamed the flag).
+    flag = ("activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__
+            else "gradient_checkpointing")
+    no_recompute: dict[str, Any] = {flag: False}
     args = GRPOConfig(
         output_dir=str(out.parent / f".{out.name}-trainer"),
         max_steps=steps,
@@ -40,9 +45,7 @@ def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, s
         temperature=1.0,
         beta=0.0,
         bf16=False,
-        # A tiny model on a CPU: recomputing costs more than it saves (transformers 5.20 renamed the flag).
-        **{("activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__
-            else "gradient_checkpointing"): False},
+        **no_recompute,
         logging_steps=max(1, steps // 5),
         save_strategy="no",
         report_to=[],

@@ -85,11 +85,14 @@ def train(model_path: Path, pairs: list[dict[str, str]], out: Path, steps: int, 
     from trl import SFTConfig, SFTTrainer
 
     tok = AutoTokenizer.from_pretrained(str(model_path))
+    # A tiny model on a CPU: recomputing costs more than it saves (transformers 5.20 renamed the flag).
+    flag = ("activation_checkpointing" if "activation_checkpointing" in SFTConfig.__dataclass_fields__
+            else "gradient_checkpointing")
+    no_recompute: dict[str, Any] = {flag: False}
     args = SFTConfig(
         output_dir=str(out.parent / f".{out.name}-trainer"), max_steps=steps, learning_rate=lr,
         per_device_train_batch_size=4, lr_scheduler_type="constant", max_length=tok.model_max_length, bf16=False,
-        **{("activation_checkpointing" if "activation_checkpointing" in SFTConfig.__dataclass_fields__
-            else "gradient_checkpointing"): False},
+        **no_recompute,
         logging_steps=max(1, steps // 5), save_strategy="no", report_to=[], seed=seed, disable_tqdm=True)
     trainer = SFTTrainer(model=str(model_path), args=args, train_dataset=Dataset.from_list(pairs), processing_class=tok)
     trainer.train()

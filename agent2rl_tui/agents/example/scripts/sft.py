@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from prompts import grader_messages
 
@@ -52,6 +53,10 @@ def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, s
             for r in rows_for(rows, steps, seed)
         ]
     )
+    # A tiny model on a CPU: recomputing costs more than it saves (transformers 5.20 renamed the flag).
+    flag = ("activation_checkpointing" if "activation_checkpointing" in SFTConfig.__dataclass_fields__
+            else "gradient_checkpointing")
+    no_recompute: dict[str, Any] = {flag: False}
     args = SFTConfig(
         output_dir=str(out.parent / f".{out.name}-trainer"),
         max_steps=steps,
@@ -60,9 +65,7 @@ def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, s
         lr_scheduler_type="constant",
         max_length=None,  # never cut: a 4-shot prompt is thousands of tokens, and the answer comes last
         bf16=False,
-        # A tiny model on a CPU: recomputing costs more than it saves (transformers 5.20 renamed the flag).
-        **{("activation_checkpointing" if "activation_checkpointing" in SFTConfig.__dataclass_fields__
-            else "gradient_checkpointing"): False},
+        **no_recompute,
         logging_steps=max(1, steps // 5),
         save_strategy="no",
         report_to=[],
