@@ -65,7 +65,7 @@ def _containment_figures() -> tuple[str, ...]:
 
 FIGURES: dict[str, tuple[str, ...]] = {
     "alfworld_env": _figures(
-        r"^{n} games from " + re.escape(str(SHARED_DATA / "alfworld")) + r"\S*; {n} CPUs",  # the real games
+        r"^{n} games from " + re.escape(str(SHARED_DATA.resolve() / "alfworld")) + r"\S*; {n} CPUs",  # the real games
         r"^first environment \(imports textworld \+ alfworld\): {n} s",
         r"^  \S+ +reset +{n} s +plan +{n} s +{n} steps +{n} s",
         r"^reset \(load \+ reset\): mean {n} s, max {n} s",

@@ -50,7 +50,8 @@ def run_screen_ready(app: Agent2RLApp) -> bool:
     return isinstance(app.screen, RunScreen) and app.screen.ready
 
 
-async def settle(pilot, predicate, timeout: float = 10.0, what: str = "the screen") -> None:  # noqa: ANN001
+async def settle(pilot, predicate, timeout: float = 60.0, what: str = "the screen") -> None:  # noqa: ANN001
+    """Wait for ``predicate`` (a long limit: a busy machine is slow, and only a failure waits it out)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         await pilot.pause(0.05)
@@ -576,7 +577,7 @@ async def test_run_screen_notices_the_run_became_lost(tmp_path: Path) -> None:
     """No one writes when a supervisor dies: the Run screen must see the heartbeat age out."""
     start = time.time()
     run_dir = make_run(tmp_path, "20261122T233321-arith-live", status="running", t0=start - 60, budget_s=600,
-                       heartbeat=start - LOST_AFTER_S + 4)
+                       heartbeat=start + 600)  # beating, until the screen is up
     app = Agent2RLApp(root=tmp_path, open_run=run_dir)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, lambda: run_screen_ready(app) and "left" in plain(app.screen.query_one("#budget")),
@@ -584,7 +585,10 @@ async def test_run_screen_notices_the_run_became_lost(tmp_path: Path) -> None:
         run: RunScreen = app.screen
         header = run.query_one("#budget", Static)
         assert run.view.status == "running"
-        await settle(pilot, lambda: run.view.status == "lost", timeout=15, what="the run to be seen lost")
+        # The supervisor's last beat: from here no one writes, and the beat ages out by itself.
+        with RunStore.of_run(run_dir) as store:
+            store.update_run(heartbeat_at=time.time() - LOST_AFTER_S + 3)
+        await settle(pilot, lambda: run.view.status == "lost", what="the run to be seen lost")
         await settle(pilot, lambda: plain(header).startswith("lost"), what="the header to say lost")
         assert "ended" in plain(header) and "left" not in plain(header)
         frozen = plain(header)
