@@ -1,0 +1,239 @@
+"""The meter's record: what each call used and cost, the run's caps, and the rows in run.db.
+
+Kept apart from the proxy because the account does not depend on how the bytes travelled: a
+call under way (`Call`) gathers what its row will say; the `Ledger` keeps the run's totals
+(tokens and cost, a restarted meter going on from the run's own sums), counts each call once
+(before its reply's last bytes reach the agent, so the next call is checked against it),
+answers whether a cap is reached, and turns a call into its ``llm_calls`` row with every key
+the request carried scrubbed; the `Recorder` writes rows and events from one thread, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import socket
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import parse_qsl
+
+from agent2rl_tui.llm.prices import PriceTable
+from agent2rl_tui.llm.protocols import GENERATE
+from agent2rl_tui.llm.usage import Metered, Usage, UsageReader
+from agent2rl_tui.record.store import RunStore
+
+SECRET_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key", "openai-api-key")
+SECRET_QUERY = ("key", "api_key", "api-key")
+NO_REPLY = 0  # the status of a call that ended before any reply reached the agent
+WRITE_ATTEMPTS = 8  # a row or event is tried this often against a locked run.db, then logged and dropped
+
+
+@dataclass(frozen=True)
+class Caps:
+    """A run's limits, None for none: tokens (input + output of every recorded call) and cost (USD,
+    the priced calls; a call of a model without a price counts nothing towards it)."""
+
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"max_tokens": self.max_tokens, "max_cost_usd": self.max_cost_usd}
+
+
+@dataclass(eq=False)
+class Call:
+    """One call under way: what the row will say, guarded by ``lock`` (the handler feeds the
+    reader under it; a stopping meter records the call under it)."""
+
+    at: float
+    started: float  # monotonic
+    method: str
+    path: str
+    secrets: tuple[str, ...]
+    protocol: str | None = None
+    endpoint: str | None = None
+    model: str | None = None  # as asked for
+    status: int = NO_REPLY
+    ttfb_s: float | None = None
+    streamed: bool = False
+    reader: UsageReader | None = None
+    metered: Metered | None = None  # the reader's result, once closed before the reply's last bytes
+    counted: bool = False  # its tokens and cost already in the run's totals
+    request_bytes: int = 0
+    response_bytes: int = 0
+    done: bool = False
+    upstream_sock: socket.socket | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def attach(self, sock: socket.socket | None) -> None:
+        """The socket the call went out on (a stopping meter shuts it to cut the call)."""
+        self.upstream_sock = sock
+
+
+class Recorder:
+    """Writes rows and events to run.db from one thread, in order."""
+
+    def __init__(self, db: Path, log: TextIO | None) -> None:
+        self.store = RunStore(db)  # migrates an older run.db to this schema
+        self.log = log
+        self.queue: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name="meter-recorder", daemon=True)
+        self.thread.start()
+
+    def row(self, row: dict[str, Any]) -> None:
+        self.queue.put(("row", row))
+
+    def event(self, kind: str, message: str, data: dict[str, Any]) -> None:
+        self.queue.put(("event", {"kind": kind, "message": message, "data": data}))
+
+    def flush(self) -> None:
+        self.queue.join()
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join(timeout=60)
+        self.store.close()
+
+    def _run(self) -> None:
+        while True:
+            item = self.queue.get()
+            try:
+                if item is None:
+                    return
+                self._write(*item)
+            finally:
+                self.queue.task_done()
+
+    def _write(self, what: str, item: dict[str, Any]) -> None:
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                if what == "row":
+                    self.store.add_llm_call(**item)
+                else:
+                    self.store.event("meter", item["kind"], item["message"], item["data"])
+                return
+            except sqlite3.OperationalError as exc:  # locked past the busy timeout, or a full disk
+                if attempt == WRITE_ATTEMPTS - 1:
+                    self._say(f"meter: could not record a {what} in run.db: {exc}: {json.dumps(item)[:500]}")
+                    return
+                time.sleep(0.5 * (attempt + 1))
+
+    def _say(self, line: str) -> None:
+        if self.log is not None:
+            print(line, file=self.log, flush=True)
+
+
+class Ledger:
+    """The run's totals against its caps, and each finished call's row (through the recorder)."""
+
+    def __init__(self, recorder: Recorder, caps: Caps, prices: PriceTable, log: TextIO | None) -> None:
+        self.recorder = recorder
+        self.caps = caps
+        self.prices = prices
+        self.log = log
+        totals = recorder.store.llm_totals()  # a restarted meter goes on with the run's own sums
+        self._tokens = totals.input_tokens + totals.output_tokens
+        self._cost = totals.cost_usd or 0.0
+        self._calls = 0  # recorded by this meter
+        self._lock = threading.Lock()
+
+    def totals(self) -> tuple[int, int, float]:
+        """Calls recorded by this meter, the run's tokens (input + output), its cost (USD)."""
+        with self._lock:
+            return self._calls, self._tokens, self._cost
+
+    def refusal(self) -> str | None:
+        """Why a generation call must be refused now (a cap reached), else None."""
+        with self._lock:
+            tokens, cost = self._tokens, self._cost
+        if self.caps.max_tokens is not None and tokens >= self.caps.max_tokens:
+            return (f"agent2rl-tui: this run's token cap is reached ({tokens:,} of {self.caps.max_tokens:,} tokens "
+                    "used); no further model calls are allowed in this run")
+        if self.caps.max_cost_usd is not None and cost >= self.caps.max_cost_usd:
+            return (f"agent2rl-tui: this run's cost cap is reached (${cost:.4f} of ${self.caps.max_cost_usd:.4f} "
+                    "used); no further model calls are allowed in this run")
+        return None
+
+    def count(self, call: Call, metered: Metered | None) -> None:
+        """Add a call's tokens and cost to the run's totals now, before its reply's last bytes
+        reach the agent: an agent that calls again the moment a reply ends is checked against
+        totals that include it (the row is written after)."""
+        usage, _, cost = self._priced(call, metered)
+        with self._lock:
+            self._add(call, usage, cost)
+
+    def record(self, call: Call, metered: Metered | None, *, complete: bool, error: str | None,
+               refused: bool = False) -> None:
+        """The call's row to run.db (its tokens and cost counted, if they were not yet)."""
+        usage, model, cost = self._priced(call, metered)
+        row = call_row(call, usage, model, cost, complete=complete, error=error, refused=refused)
+        with self._lock:
+            self._calls += 1
+            self._add(call, usage, cost)
+        self.recorder.row(row)
+        if self.log is not None:
+            tokens = f" in={usage.input_tokens} out={usage.output_tokens}" if usage else ""
+            cut = "" if complete else " CUT"
+            print(f"meter: {call.method} {call.path} {call.status} {model or '-'}{tokens} {row['latency_s']:.2f}s"
+                  f"{' REFUSED' if refused else ''}{cut}", file=self.log, flush=True)
+
+    def _priced(self, call: Call, metered: Metered | None) -> tuple[Usage | None, str | None, float | None]:
+        usage = metered.usage if metered is not None and call.endpoint == GENERATE else None
+        model = (metered.model if metered is not None and metered.model else None) or call.model or None
+        cost = self.prices.cost(model, usage)
+        if cost is None and usage is not None and call.model and call.model != model:
+            cost = self.prices.cost(call.model, usage)
+        return usage, model, cost
+
+    def _add(self, call: Call, usage: Usage | None, cost: float | None) -> None:
+        """A call's tokens and cost into the run's totals, once (under ``_lock``)."""
+        if call.counted:
+            return
+        call.counted = True
+        if usage is not None:
+            self._tokens += usage.input_tokens + usage.output_tokens
+        self._cost += cost or 0.0
+
+
+def call_row(call: Call, usage: Usage | None, model: str | None, cost: float | None, *, complete: bool,
+             error: str | None, refused: bool) -> dict[str, Any]:
+    """A call's ``llm_calls`` row (``RunStore.add_llm_call``'s arguments), its error scrubbed."""
+    return {
+        "at": call.at, "protocol": call.protocol, "endpoint": call.endpoint, "method": call.method,
+        "path": call.path[:2000], "model": model, "status": call.status,
+        "latency_s": round(time.monotonic() - call.started, 4), "ttfb_s": call.ttfb_s, "streamed": int(call.streamed),
+        "input_tokens": usage.input_tokens if usage else None, "output_tokens": usage.output_tokens if usage else None,
+        "cached_tokens": usage.cached_tokens if usage else None,
+        "cache_write_tokens": usage.cache_write_tokens if usage else None,
+        "reasoning_tokens": usage.reasoning_tokens if usage else None,
+        "cost_usd": cost, "complete": int(complete), "refused": int(refused),
+        "error": scrub(error, call.secrets) if error else None,
+        "request_bytes": call.request_bytes, "response_bytes": call.response_bytes,
+    }
+
+
+def scrub(text: str, secrets: tuple[str, ...]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "[key]")
+    return text[:1000]
+
+
+def secrets_of(headers: list[tuple[str, str]], target: str) -> tuple[str, ...]:
+    """Every credential a request carries (header values, the bearer token alone, a ``key`` in the
+    query), longest first, so none of them is ever written."""
+    found: set[str] = set()
+    for name, value in headers:
+        if name.lower() in SECRET_HEADERS and value:
+            found.add(value.strip())
+            parts = value.strip().split(None, 1)
+            if len(parts) == 2:
+                found.add(parts[1].strip())
+    if "?" in target:
+        for k, v in parse_qsl(target.split("?", 1)[1]):
+            if k.lower() in SECRET_QUERY and v:
+                found.add(v)
+    return tuple(sorted((s for s in found if len(s) >= 4), key=len, reverse=True))
