@@ -37,7 +37,7 @@ from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.review.campaign_view import AUTORL_COLUMNS, OUR_COLUMNS, cell_results, read_runs
 from agent2rl_tui.review.index import summarize
 from agent2rl_tui.run.campaign import Campaign
-from agent2rl_tui.run.campaign_slurm import ENDED_STATES
+from agent2rl_tui.run.campaign.slurm_jobs import ENDED_STATES
 
 MATRIX = """
 name = "parity"
@@ -160,9 +160,9 @@ def campaigns(slurm_cluster: SlurmCluster, prepared_data: Path, tiny_model: Path
 def test_a_jobs_run_gets_the_judge_key_and_hf_home_by_name_never_the_keys_value(campaigns: dict) -> None:
     folder, secret = campaigns["judged"], campaigns["secret"]
     with Campaign(folder) as campaign:
-        [row] = [dict(r) for r in campaign.rows()]
+        [row] = campaign.rows()
     assert status(folder) == [("finished", "COMPLETED")], cli("campaign", "status", str(folder)).stdout
-    run_dir = Path(row["run_dir"])
+    run_dir = Path(row.run_dir or "")
     assert run_dir.parent == folder
     # The judge answers only with the key: the baseline judged on the node means the key reached it.
     s = summarize(run_dir)
@@ -176,7 +176,7 @@ def test_a_jobs_run_gets_the_judge_key_and_hf_home_by_name_never_the_keys_value(
     assert (run_dir / "workspace" / "hf_home.txt").read_text(encoding="utf-8") == str(campaigns["hf_home"])
 
     # The job script names the variables; their values went through Slurm, not through a file.
-    job = row["job_id"]
+    job = row.job_id or ""
     script = (folder / "slurm" / job / f"{job}_submission.sh").read_text(encoding="utf-8")
     [export] = re.findall(r"^#SBATCH --export=(\S+)$", script, re.M)
     assert export.split(",")[0] == "ALL" and {KEY_VAR, "HF_HOME", "HF_HUB_OFFLINE"} <= set(export.split(","))

@@ -74,6 +74,11 @@ FIGURES: dict[str, tuple[str, ...]] = {
         r"^time per game on the expert plan \(reset \+ steps, no planner\): mean {n} s",
         r"^one environment process, started and closed: {n} s",
         r"^episode runner, expert plans: one game at a time in-process {n} s; {n} processes at once {n} s \({n}x\)"),
+    "cli_startup": _figures(
+        r"^{n} repetitions each, fresh processes, {n} CPUs, load {n}",
+        r"^python -c pass: wall median {n} s \(best {n}\), CPU median {n} s \(best {n}\)$",
+        r"^agent2rl-tui --help: wall median {n} s \(best {n}\), CPU median {n} s \(best {n}\), {n} modules",
+        r"^agent2rl-tui runs \({n} runs\): wall median {n} s \(best {n}\), CPU median {n} s \(best {n}\), {n} modules"),
     "containment": _containment_figures(),
     "contamination": _figures(
         r"^revisions: {n} taken in {n} s \({n} MB of snapshots.git\)",

@@ -81,7 +81,7 @@ def matrix(prepared_data: Path, tiny_model: Path, tmp_path_factory: pytest.TempP
     assert proc.returncode == 0, proc.stdout + proc.stderr
     folder = folder_of(proc.stdout)
     with Campaign(folder) as campaign:
-        wait_for(lambda: campaign.meta()["ended_at"], timeout=900, interval=1, what="the campaign to end")
+        wait_for(lambda: campaign.meta().ended_at, timeout=900, interval=1, what="the campaign to end")
     return {"stdout": proc.stdout, "folder": folder, "root": tmp_path / "root", "tmp": tmp_path}
 
 
@@ -89,16 +89,16 @@ def test_a_campaign_runs_its_matrix_at_most_n_at_once_and_reports_per_cell(matri
     assert "4 cells x 2 seeds = 8 runs, at most 2 at once" in matrix["stdout"]
     folder, tmp_path = matrix["folder"], matrix["tmp"]
     with Campaign(folder) as campaign:
-        rows = [dict(r) for r in campaign.rows()]
-    assert len(rows) == 8 and all(r["run_dir"] for r in rows)
-    runs = {r["id"]: summarize(Path(r["run_dir"])) for r in rows}
+        rows = campaign.rows()
+    assert len(rows) == 8 and all(r.run_dir for r in rows)
+    runs = {r.id: summarize(Path(r.run_dir or "")) for r in rows}
     assert {s.status for s in runs.values()} == {"finished"}, {s.id: (s.status, s.error) for s in runs.values()}
-    assert all(Path(r["run_dir"]).parent == folder for r in rows)  # grouped under the campaign
+    assert all(Path(r.run_dir or "").parent == folder for r in rows)  # grouped under the campaign
     # Never more than two at once: each run from its start by the scheduler to its end.
-    spans = [(r["started_at"], runs[r["id"]].ended_at) for r in rows]
+    spans = [(r.started_at, runs[r.id].ended_at) for r in rows]
     most = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
     assert most <= 2
-    with RunStore.of_run(Path(rows[0]["run_dir"])) as store:
+    with RunStore.of_run(Path(rows[0].run_dir or "")) as store:
         config = json.loads(store.run().config_json)
     assert config["eval_limit"] == 2
 
@@ -106,12 +106,12 @@ def test_a_campaign_runs_its_matrix_at_most_n_at_once_and_reports_per_cell(matri
     cells = {c.cell: c for c in cell_results(read_runs(folder))}
     assert len(cells) == 4
     example_arith = cells["arith · example · scripted · tiny-llama"]
-    bests = [runs[r["id"]].best for r in rows if r["cell"] == example_arith.cell]
+    bests = [runs[r.id].best for r in rows if r.cell == example_arith.cell]
     assert example_arith.best.n == 2 and example_arith.best.mean == pytest.approx(statistics.fmean(bests))
     assert example_arith.best.sd == pytest.approx(statistics.stdev(bests))
     assert example_arith.expected_best[2] == pytest.approx(max(bests))
     assert example_arith.expected_best[1] == pytest.approx(statistics.fmean(bests))
-    imps = [runs[r["id"]].improvement for r in rows if r["cell"] == example_arith.cell]
+    imps = [runs[r.id].improvement for r in rows if r.cell == example_arith.cell]
     assert example_arith.improvement.mean == pytest.approx(statistics.fmean(imps))
     assert cells["arith · command · - · tiny-llama"].best.n == 0  # no submission: no best score
 
@@ -156,14 +156,14 @@ def test_a_run_killed_mid_campaign_is_reported_and_queued_again(prepared_data: P
     assert proc.returncode == 0, proc.stdout + proc.stderr
     folder = folder_of(proc.stdout)
     with Campaign(folder) as campaign:
-        wait_for(lambda: campaign.rows()[0]["run_dir"], timeout=60, what="the run to be started")
-        run_dir = Path(campaign.rows()[0]["run_dir"])
+        wait_for(lambda: campaign.rows()[0].run_dir, timeout=60, what="the run to be started")
+        run_dir = Path(campaign.rows()[0].run_dir or "")
         wait_for(lambda: summarize(run_dir).status == "running", timeout=120, what="the agent to start")
         with RunStore.of_run(run_dir) as store:
             pid = store.run().supervisor_pid
         os.kill(pid, signal.SIGKILL)  # the run dies under the campaign
         wait_for(lambda: campaign.state_of(campaign.rows()[0]) == "lost", timeout=60, what="the run to be lost")
-        wait_for(lambda: campaign.meta()["ended_at"], timeout=60, what="the scheduler to end")
+        wait_for(lambda: campaign.meta().ended_at, timeout=60, what="the scheduler to end")
         assert not procs.pid_alive(pid)
     status = cli("campaign", "status", str(folder), root=tmp_path / "root")
     assert " lost " in status.stdout and run_dir.name in status.stdout
@@ -174,14 +174,14 @@ def test_a_run_killed_mid_campaign_is_reported_and_queued_again(prepared_data: P
     again = cli("campaign", "requeue", str(folder), run_dir.name, root=tmp_path / "root")
     assert again.returncode == 0 and "queued again as 2" in again.stdout and "scheduler started" in again.stdout
     with Campaign(folder) as campaign:
-        wait_for(lambda: campaign.meta()["ended_at"] and campaign.state_of(campaign.rows()[-1]) == "finished",
+        wait_for(lambda: campaign.meta().ended_at and campaign.state_of(campaign.rows()[-1]) == "finished",
                  timeout=300, interval=1, what="the second attempt to finish")
         rows = campaign.rows()
         assert [campaign.state_of(r) for r in rows] == ["superseded", "finished"]
-        assert rows[1]["attempt"] == 2 and Path(rows[1]["run_dir"]) != run_dir and run_dir.exists()
+        assert rows[1].attempt == 2 and Path(rows[1].run_dir or "") != run_dir and run_dir.exists()
     refused = cli("campaign", "requeue", str(folder), "2", root=tmp_path / "root")
     assert refused.returncode != 0 and "only failed, lost or stopped runs" in refused.stderr
-    assert math.isfinite(summarize(Path(rows[1]["run_dir"])).baseline or 0.0)
+    assert math.isfinite(summarize(Path(rows[1].run_dir or "")).baseline or 0.0)
 
 
 SUBMITIT = """
@@ -208,7 +208,7 @@ grace = "1s"
 
 def test_the_submitit_backend_runs_a_cell_as_a_job(prepared_data: Path, tiny_model: Path, tmp_path: Path) -> None:
     from agent2rl_tui.run.campaign import CampaignSpec
-    from agent2rl_tui.run.campaign_slurm import time_limit_min
+    from agent2rl_tui.run.campaign.slurm import time_limit_min
 
     spec_text = campaign_file(tmp_path, tiny_model, SUBMITIT).read_text()
     spec = CampaignSpec.from_toml(spec_text)
@@ -221,14 +221,14 @@ def test_the_submitit_backend_runs_a_cell_as_a_job(prepared_data: Path, tiny_mod
     folder = folder_of(proc.stdout)
     with Campaign(folder) as campaign:
         row = campaign.rows()[0]
-        assert row["job_id"]
-        wait_for(lambda: campaign.rows()[0]["run_dir"] and campaign.state_of(campaign.rows()[0]) == "finished",
+        assert row.job_id
+        wait_for(lambda: campaign.rows()[0].run_dir and campaign.state_of(campaign.rows()[0]) == "finished",
                  timeout=300, interval=1, what="the job's run to finish")
-        run_dir = Path(campaign.rows()[0]["run_dir"])
+        run_dir = Path(campaign.rows()[0].run_dir or "")
     assert run_dir.parent == folder and summarize(run_dir).baseline is not None
     # The local executor's job id is its process's pid; the process pickles the job's result after
     # the run has finished, then exits: the result is there once the job has ended.
-    job_pid = int(row["job_id"])
+    job_pid = int(row.job_id)
     wait_for(lambda: not procs.pid_alive(job_pid), timeout=120, interval=0.5, what="the job's process to end")
     assert list((folder / "slurm" / str(job_pid)).glob("*_result.pkl")), "submitit keeps the job's result"
     status = cli("campaign", "status", str(folder), root=tmp_path / "root")

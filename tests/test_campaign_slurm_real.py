@@ -22,9 +22,10 @@ from conftest import cli, wait_for
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the session fixture
 
 from agent2rl_tui.record.store import RunStore
-from agent2rl_tui.review.campaign_view import ENDED_STATES, read_runs
+from agent2rl_tui.review.campaign_view import read_runs
 from agent2rl_tui.review.index import summarize
 from agent2rl_tui.run.campaign import Campaign
+from agent2rl_tui.run.campaign.slurm_jobs import ENDED_STATES
 
 # A busy machine: the fixtures wait long. The runs are graded by a scripted worker: Slurm's part is
 # what is tested here, and the grading with a model is the end-to-end run's (test_run_e2e).
@@ -99,14 +100,14 @@ def test_a_campaign_runs_as_slurm_jobs_and_slurm_decides_how_many_at_once(
         "a job should have waited for the node while others ran"
 
     with Campaign(folder) as campaign:
-        db_rows = {str(r["id"]): dict(r) for r in campaign.rows()}
-    job_ids = {row_id: db["job_id"] for row_id, db in db_rows.items()}
+        db_rows = {str(r.id): r for r in campaign.rows()}
+    job_ids = {row_id: db.job_id for row_id, db in db_rows.items()}
     assert len(set(job_ids.values())) == 4 and all(j.isdigit() for j in job_ids.values())
     final = seen[-1]
     for row_id, seed, state, run_name, job_id, slurm_state in final:
         assert job_ids[row_id] == job_id and state == "finished"
         run_dir = folder / run_name
-        assert Path(db_rows[row_id]["run_dir"]) == run_dir and run_dir.is_dir()  # the run folder, in the campaign
+        assert Path(db_rows[row_id].run_dir or "") == run_dir and run_dir.is_dir()  # the run folder, in the campaign
         s = summarize(run_dir)
         assert (s.status, s.error) == ("finished", None)
         assert s.baseline is not None and s.best is not None and s.n_submissions >= 1
@@ -122,7 +123,7 @@ def test_a_campaign_runs_as_slurm_jobs_and_slurm_decides_how_many_at_once(
         assert list((folder / "slurm" / job_id).glob("*_result.pkl")), "submitit keeps each job's result"
 
     # Slurm ran them at most `fit` at once: each run from its start on its node to its end.
-    spans = [(db["started_at"], summarize(Path(db["run_dir"])).ended_at) for db in db_rows.values()]
+    spans = [(db.started_at, summarize(Path(db.run_dir or "")).ended_at) for db in db_rows.values()]
     assert max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans) <= fit
 
     # The results read as a local campaign's: one CSV row per run, with its job id.
@@ -175,7 +176,7 @@ def test_a_job_sbatch_refuses_is_said_and_submitted_once_the_file_is_mended(
     wait_for(lambda: [r[2] for r in status_rows(folder)] == ["finished"], timeout=900, interval=1,
              what="the mended campaign's run to finish")
     with Campaign(folder) as campaign:
-        assert summarize(Path(campaign.rows()[0]["run_dir"])).baseline is not None
+        assert summarize(Path(campaign.rows()[0].run_dir or "")).baseline is not None
 
 
 KILLABLE = """
@@ -338,7 +339,7 @@ def test_a_job_that_hits_its_time_limit_is_stopped_as_a_budget_ends(
     status = cli("campaign", "status", str(folder)).stdout
     assert "(time_limit)" in status, status
     with Campaign(folder) as campaign:
-        run_dir = Path(campaign.rows()[0]["run_dir"])
+        run_dir = Path(campaign.rows()[0].run_dir or "")
     s = summarize(run_dir)
     assert (s.status, s.end_reason) == ("stopped", "time_limit"), (s.status, s.end_reason, s.error)
     assert s.baseline is not None and s.n_submissions == 1 and s.best is not None  # scored, not lost

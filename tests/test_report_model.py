@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -219,7 +218,7 @@ def test_a_partly_readable_list_keeps_its_readable_items() -> None:
 
 def test_the_cli_reads_report_json_through_the_typed_report(built: dict[str, Path], tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from agent2rl_tui.cli import _print_result
+    from agent2rl_tui.cli.runs import _print_result
 
     run = built["history"]
     _print_result(run)
@@ -252,10 +251,8 @@ def test_run_show_json_is_the_report_with_the_runs_status(built: dict[str, Path]
         k: v for k, v in expected.items() if k != "generated_at"}
 
 
-def test_the_supervisors_result_line(built: dict[str, Path], caplog: pytest.LogCaptureFixture) -> None:
-    from agent2rl_tui.run.supervisor import Supervisor
+def test_the_supervisors_result_line(built: dict[str, Path]) -> None:
+    from agent2rl_tui.run.closing import result_line
 
     report = build_report(built["history"])
-    with caplog.at_level(logging.INFO):
-        Supervisor._print_result(None, report)  # type: ignore[arg-type]  # it reads only the report
-    assert "result: baseline 10.00, best 30.00, improvement 20.00, 6 submission(s)" in caplog.text
+    assert result_line(report) == "result: baseline 10.00, best 30.00, improvement 20.00, 6 submission(s)"

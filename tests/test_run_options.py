@@ -13,9 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from agent2rl_tui import cli
+from agent2rl_tui.cli import runs as cli_runs
 from agent2rl_tui.record.root import RunError
 from agent2rl_tui.record.runconfig import RunConfig
-from agent2rl_tui.run import options
+from agent2rl_tui.run import lifecycle, options
 from agent2rl_tui.run.campaign import RUN_OPTIONS, CampaignSpec
 from agent2rl_tui.run.request import RunRequest
 
@@ -46,7 +47,7 @@ def test_every_declared_flag_is_in_run_start_help_with_its_help() -> None:
         assert flag.name in result.output
         if flag.help:
             assert squeeze(flag.help) in shown, flag.name
-    params = {p.name: p for p in cli.run_start.params if isinstance(p, click.Option)}
+    params = {p.name: p for p in cli_runs.run_start.params if isinstance(p, click.Option)}
     for flag in options.flags():
         param = params.pop(flag.dest)
         assert param.opts == [flag.name] and param.help == flag.help
@@ -124,7 +125,7 @@ def test_run_start_maps_its_flags_to_the_request(monkeypatch: pytest.MonkeyPatch
         seen.append(req)
         raise RunError("stop here")
 
-    monkeypatch.setattr(cli, "start_run", start_run)
+    monkeypatch.setattr(lifecycle, "start_run", start_run)  # `run start` imports it when it runs
     corpus = tmp_path / "c.jsonl"
     result = CliRunner().invoke(cli.main, [
         "--root", str(tmp_path), "run", "start", "--task", "arith", "--agent", "command", "--model", "/m",

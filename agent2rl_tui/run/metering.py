@@ -34,6 +34,7 @@ from typing import IO, Any
 
 from agent2rl_tui.record.root import RunError
 from agent2rl_tui.run.profiles import AgentProfile
+from agent2rl_tui.run.services import ServiceError
 from agent2rl_tui.util import procs
 
 START_TIMEOUT_S = 30.0
@@ -41,7 +42,7 @@ STOP_GRACE_S = 5.0
 RESTARTS = 3
 
 
-class MeterError(RuntimeError):
+class MeterError(ServiceError):
     """The meter could not be started."""
 
 
@@ -109,7 +110,12 @@ def check_caps(max_tokens: int | None, max_cost_usd: float | None, plan: MeterPl
 
 
 class MeterProcess:
-    """``python -m agent2rl_tui.llm.meter`` for one run: started, watched, restarted, stopped."""
+    """``python -m agent2rl_tui.llm.meter`` for one run: started, watched, restarted, stopped
+    (a ``run.services.Service``)."""
+
+    name = "meter"
+    died_event = restarted_event = "meter_died"
+    max_restarts = RESTARTS
 
     def __init__(self, run_dir: Path, upstream: str, *, max_tokens: int | None = None,
                  max_cost_usd: float | None = None, prices: str | None = None) -> None:
@@ -155,6 +161,11 @@ class MeterProcess:
     def died(self) -> int | None:
         """The exit code of a meter that ended by itself, else None."""
         return self.popen.poll() if self.popen is not None else None
+
+    def restart(self) -> str:
+        """A new meter on the port of the one that died (the agent's driver URL)."""
+        self.stop()
+        return self.start()
 
     def stop(self, grace_s: float = STOP_GRACE_S + 5.0) -> None:
         """SIGTERM (calls under way get the meter's grace, then are recorded as they stand), then

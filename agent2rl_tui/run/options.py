@@ -7,7 +7,7 @@ run's creation resolves) and ``RunConfig``'s (record/runconfig.py: what is recor
 each carrying a ``record.setting.Setting`` in its metadata: its flags with their help, its
 group, its campaign key, how flags' and campaign values become its value, where it is checked.
 This module gathers them: ``OPTIONS`` in ``--help`` order (the settings' ranks), ``flags()`` for
-the CLI (``cli._click_option`` renders each as a click option), ``flag()`` for the New Run form,
+the CLI (``cli.flags._click_option`` renders each as a click option), ``flag()`` for the New Run form,
 ``CAMPAIGN_OPTIONS`` for campaign files, and the two ways to a ``RunRequest``. (Harlequin
 declares its adapters' options the same way, as objects its CLI turns into click options.)
 

@@ -26,39 +26,32 @@ from functools import cached_property
 from pathlib import Path
 
 from agent2rl_tui.grader.client import GraderClient, GraderUnavailable
-from agent2rl_tui.grader.launch import GraderProcess, spawn_grader
-from agent2rl_tui.record.contamination import check_run, write_contamination
 from agent2rl_tui.record.revisions import SnapshotError, Snapshotter
-from agent2rl_tui.record.root import default_root
 from agent2rl_tui.record.runconfig import RunConfig
 from agent2rl_tui.record.store import RunStatus, RunStore, SubStatus
-from agent2rl_tui.review.report import write_report
-from agent2rl_tui.review.report_model import Report
-from agent2rl_tui.run import containment
+from agent2rl_tui.run import agent_setup, closing, containment, services
 from agent2rl_tui.run.agent_output import AgentOutput
+from agent2rl_tui.run.grader_service import GraderService
 from agent2rl_tui.run.lifecycle import AGENT_ENV_VAR
-from agent2rl_tui.run.metering import RESTARTS as METER_RESTARTS
-from agent2rl_tui.run.metering import MeterError, MeterProcess, plan_meter
-from agent2rl_tui.run.profiles import AgentProfile, DriverSetup, driver_setup, get_profile
+from agent2rl_tui.run.metering import MeterProcess, plan_meter
+from agent2rl_tui.run.profiles import AgentProfile, driver_setup, get_profile
 from agent2rl_tui.run.prompt import build_prompt
-from agent2rl_tui.run.summarizer import SummarizerSettings, describe, write_narrative
-from agent2rl_tui.run.train_envs import RESTARTS as TRAIN_ENV_RESTARTS
+from agent2rl_tui.run.services import ServiceError
 from agent2rl_tui.run.train_envs import URL_VAR as TRAIN_ENV_URL
-from agent2rl_tui.run.train_envs import TrainEnvError, TrainEnvProcess
+from agent2rl_tui.run.train_envs import TrainEnvProcess
 from agent2rl_tui.run.vitals import VitalsSampler
 from agent2rl_tui.run.watcher import RevisionWatcher
 from agent2rl_tui.run.workspace import make_run_folder, populate_workspace, write_run_meta
-from agent2rl_tui.tasks.data import source_paths
-from agent2rl_tui.tasks.registry import Task, cache_root, load_task
+from agent2rl_tui.tasks.registry import Task, load_task
 from agent2rl_tui.util import procs as procs
 from agent2rl_tui.util.logsetup import configure_logging
 from agent2rl_tui.util.timeutil import human_duration, iso, now
 
 log = logging.getLogger("agent2rl.supervisor")
 HEARTBEAT_S = 2.0
-GRADER_STOP_S = 10.0
-GRADER_RESTARTS = 5
 NAMESPACE_EXIT_S = 10.0
+SERVICES = ("grader", "meter", "train_envs")
+"""The supervisor's attributes that hold its long-running processes (``run.services.Service``)."""
 
 
 STOP_REASONS = ("stopped", "time_limit")
@@ -80,9 +73,7 @@ class Supervisor:
         self.stop_requested = threading.Event()
         self.stop_count = 0
         self.done = threading.Event()
-        self.grader: subprocess.Popen[bytes] | None = None
-        self.grader_process: GraderProcess | None = None
-        self.grader_restarts = 0
+        self.grader: GraderService | None = None
         self.agent: subprocess.Popen[bytes] | None = None
         self.grader_url: str | None = None
         self._announced: set[int] = set()
@@ -160,37 +151,17 @@ class Supervisor:
             self.stop_grader()
             self.vitals.stop()
             self.fail_unfinished()
-            self.check_contamination()
+            closing.check_contamination(self.run_dir, self.store, self.task)
             AgentOutput.record_peak_memory(self.store)  # bounded whatever the agent printed
             self.store.update_run(ended_at=now(), error=error, heartbeat_at=now())
             self.store.event("supervisor", "end", f"run {final_status}", {"error": error})
-            try:  # the report first: whoever sees the run ended finds its report
-                report = write_report(self.run_dir, status=final_status)
-                self._print_result(report)
-            except Exception:  # noqa: BLE001
-                log.exception("could not write the report")
-                self.store.event("supervisor", "report_failed", "could not write report/report.json")
-            self.write_narrative(final_status)
+            # The report first: whoever sees the run ended finds its report.
+            closing.write_final_report(self.run_dir, self.store, final_status)
+            closing.write_run_narrative(self.run_dir, self.store, self.cfg, final_status)
             self.store.update_run(status=final_status, heartbeat_at=now())
             self.done.set()
             self.store.close()
         return 0 if final_status in (RunStatus.FINISHED, RunStatus.STOPPED) else 1
-
-    def write_narrative(self, final_status: RunStatus) -> None:
-        """The optional narrative (``--summarizer-*``) after the final report, then the report again
-        with it; whatever fails is an event, never the run's failure."""
-        if not self.cfg.summarizer:
-            return
-        try:
-            narrative = write_narrative(self.run_dir, SummarizerSettings.from_dict(self.cfg.summarizer))
-            log.info("%s", describe(narrative))
-            failed = bool(narrative.failed or narrative.error)
-            self.store.event("supervisor", "narrative_failed" if failed else "narrative", describe(narrative))
-            write_report(self.run_dir, status=final_status)
-        except Exception as exc:  # noqa: BLE001
-            log.exception("could not write the narrative")
-            self.store.event("supervisor", "narrative_failed",
-                             f"could not write report/narrative.json: {type(exc).__name__}: {exc}")
 
     @cached_property
     def task(self) -> Task:
@@ -211,14 +182,13 @@ class Supervisor:
         self.store.event("supervisor", "workspace", "workspace ready")
 
     def start_grader(self) -> None:
-        started = spawn_grader(self.run_dir, self.run_dir / "logs" / "grader.log", keep_socket=True,
-                               gpus=self.cfg.gpus)
-        self.grader_process = started
-        self.grader, self.grader_url, port = started.popen, started.url, started.port
-        self.store.update_run(grader_pid=self.grader.pid, grader_port=port)
-        log.info("grader started (pid %s, port %s); scoring the baseline", self.grader.pid, port)
+        self.grader = service = GraderService(self.run_dir, self.cfg.gpus)
+        self.grader_url = service.start()
+        assert service.process is not None
+        grader, port = service.process.popen, service.process.port
+        self.store.update_run(grader_pid=grader.pid, grader_port=port)
+        log.info("grader started (pid %s, port %s); scoring the baseline", grader.pid, port)
         timeout = self.cfg.eval_timeout_s + 120.0
-        grader = started.popen
         with GraderClient(self.grader_url) as client:
             try:
                 info = client.wait_ready(
@@ -244,7 +214,8 @@ class Supervisor:
         if profile.instructions_file:
             (self.ws / profile.instructions_file).write_text(prompt, encoding="utf-8")
         self.profile = profile
-        env = self.agent_env(profile, model)
+        assert self.grader_url is not None
+        env = agent_setup.agent_env(self.run, self.ws, profile, model, self.grader_url)
         if self.task.level == 3:  # the agent plays its train games through the service
             env[TRAIN_ENV_URL] = self.start_train_envs()
         # The driver URL as this CLI takes it (a variable, arguments, settings): the meter's, in
@@ -264,8 +235,8 @@ class Supervisor:
             {"task": self.run.task, "base_model": self.run.base_model, "start_time": start,
              "timeout_s": self.run.budget_s, "end_time": deadline},
         )
-        self.prepare_home(profile, setup)
-        self.containment = self.contain(profile, env)
+        agent_setup.prepare_home(self.run_dir, self.store, self.cfg, profile, setup)
+        self.containment = agent_setup.contain(self.run_dir, self.store, self.cfg, self.task, profile, env)
         if profile.own_home and not self.containment.contained:  # its own home all the same
             env["HOME"] = str(self.run_dir / containment.AGENT_HOME)
         argv = self.containment.wrap(argv)
@@ -299,43 +270,6 @@ class Supervisor:
         self.stop_watcher()
         return reason
 
-    def contain(self, profile: AgentProfile, env: dict[str, str]) -> containment.Containment:
-        """The agent's sandbox, or why there is none; either way it goes into the record."""
-        if not self.cfg.contain:
-            made = containment.not_contained("started with --no-contain", requested=False)
-        else:
-            made = containment.build(
-                run_dir=self.run_dir, workspace=self.ws, runs_root=default_root(), data_cache=cache_root(),
-                env=env, writable_paths=(*profile.writable_paths, *self.cfg.writable_paths),
-                read_only_paths=(*profile.read_only_paths, *self.cfg.read_only_paths),
-                sources=tuple(source_paths(self.task)),
-                executable=profile.executable if profile.executable != "{python}" else None,
-            )
-        if made.contained:
-            log.info("the agent runs contained: %s; hidden: %s", made.reason, ", ".join(made.hidden))
-            message = f"agent contained by {made.reason}"
-        else:
-            log.warning("the agent runs NOT CONTAINED: %s", made.reason)
-            message = f"agent not contained: {made.reason}"
-        self.store.event("supervisor", "containment", message, made.record())
-        return made
-
-    def prepare_home(self, profile: AgentProfile, setup: DriverSetup) -> None:
-        """The agent CLI's configuration and login copied into the run's own home (never its
-        history or sessions), and the gateway's settings merged in; recorded by name."""
-        if not profile.own_home:
-            return
-        home = Path(os.environ.get("HOME") or Path.home())
-        copied = containment.prepare_home(
-            self.run_dir / containment.AGENT_HOME, home=home, env=dict(os.environ), files=profile.home_files,
-            logins=profile.login_files, config_dirs=profile.config_dirs, settings=setup.files)
-        logins = [n for n in copied if n in profile.login_files]
-        log.info("the agent's home is the run's own; copied in: %s", ", ".join(copied) or "nothing")
-        self.store.event("supervisor", "agent_home",
-                         f"agent home: {len(copied)} file(s) copied in" + (f", driver {setup.url}" if setup.url else ""),
-                         {"copied": copied, "logins": logins, "driver_url": self.cfg.driver_url,
-                          "agent_url": setup.url, "model": setup.model, "sessions": list(profile.session_dirs)})
-
     def start_meter(self, profile: AgentProfile) -> str | None:
         """The meter in front of the agent's driver API (``run/metering.py``); its URL, or None
         for a run without one (the record says why)."""
@@ -351,32 +285,11 @@ class Supervisor:
                              max_cost_usd=self.cfg.max_cost_usd, prices=self.cfg.prices_path)
         try:
             url = meter.start()
-        except (MeterError, OSError) as exc:
+        except (ServiceError, OSError) as exc:
             raise RunFailed(f"the meter did not start: {exc}") from exc
         self.meter = meter
         log.info("the agent's calls are metered: %s -> %s", url, plan.upstream)
         return url
-
-    def check_meter(self) -> None:
-        """Start again, on the same port, a meter that died; the record says so."""
-        meter = self.meter
-        if meter is None or (code := meter.died()) is None:
-            return
-        meter.stop()
-        if meter.restarts >= METER_RESTARTS:
-            self.store.event("supervisor", "meter_died", f"the meter exited with code {code}; no restart left: "
-                             "the agent's driver calls fail from here", {"exit_code": code})
-            self.meter = None
-            return
-        meter.restarts += 1
-        try:
-            meter.start()
-            message = f"the meter exited with code {code}; restarted on the same port"
-        except (MeterError, OSError) as exc:
-            message = f"the meter exited with code {code} and did not start again: {exc}"
-            self.meter = None
-        log.error("%s", message)
-        self.store.event("supervisor", "meter_died", message, {"exit_code": code, "restarts": meter.restarts})
 
     def start_train_envs(self) -> str:
         """The run's train-environment service (``run/train_envs.py``), ready; its URL."""
@@ -384,32 +297,25 @@ class Supervisor:
         self.train_envs = service
         try:
             url = service.start()
-        except TrainEnvError as exc:
+        except ServiceError as exc:
             raise RunFailed(f"the train-environment service did not start: {exc}") from exc
         log.info("train environments served at 127.0.0.1:%s (pid %s)", url.split(":")[2].split("/")[0], service.pid)
         self.store.event("supervisor", "train_envs", f"train-environment service started (pid {service.pid})",
                          {"pid": service.pid})
         return url
 
-    def check_train_envs(self) -> None:
-        """Start again, on the same URL, a service that died; the record says so."""
-        service = self.train_envs
-        if service is None or (code := service.died()) is None:
-            return
-        if service.restarts >= TRAIN_ENV_RESTARTS:
-            self.store.event("supervisor", "train_envs_died", f"the train-environment service exited with code "
-                             f"{code}; no restart left", {"exit_code": code})
-            service.stop()
-            self.train_envs = None
-            return
-        service.restarts += 1
-        try:
-            service.start()
-            message = f"the train-environment service exited with code {code}; restarted on the same URL"
-        except TrainEnvError as exc:
-            message = f"the train-environment service exited with code {code} and did not start again: {exc}"
-        log.error("%s", message)
-        self.store.event("supervisor", "train_envs_died", message, {"exit_code": code, "restarts": service.restarts})
+    def check_services(self) -> None:
+        """The grader, the meter and the train-environment service in one loop (``services.check``):
+        one that died is started again on the same URL, or dropped when it cannot be."""
+        for attr in SERVICES:
+            service = getattr(self, attr)
+            if service is None:
+                continue
+            before = service.pid
+            if not services.check(service, self.store):
+                setattr(self, attr, None)
+            elif attr == "grader" and service.pid != before:
+                self.store.update_run(grader_pid=service.pid)
 
     def stop_train_envs(self) -> None:
         if self.train_envs is not None:
@@ -420,40 +326,6 @@ class Supervisor:
         if self.meter is not None:
             meter, self.meter = self.meter, None
             meter.stop()
-
-    def _stderr_tail(self) -> list[str]:
-        """The agent's last stderr lines, from logs/agent.log (its last 64 KiB)."""
-        path = self.run_dir / "logs" / "agent.log"
-        try:
-            with path.open("rb") as fh:
-                fh.seek(max(0, path.stat().st_size - 65536))
-                data = fh.read()
-        except OSError:
-            return []
-        marker = b" [stderr] "
-        return [line.split(marker, 1)[1].decode("utf-8", "replace") for line in data.splitlines() if marker in line]
-
-    def check_contamination(self) -> None:
-        """Scan what the agent wrote for eval items (record/contamination/); never fatal."""
-        if self.store.run().budget_start is None:
-            return
-        try:
-            result = check_run(self.run_dir, self.task)
-            write_contamination(self.run_dir, result)
-        except Exception as exc:  # noqa: BLE001 - the record closes whatever the scan does
-            log.exception("the contamination check failed")
-            self.store.event("supervisor", "contamination_failed", f"contamination check failed: {exc}")
-            return
-        items = result.items
-        if items:
-            files = ", ".join(h.path for h in result.hits[:5])
-            log.warning("contamination check: %d eval item(s) found in what the agent wrote (%s)", len(items), files)
-            message = f"{len(items)} eval item(s) found in what the agent wrote"
-        else:
-            log.info("contamination check: no eval item found in %d file(s) (%d checkable items)",
-                     result.files_scanned, result.checkable_items)
-            message = "no eval item found in what the agent wrote"
-        self.store.event("supervisor", "contamination", message, result.event_data())
 
     def _profiles_path(self) -> Path | None:
         path = self.cfg.profiles_path
@@ -509,46 +381,17 @@ class Supervisor:
             if self.output is not None:
                 self.output.tick()
             if ticks % 5 == 0:
-                self.check_grader()
-                self.check_meter()
-                self.check_train_envs()
+                self.check_services()
             time.sleep(0.2)
         self.store.update_run(end_reason=reason)
         log.info("agent phase over: %s", reason)
         return reason
 
-    def check_grader(self) -> None:
-        """Start a successor of a grader that died, on the same URL; the record says so.
-
-        The successor re-queues whatever was queued or being evaluated, so a submission the
-        agent made is scored, not lost.
-        """
-        old = self.grader_process
-        if old is None or self.grader is None or self.grader.poll() is None:
-            return
-        code = self.grader.returncode
-        # Its eval workers die with it (PR_SET_PDEATHSIG); anything else waits for the end of
-        # the run, where stop_grader() sweeps every process left under us.
-        if self.grader_restarts >= GRADER_RESTARTS:
-            log.error("the grader died (exit code %s) and has been restarted %d times; not again",
-                      code, self.grader_restarts)
-            self.store.event("supervisor", "grader_died", f"grader exited with code {code}; no restart left")
-            self.grader_process = None
-            return
-        self.grader_restarts += 1
-        log.error("the grader died (exit code %s); starting it again on the same URL", code)
-        started = spawn_grader(self.run_dir, self.run_dir / "logs" / "grader.log", successor_of=old,
-                               gpus=self.cfg.gpus)
-        self.grader_process, self.grader = started, started.popen
-        self.store.update_run(grader_pid=started.popen.pid)
-        self.store.event("supervisor", "grader_restarted",
-                         f"grader exited with code {code}; restarted (pid {started.popen.pid})",
-                         {"exit_code": code, "restarts": self.grader_restarts})
+    def _service_pids(self) -> set[int]:
+        return {pid for attr in SERVICES if (s := getattr(self, attr)) is not None and (pid := s.pid) is not None}
 
     def _popen_pids(self) -> set[int]:
-        meter = self.meter.popen if self.meter is not None else None
-        envs = self.train_envs.process.popen if self.train_envs is not None and self.train_envs.process else None
-        return {p.pid for p in (self.agent, self.grader, meter, envs) if p is not None}
+        return self._service_pids() | ({self.agent.pid} if self.agent is not None else set())
 
     def shutdown_agent(self) -> None:
         """End the agent's group (TERM, grace, KILL) and any descendant that escaped it."""
@@ -563,9 +406,7 @@ class Supervisor:
                 self.store.event("supervisor", "agent_killed", "the agent ignored SIGTERM and was killed")
         if self.watcher is not None:  # its git must not be among the strays killed next
             self.watcher.stop()
-        keep = {p for p in (self.grader.pid if self.grader else None, self.meter.pid if self.meter else None,
-                            self.train_envs.pid if self.train_envs else None) if p}
-        strays = self._strays(exclude=keep, agent_pid=agent.pid)
+        strays = self._strays(exclude=self._service_pids(), agent_pid=agent.pid)
         if strays:
             procs.kill_pids(strays)
             self.store.event("supervisor", "strays_killed", f"killed {len(strays)} processes that left the agent's group",
@@ -578,7 +419,7 @@ class Supervisor:
         code = containment.exit_code(code, contained=bool(self.containment and self.containment.contained))
         normalizer = self.output.recorder.normalizer if self.output is not None else None
         if normalizer is not None and hasattr(normalizer, "agent_exited"):  # an agent failing silently: an error step
-            normalizer.agent_exited(code, self._stderr_tail, now())
+            normalizer.agent_exited(code, lambda: agent_setup.stderr_tail(self.run_dir), now())
         if self.profile is not None and self.profile.login_files:
             removed = containment.forget_logins(self.run_dir / containment.AGENT_HOME, self.profile.login_files)
             if removed:
@@ -610,8 +451,8 @@ class Supervisor:
         timeout = self.cfg.eval_timeout_s
         last, waited_since = -1, time.monotonic()
         while self.grader:
-            self.check_grader()
-            if self.grader.poll() is not None:
+            self.check_services()
+            if self.grader is None or self.grader.died() is not None:
                 return
             pending = self.store.pending_count()
             self._report_new_results()
@@ -625,25 +466,10 @@ class Supervisor:
             time.sleep(0.5)
 
     def stop_grader(self) -> None:
-        """Stop the grader, then every process still under us: its eval workers (they run in
-        sessions of their own, and re-parent to this subreaper if the grader is killed)."""
-        if self.grader_process is not None and self.grader_process.sock is not None:
-            self.grader_process.sock.close()
-        self.grader_process = None
-        if not self.grader:
-            return
+        """Stop the grader and its eval workers (``GraderService.stop``)."""
         grader, self.grader = self.grader, None
-        if grader.poll() is None:
-            grader.terminate()
-            try:
-                grader.wait(timeout=GRADER_STOP_S)
-            except subprocess.TimeoutExpired:
-                procs.signal_group(grader.pid, signal.SIGKILL)
-                grader.wait()
-        procs.signal_group(grader.pid, signal.SIGKILL)
-        left = procs.descendants(os.getpid(), other_sessions=True)
+        left = grader.stop() if grader is not None else []
         if left:
-            procs.kill_pids(left)
             self.store.event("supervisor", "workers_killed", f"killed {len(left)} process(es) left by the grader",
                              {"pids": left})
 
@@ -655,40 +481,6 @@ class Supervisor:
                     error="run_ended: the run ended before this submission was evaluated",
                 )
 
-    def agent_env(self, profile: AgentProfile, model: str | None) -> dict[str, str]:
-        """The profile's environment, the benchmark's variables, the run's --env and GPUs."""
-        source = {k: v for k, v in os.environ.items() if not k.startswith("AGENT2RL_")}
-        env = profile.agent_env(source, model)
-        if profile.own_home:  # its folders are those of its own home: not moved elsewhere
-            for var in (*containment.XDG_DIRS.values(), *profile.config_dirs):
-                env.pop(var, None)
-        assert self.grader_url is not None
-        env.update(
-            TASK=self.run.task,
-            BASE_MODEL=self.run.base_model,
-            WORKSPACE=str(self.ws),
-            MODEL_PATH=str(self.ws / "models" / self.run.base_model),
-            DATA_PATH=str(self.ws / "data"),
-            OUTPUT_DIR=str(self.ws / "output"),
-            GRADING_SERVER_URL=self.grader_url,
-            PYTHONUNBUFFERED="1",
-        )
-        env.update(json.loads(os.environ.get(AGENT_ENV_VAR, "{}")))
-        if self.cfg.gpus:
-            env["CUDA_VISIBLE_DEVICES"] = self.cfg.gpus
-        return env
-
-    def _print_result(self, report: Report) -> None:
-        def f(x: float | None) -> str:
-            return "-" if x is None else f"{x:.2f}"
-
-        log.info(
-            "result: baseline %s, best %s, improvement %s, %d submission(s)",
-            f(report.baseline.score),
-            f(report.best.score if report.best else None),
-            f(report.improvement),
-            len(report.submissions),
-        )
 
 
 def main(argv: list[str] | None = None) -> int:

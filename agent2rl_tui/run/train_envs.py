@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 from agent2rl_tui.grader.launch import GraderProcess, spawn_service
+from agent2rl_tui.run.services import ServiceError
 from agent2rl_tui.trainenv import SECRET_ENV
 from agent2rl_tui.util import procs
 
@@ -25,11 +26,17 @@ STOP_GRACE_S = 10.0
 RESTARTS = 3
 
 
-class TrainEnvError(RuntimeError):
+class TrainEnvError(ServiceError):
     """The service did not start (its log says why)."""
 
 
 class TrainEnvProcess:
+    """The service's process (a ``run.services.Service``)."""
+
+    name = "train-environment service"
+    died_event = restarted_event = "train_envs_died"
+    max_restarts = RESTARTS
+
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.log_path = run_dir / "logs" / "trainenv.log"
@@ -69,6 +76,10 @@ class TrainEnvProcess:
     def died(self) -> int | None:
         """The exit code of a service that ended by itself, else None."""
         return self.process.popen.poll() if self.process is not None else None
+
+    def restart(self) -> str:
+        """A successor on the dead one's socket (the same ``$TRAIN_ENV_URL``)."""
+        return self.start()
 
     def stop(self) -> None:
         """SIGTERM (it closes its environments), SIGKILL if it does not end; the socket closed."""

@@ -9,7 +9,7 @@ call, refused or not, becomes a row for ``env_calls`` (``Recorder``).
 
 from __future__ import annotations
 
-import queue
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +24,7 @@ from agent2rl_tui.envs.search import SearchQA, SearchQASpec, backend_from, parse
 from agent2rl_tui.grader.episode_runner import EpisodeFormat, Pending, act, advance, opening
 from agent2rl_tui.grader.evaluators.episodes import episode_format, header_maker
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.record.writer import BackgroundWriter
 from agent2rl_tui.tasks.registry import Task, load_task, task_cache
 from agent2rl_tui.trainenv import DEFAULT_MAX_ENVS, default_max_envs, rewards
 
@@ -71,50 +72,32 @@ class Session:
 
 
 class Recorder:
-    """``env_calls`` rows written by a thread of their own, in batches (a rollout makes thousands)."""
+    """``env_calls`` rows written by a thread of their own, in batches (a rollout makes thousands;
+    ``record.writer``)."""
 
     def __init__(self, db: Path) -> None:
-        self.store = RunStore(db)
-        self.queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.writer: BackgroundWriter[dict[str, Any]] = BackgroundWriter(
+            db, lambda store, rows: store.add_env_calls(rows), name="env-calls", on_failure=_unrecorded)
+        self.store = self.writer.store
         self.refused = 0
-        self.thread = threading.Thread(target=self._run, name="env-calls", daemon=True)
-        self.thread.start()
 
     def add(self, row: dict[str, Any]) -> None:
         if row["status"] >= 400:
             self.refused += 1
             if self.refused > REFUSALS_RECORDED and self.refused % 100:
                 return
-        self.queue.put(row)
+        self.writer.put(row)
 
     def flush(self) -> None:
-        self.queue.join()
+        self.writer.flush()
 
     def close(self) -> None:
-        self.queue.put(None)
-        self.thread.join(timeout=30)
-        self.store.close()
+        self.writer.close(timeout=30)
 
-    def _run(self) -> None:
-        while True:
-            rows = [self.queue.get()]
-            while True:
-                try:
-                    rows.append(self.queue.get_nowait())
-                except queue.Empty:
-                    break
-            done = rows[-1] is None
-            batch = [r for r in rows if r is not None]
-            try:
-                self.store.add_env_calls(batch)
-            except Exception:  # noqa: BLE001 - a failed write must not stop the service; the log says it
-                import logging
 
-                logging.getLogger("agent2rl.trainenv").exception("could not record %d env call(s)", len(batch))
-            for _ in rows:
-                self.queue.task_done()
-            if done:
-                return
+def _unrecorded(rows: list[dict[str, Any]], exc: Exception) -> None:
+    """A batch run.db would not take: the service goes on, its log says what was lost."""
+    logging.getLogger("agent2rl.trainenv").error("could not record %d env call(s): %s", len(rows), exc)
 
 
 class SearchBudget:

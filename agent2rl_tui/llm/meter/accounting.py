@@ -11,9 +11,7 @@ the request carried scrubbed; the `Recorder` writes rows and events from one thr
 from __future__ import annotations
 
 import json
-import queue
 import socket
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from agent2rl_tui.llm.prices import PriceTable
 from agent2rl_tui.llm.protocols import GENERATE
 from agent2rl_tui.llm.usage import Metered, Usage, UsageReader
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.record.writer import BackgroundWriter
 
 SECRET_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key", "openai-api-key")
 SECRET_QUERY = ("key", "api_key", "api-key")
@@ -75,56 +74,41 @@ class Call:
 
 
 class Recorder:
-    """Writes rows and events to run.db from one thread, in order."""
+    """Writes the meter's rows and events to run.db from one thread, in order (``record.writer``)."""
 
     def __init__(self, db: Path, log: TextIO | None) -> None:
-        self.store = RunStore(db)  # migrates an older run.db to this schema
         self.log = log
-        self.queue: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
-        self.thread = threading.Thread(target=self._run, name="meter-recorder", daemon=True)
-        self.thread.start()
+        self.writer: BackgroundWriter[tuple[str, dict[str, Any]]] = BackgroundWriter(
+            db, _write_items, name="meter-recorder", on_failure=self._failed, attempts=WRITE_ATTEMPTS)
+        self.store = self.writer.store
 
     def row(self, row: dict[str, Any]) -> None:
-        self.queue.put(("row", row))
+        self.writer.put(("row", row))
 
     def event(self, kind: str, message: str, data: dict[str, Any]) -> None:
-        self.queue.put(("event", {"kind": kind, "message": message, "data": data}))
+        self.writer.put(("event", {"kind": kind, "message": message, "data": data}))
 
     def flush(self) -> None:
-        self.queue.join()
+        self.writer.flush()
 
     def close(self) -> None:
-        self.queue.put(None)
-        self.thread.join(timeout=60)
-        self.store.close()
+        self.writer.close(timeout=60)
 
-    def _run(self) -> None:
-        while True:
-            item = self.queue.get()
-            try:
-                if item is None:
-                    return
-                self._write(*item)
-            finally:
-                self.queue.task_done()
-
-    def _write(self, what: str, item: dict[str, Any]) -> None:
-        for attempt in range(WRITE_ATTEMPTS):
-            try:
-                if what == "row":
-                    self.store.add_llm_call(**item)
-                else:
-                    self.store.event("meter", item["kind"], item["message"], item["data"])
-                return
-            except sqlite3.OperationalError as exc:  # locked past the busy timeout, or a full disk
-                if attempt == WRITE_ATTEMPTS - 1:
-                    self._say(f"meter: could not record a {what} in run.db: {exc}: {json.dumps(item)[:500]}")
-                    return
-                time.sleep(0.5 * (attempt + 1))
-
-    def _say(self, line: str) -> None:
+    def _failed(self, batch: list[tuple[str, dict[str, Any]]], exc: Exception) -> None:
         if self.log is not None:
-            print(line, file=self.log, flush=True)
+            for what, item in batch:
+                print(f"meter: could not record a {what} in run.db: {exc}: {json.dumps(item)[:500]}",
+                      file=self.log, flush=True)
+
+
+def _write_items(store: RunStore, batch: list[tuple[str, dict[str, Any]]]) -> None:
+    """A batch of calls and events, in one transaction (so a retry never writes one twice)."""
+    with store.transaction():
+        for what, item in batch:
+            if what == "row":
+                store.add_llm_call(**item)
+            else:
+                store.event("meter", item["kind"], item["message"], item["data"])
 
 
 class Ledger:

@@ -19,48 +19,49 @@ The modules, one job each:
 - ``blobs``: the history: the blobs of snapshots.git, each read once;
 - ``workspace``: the final workspace and the agent's home, read as hostile data;
 - ``result``: the typed result (``ContaminationResult``, ``Hit``) and its file;
-- ``check``: ``check_run`` and ``scan_run``, the check itself.
+- ``check``: ``check_run`` and ``scan_run``, the check itself;
+- ``params``: the check's parameters (n-gram length, n-grams needed, chunk size).
+
+The names below are imported from their modules on first use (``__getattr__``): reading a
+result (``ContaminationResult``: the run index, the report) loads neither numpy nor git.
 """
 
-from agent2rl_tui.record.contamination.blobs import RevisionBlobs, revision_blobs, scan_blobs
-from agent2rl_tui.record.contamination.check import check_run, scan_run
-from agent2rl_tui.record.contamination.ngrams import (
-    CHUNK_BYTES,
-    MIN_SHARED,
-    N_TOKENS,
-    EvalIndex,
-    build_index,
-    item_id,
-    ngram_hashes,
-    normalise,
-    token_hashes,
-)
-from agent2rl_tui.record.contamination.result import (
-    REPORT_FILE,
-    ContaminationResult,
-    Hit,
-    read_contamination,
-    write_contamination,
-)
-from agent2rl_tui.record.contamination.scanner import (
-    MAX_ENTRIES,
-    MAX_ERRORS_LISTED,
-    MIN_CUT_LIMIT,
-    SIZE_CAP_BYTES,
-    Scanner,
-    ScanStats,
-    Seen,
-    scan_stream,
-)
-from agent2rl_tui.record.contamination.workspace import (
-    AGENT_HOME,
-    NOT_SCANNED_TOP,
-    PACKAGE_DIR_NAMES,
-    WEIGHT_SUFFIXES,
-    git_blob_sha,
-    scan_workspace,
-    workspace_files,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent2rl_tui.record.contamination.blobs import RevisionBlobs, revision_blobs, scan_blobs
+    from agent2rl_tui.record.contamination.check import check_run, scan_run
+    from agent2rl_tui.record.contamination.ngrams import EvalIndex, build_index, item_id, ngram_hashes, normalise, token_hashes
+    from agent2rl_tui.record.contamination.params import CHUNK_BYTES, MIN_SHARED, N_TOKENS
+    from agent2rl_tui.record.contamination.result import (
+        REPORT_FILE,
+        ContaminationResult,
+        Hit,
+        read_contamination,
+        write_contamination,
+    )
+    from agent2rl_tui.record.contamination.scanner import (
+        MAX_ENTRIES,
+        MAX_ERRORS_LISTED,
+        MIN_CUT_LIMIT,
+        SIZE_CAP_BYTES,
+        Scanner,
+        ScanStats,
+        Seen,
+        scan_stream,
+    )
+    from agent2rl_tui.record.contamination.workspace import (
+        AGENT_HOME,
+        NOT_SCANNED_TOP,
+        PACKAGE_DIR_NAMES,
+        WEIGHT_SUFFIXES,
+        git_blob_sha,
+        scan_workspace,
+        workspace_files,
+    )
 
 __all__ = [
     "AGENT_HOME", "CHUNK_BYTES", "MAX_ENTRIES", "MAX_ERRORS_LISTED", "MIN_CUT_LIMIT", "MIN_SHARED", "NOT_SCANNED_TOP",
@@ -69,3 +70,17 @@ __all__ = [
     "git_blob_sha", "item_id", "ngram_hashes", "normalise", "read_contamination", "revision_blobs", "scan_blobs",
     "scan_run", "scan_stream", "scan_workspace", "token_hashes", "workspace_files", "write_contamination",
 ]
+
+_MODULES = ("params", "result", "ngrams", "scanner", "workspace", "blobs", "check")
+"""Where ``__getattr__`` looks for a name of ``__all__``, lightest first."""
+
+
+def __getattr__(name: str) -> object:
+    if name in __all__:
+        for module in _MODULES:
+            found = importlib.import_module(f"{__name__}.{module}")
+            if name in vars(found):
+                value = vars(found)[name]
+                globals()[name] = value
+                return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,10 +31,9 @@ from typing import Any
 
 import numpy as np
 
-N_TOKENS = 13
-MIN_SHARED = 2
-CHUNK_BYTES = 2**20
-"""The piece of a stream hashed at once (scanner.py), and the batch of eval texts hashed together."""
+from agent2rl_tui.record.contamination.params import CHUNK_BYTES as CHUNK_BYTES
+from agent2rl_tui.record.contamination.params import MIN_SHARED as MIN_SHARED
+from agent2rl_tui.record.contamination.params import N_TOKENS as N_TOKENS
 
 # -- normalisation and hashing ---------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agent2rl_tui.record.contamination.ngrams import MIN_SHARED, N_TOKENS
+from agent2rl_tui.record.contamination.params import MIN_SHARED, N_TOKENS
 
 REPORT_FILE = "contamination.json"
 T = TypeVar("T")

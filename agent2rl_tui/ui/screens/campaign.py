@@ -18,8 +18,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from agent2rl_tui.review.campaign_view import CAMPAIGN_STATES, CampaignRun, CellResult, cell_results, read_runs
+from agent2rl_tui.review.campaign_view import CAMPAIGN_STATES, CampaignRun, CellResult, cell_results
 from agent2rl_tui.review.compare import ci_text
+from agent2rl_tui.run.campaign import campaign_runs
 from agent2rl_tui.ui.format import literal_line
 from agent2rl_tui.ui.messages import OpenRun
 from agent2rl_tui.ui.widgets.tables import RowTable
@@ -61,7 +62,7 @@ class CampaignsScreen(Screen[None]):
         for label in ("campaign", "runs", "states"):
             table.add_column(label, key=label)
         for folder in self.folders:
-            runs = [r for r in read_runs(folder) if r.state != "superseded"]
+            runs = [r for r in campaign_runs(folder) if r.state != "superseded"]
             table.add_row(literal_line(folder.name), str(len(runs)), _states(runs))
         yield table
         yield Footer()
@@ -110,7 +111,7 @@ class CampaignScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="campaign-load", exit_on_error=False)
     def reload(self) -> None:
-        cells = cell_results(read_runs(self.folder))
+        cells = cell_results(campaign_runs(self.folder))
         self.app.call_from_thread(self.show, cells)
 
     def show(self, cells: list[CellResult]) -> None:
@@ -142,7 +143,7 @@ class CampaignScreen(Screen[None]):
         table.clear()
         for r in cell.runs if cell else []:
             s = r.summary
-            table.add_row(str(r.row["seed"]), str(r.row["attempt"]), r.state, literal_line(s.id if s else "-"),
+            table.add_row(str(r.row.seed), str(r.row.attempt), r.state, literal_line(s.id if s else "-"),
                           "-" if not s or s.best is None else f"{s.best:.2f}",
                           "-" if not s or s.improvement is None else f"{s.improvement:+.2f}")
         if cell and cell.runs:

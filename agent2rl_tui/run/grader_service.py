@@ -1,0 +1,83 @@
+"""The run's grader as a ``run.services.Service``: a subprocess on a loopback socket kept here.
+
+Kept apart from ``run.services`` so that what imports the service kinds (the meter's and the
+train-environment service's modules, which the front ends reach through the preflight) does
+not import the grader's launcher.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from agent2rl_tui.grader.launch import GraderProcess, spawn_grader
+from agent2rl_tui.util import procs
+
+GRADER_STOP_S = 10.0
+
+
+class GraderService:
+    """The run's grader (``grader.launch``): a subprocess on a loopback socket kept here, so a
+    successor answers on the same URL with the same secret."""
+
+    name = "grader"
+    died_event = "grader_died"
+    restarted_event = "grader_restarted"
+    max_restarts = 5
+
+    def __init__(self, run_dir: Path, gpus: str | None) -> None:
+        self.run_dir = run_dir
+        self.gpus = gpus
+        self.log_path = run_dir / "logs" / "grader.log"
+        self.process: GraderProcess | None = None
+        self.restarts = 0
+
+    @property
+    def popen(self) -> subprocess.Popen[bytes] | None:
+        return self.process.popen if self.process is not None else None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.popen.pid if self.process is not None else None
+
+    @property
+    def url(self) -> str | None:
+        return self.process.url if self.process is not None else None
+
+    def start(self) -> str:
+        self.process = spawn_grader(self.run_dir, self.log_path, keep_socket=True, gpus=self.gpus)
+        return self.process.url
+
+    def died(self) -> int | None:
+        return self.process.popen.poll() if self.process is not None else None
+
+    def restart(self) -> str:
+        """Its eval workers died with it (PR_SET_PDEATHSIG); the successor re-queues whatever was
+        queued or being evaluated, so a submission the agent made is scored, not lost."""
+        self.process = spawn_grader(self.run_dir, self.log_path, successor_of=self.process, gpus=self.gpus)
+        return self.process.url
+
+    def stop(self) -> list[int]:
+        """Stop it, then every process still under us in another session: its eval workers (they
+        run in sessions of their own, and re-parent to the supervisor, a subreaper, if the grader is
+        killed). The pids of those killed."""
+        process, self.process = self.process, None
+        if process is None:
+            return []
+        if process.sock is not None:
+            process.sock.close()
+        grader = process.popen
+        if grader.poll() is None:
+            grader.terminate()
+            try:
+                grader.wait(timeout=GRADER_STOP_S)
+            except subprocess.TimeoutExpired:
+                procs.signal_group(grader.pid, signal.SIGKILL)
+                grader.wait()
+        procs.signal_group(grader.pid, signal.SIGKILL)
+        left = procs.descendants(os.getpid(), other_sessions=True)
+        if left:
+            procs.kill_pids(left)
+        return left
