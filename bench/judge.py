@@ -107,7 +107,7 @@ def full_grading(task: Task, items: list[dict[str, Any]], url: str, model_dir: P
     t3 = time.perf_counter()
     tokens = sum(len(engine.tokenizer(o)["input_ids"]) for o in outputs) / len(outputs)
     print(f"full grading, {len(items)} items, tiny model (transformers, CPU, {settings.max_new_tokens} new tokens), "
-          f"judge concurrency {ev.judge.concurrency}:")
+          f"judge concurrency {ev.judge_settings.concurrency}:")
     print(f"  render {t1 - t0:.1f} s, generation {t2 - t1:.1f} s ({tokens:.0f} tokens/output), "
           f"judging {t3 - t2:.1f} s; score {ev.score(results):.2f} ({ev.details(results)['winrate']['metric']})")
 
