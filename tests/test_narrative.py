@@ -286,7 +286,7 @@ def test_summary_md_is_read_without_following_links_or_waiting(tmp_path: Path) -
 
 def test_the_supervisor_writes_the_narrative_after_the_report_and_never_fails_on_it(tmp_path: Path,
                                                                                     summarizer) -> None:
-    from agent2rl_tui.run.supervisor import Supervisor
+    from agent2rl_tui.run.closing import write_run_narrative
 
     server = summarizer()
     run = run_with_iterations(tmp_path)
@@ -294,13 +294,14 @@ def test_the_supervisor_writes_the_narrative_after_the_report_and_never_fails_on
         config = json.loads(store.run().config_json)
         store.update_run(config_json=json.dumps(
             {**config, "summarizer": SummarizerSettings(base_url=server.url, model="local-judge").to_dict()}))
-    sup = Supervisor(run)
+    store = RunStore.of_run(run)
+    cfg = store.run().config
     try:
-        sup.write_narrative("finished")
+        write_run_narrative(run, store, cfg, "finished")  # as the supervisor does, once the report is written
         narrative = read_narrative(run)
         assert narrative is not None and narrative.entries and not narrative.failed
         assert (run / "report" / "report.json").is_file()
-        kinds = [e["kind"] for e in sup.store.events()]
+        kinds = [e["kind"] for e in store.events()]
         assert "narrative" in kinds
 
         # The endpoint gone: an event, no exception.
@@ -308,16 +309,15 @@ def test_the_supervisor_writes_the_narrative_after_the_report_and_never_fails_on
         server.proc.wait()
         changed = [dict(it, score=1.0) for it in ITERATIONS]
         write_iterations(run, changed)
-        sup.cfg = sup.cfg.replace(
-            summarizer=SummarizerSettings(base_url=server.url, model="local-judge", retries=0).to_dict())
-        sup.write_narrative("finished")
-        assert "narrative_failed" in [e["kind"] for e in sup.store.events()]
+        cfg = cfg.replace(summarizer=SummarizerSettings(base_url=server.url, model="local-judge", retries=0).to_dict())
+        write_run_narrative(run, store, cfg, "finished")
+        assert "narrative_failed" in [e["kind"] for e in store.events()]
         # Settings that do not read: an event too.
-        sup.cfg = sup.cfg.replace(summarizer={"base_url": "ftp://x", "model": "m"})
-        sup.write_narrative("finished")
-        assert [e["kind"] for e in sup.store.events()].count("narrative_failed") == 2
+        cfg = cfg.replace(summarizer={"base_url": "ftp://x", "model": "m"})
+        write_run_narrative(run, store, cfg, "finished")
+        assert [e["kind"] for e in store.events()].count("narrative_failed") == 2
     finally:
-        sup.store.close()
+        store.close()
 
 
 def test_run_start_records_the_summarizer_but_never_its_key(tmp_path: Path, tiny_model: Path) -> None:
