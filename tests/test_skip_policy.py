@@ -22,8 +22,11 @@ def test_needs_a_gpu():
     pass
 
 def test_plain():
-    assert True
+    from skip_policy import HARDWARE_REASONS
+    assert "no CUDA GPU" in HARDWARE_REASONS
 '''
+# The sample module of a test run in a subprocess: its import-skip of a package no one declares
+# is what the skip policy must turn into an error under CI.
 MODULE_SKIP = '''
 import pytest
 pytest.importorskip("a_package_nobody_installed")

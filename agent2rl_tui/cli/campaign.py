@@ -56,7 +56,7 @@ def campaign_start(ctx: click.Context, file: Path, foreground: bool) -> None:
 def _submit_jobs(folder: Path) -> None:
     """Submit the campaign's queued runs as Slurm jobs and say which (or why sbatch refused)."""
     from agent2rl_tui.run.campaign import Campaign
-    from agent2rl_tui.run.campaign_slurm import submit_queued
+    from agent2rl_tui.run.campaign.slurm import submit_queued
 
     with Campaign(folder) as campaign:
         try:
@@ -72,9 +72,9 @@ def _submit_jobs(folder: Path) -> None:
 @click.pass_context
 def campaign_status(ctx: click.Context, ref: str) -> None:
     """Each run of the campaign: its cell, seed and state (and on Slurm its job's id and state)."""
-    from agent2rl_tui.review.campaign_view import JobState, read_summary
+    from agent2rl_tui.review.campaign_view import JobState, failed_before_run, read_summary
     from agent2rl_tui.run.campaign import Campaign
-    from agent2rl_tui.run.campaign_slurm import campaign_jobs, failed_before_run
+    from agent2rl_tui.run.campaign.slurm_jobs import campaign_jobs
 
     folder = _campaign_folder(ctx, ref)
     with Campaign(folder) as campaign:
@@ -89,7 +89,7 @@ def campaign_status(ctx: click.Context, ref: str) -> None:
                 job = jobs.get(row["job_id"])
                 run = (f"{run}  " if row["run_dir"] else "") + f"job {row['job_id']}" + (f" {job}" if job else "")
             note = f"  ({row['error']})" if row["error"] and state in (JobState.QUEUED, JobState.SUBMITTED) else ""
-            if why := failed_before_run(campaign, row, jobs.get(row["job_id"])):
+            if why := failed_before_run(row, jobs.get(row["job_id"])):
                 state, note = RunStatus.FAILED, f"  ({why})"
             elif slurm and state in (RunStatus.STOPPED, RunStatus.LOST) and (s := read_summary(row)):
                 note = f"  ({s.end_reason or s.error or state})"  # e.g. time_limit: Slurm's time limit stopped it
@@ -135,7 +135,7 @@ def campaign_requeue(ctx: click.Context, ref: str, run: str) -> None:
         except USER_ERRORS as exc:
             _fail(exc)
         if campaign.spec.backend == "slurm":
-            from agent2rl_tui.run.campaign_slurm import submit_queued
+            from agent2rl_tui.run.campaign.slurm import submit_queued
 
             try:
                 jobs = submit_queued(campaign)
