@@ -55,7 +55,7 @@ def mcnemar_exact(gained: int, lost: int) -> float:
     k, n = min(gained, lost), gained + lost
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    tail: float = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
     return min(1.0, 2 * tail)
 
 

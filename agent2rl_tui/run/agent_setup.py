@@ -1,7 +1,8 @@
 """What the agent gets before it starts: its environment, its own home, its sandbox.
 
 The supervisor calls these once per run, in this order: `agent_env` (the profile's variables,
-the benchmark's, the run's ``--env`` and GPUs), `prepare_home` (the CLI's configuration and login
+the benchmark's, the run's ``--env`` and GPUs), `meter` (the meter in front of its driver API, or
+why there is none), `prepare_home` (the CLI's configuration and login
 copied into the run's own home), `contain` (the sandbox, or why there is none). Each decision
 goes into the record as an event; no value of a secret does.
 """
@@ -19,11 +20,27 @@ from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.run import containment
 from agent2rl_tui.run.lifecycle import AGENT_ENV_VAR
+from agent2rl_tui.run.metering import MeterProcess, plan_meter
 from agent2rl_tui.run.profiles import AgentProfile, DriverSetup
 from agent2rl_tui.tasks.data import source_paths
 from agent2rl_tui.tasks.registry import Task, cache_root
 
 log = logging.getLogger("agent2rl.supervisor")
+
+
+def meter(run_dir: Path, store: RunStore, cfg: RunConfig, profile: AgentProfile) -> MeterProcess | None:
+    """The meter to put in front of the agent's driver API (``run/metering.py``), not started; None for a
+    run without one, recorded with the reason when the user's setting leaves the calls unmetered."""
+    user_env = {**os.environ, **json.loads(os.environ.get(AGENT_ENV_VAR, "{}"))}
+    plan = plan_meter(profile, cfg.driver_url, user_env, enabled=cfg.meter)
+    if plan is None:
+        return None
+    if plan.upstream is None:
+        log.warning("the agent's calls are NOT METERED: %s", plan.reason)
+        store.event("supervisor", "meter", f"not metered: {plan.reason}", plan.record())
+        return None
+    return MeterProcess(run_dir, plan.upstream, max_tokens=cfg.max_tokens, max_cost_usd=cfg.max_cost_usd,
+                        prices=cfg.prices_path)
 
 
 def agent_env(run: RunRecord, ws: Path, profile: AgentProfile, model: str | None, grader_url: str) -> dict[str, str]:

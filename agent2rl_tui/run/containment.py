@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import agent2rl_tui
-from agent2rl_tui.record.contamination import AGENT_HOME  # the agent's $HOME: the check scans it too
+from agent2rl_tui.record.contamination import AGENT_HOME as AGENT_HOME  # the agent's $HOME: the check scans it too
 
 BWRAP = "bwrap"
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt install bubblewrap`; Fedora: "
@@ -265,7 +265,7 @@ def home_source(name: str, home: Path, env: dict[str, str], config_dirs: dict[st
     return _expand(name, home)
 
 
-def _merge(into: dict, settings: dict) -> dict:
+def _merge(into: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     for key, value in settings.items():
         if isinstance(value, dict) and isinstance(into.get(key), dict):
             _merge(into[key], value)

@@ -10,8 +10,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from agent2rl_tui.grader.client import GraderClient
 from agent2rl_tui.grader.launch import GraderProcess, spawn_grader
 from agent2rl_tui.util import procs
 
@@ -49,6 +52,13 @@ class GraderService:
     def start(self) -> str:
         self.process = spawn_grader(self.run_dir, self.log_path, keep_socket=True, gpus=self.gpus)
         return self.process.url
+
+    def wait_ready(self, timeout_s: float, alive: Callable[[], bool]) -> dict[str, Any]:
+        """Its ``/info`` once it is ready (the baseline scored or failed); ``GraderUnavailable`` when
+        it is not within ``timeout_s`` or ``alive()`` turns false."""
+        assert self.url is not None, "start() first"
+        with GraderClient(self.url) as client:
+            return client.wait_ready(timeout_s, alive=alive)
 
     def died(self) -> int | None:
         return self.process.popen.poll() if self.process is not None else None

@@ -13,7 +13,6 @@ does this in a new session, so the run outlives the terminal).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -25,16 +24,16 @@ import time
 from functools import cached_property
 from pathlib import Path
 
-from agent2rl_tui.grader.client import GraderClient, GraderUnavailable
+from agent2rl_tui.grader.client import GraderUnavailable
 from agent2rl_tui.record.revisions import SnapshotError, Snapshotter
 from agent2rl_tui.record.runconfig import RunConfig
 from agent2rl_tui.record.store import RunStatus, RunStore, SubStatus
-from agent2rl_tui.run import agent_setup, closing, containment, services
+from agent2rl_tui.run import agent_end, agent_setup, closing, containment, services
 from agent2rl_tui.run.agent_output import AgentOutput
 from agent2rl_tui.run.grader_service import GraderService
-from agent2rl_tui.run.lifecycle import AGENT_ENV_VAR
-from agent2rl_tui.run.metering import MeterProcess, plan_meter
+from agent2rl_tui.run.metering import MeterProcess
 from agent2rl_tui.run.profiles import AgentProfile, driver_setup, get_profile
+from agent2rl_tui.run.progress import ResultLog, heartbeat
 from agent2rl_tui.run.prompt import build_prompt
 from agent2rl_tui.run.services import ServiceError
 from agent2rl_tui.run.train_envs import URL_VAR as TRAIN_ENV_URL
@@ -49,7 +48,6 @@ from agent2rl_tui.util.timeutil import human_duration, iso, now
 
 log = logging.getLogger("agent2rl.supervisor")
 HEARTBEAT_S = 2.0
-NAMESPACE_EXIT_S = 10.0
 SERVICES = ("grader", "meter", "train_envs")
 """The supervisor's attributes that hold its long-running processes (``run.services.Service``)."""
 
@@ -76,7 +74,7 @@ class Supervisor:
         self.grader: GraderService | None = None
         self.agent: subprocess.Popen[bytes] | None = None
         self.grader_url: str | None = None
-        self._announced: set[int] = set()
+        self.results = ResultLog(self.store)
         self.snapshotter = Snapshotter(self.run_dir)
         self.watcher: RevisionWatcher | None = None
         self.output: AgentOutput | None = None
@@ -98,17 +96,6 @@ class Supervisor:
         given = (self.store.last_event_data("stop") or {}).get("end_reason")
         return given if given in STOP_REASONS else "stopped"
 
-    def _heartbeat(self) -> None:
-        store = RunStore.of_run(self.run_dir)
-        try:
-            while not self.done.wait(HEARTBEAT_S):
-                try:
-                    store.heartbeat()
-                except Exception:  # noqa: BLE001 - a busy db must not kill the heartbeat
-                    log.exception("heartbeat failed")
-        finally:
-            store.close()
-
     # -- the run ----------------------------------------------------------------------
     def main(self) -> int:
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -118,8 +105,8 @@ class Supervisor:
         self.store.update_run(supervisor_pid=os.getpid(), status=RunStatus.PREPARING, heartbeat_at=now())
         self.store.event("supervisor", "start", f"supervisor started (pid {os.getpid()})",
                          {"subreaper": subreaper})
-        beat = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
-        beat.start()
+        threading.Thread(target=heartbeat, args=(self.run_dir, self.done, HEARTBEAT_S), name="heartbeat",
+                         daemon=True).start()
         self.vitals.start()
         final_status, error = RunStatus.FINISHED, None
         try:
@@ -188,16 +175,13 @@ class Supervisor:
         grader, port = service.process.popen, service.process.port
         self.store.update_run(grader_pid=grader.pid, grader_port=port)
         log.info("grader started (pid %s, port %s); scoring the baseline", grader.pid, port)
-        timeout = self.cfg.eval_timeout_s + 120.0
-        with GraderClient(self.grader_url) as client:
-            try:
-                info = client.wait_ready(
-                    timeout, alive=lambda: grader.poll() is None and not self.stop_requested.is_set()
-                )
-            except GraderUnavailable as exc:
-                if self.stop_requested.is_set():
-                    raise RunFailed("stopped while the baseline was being scored") from exc
-                raise RunFailed(f"the grader did not start: {exc}; see logs/grader.log") from exc
+        alive = lambda: grader.poll() is None and not self.stop_requested.is_set()  # noqa: E731
+        try:
+            info = service.wait_ready(self.cfg.eval_timeout_s + 120.0, alive)
+        except GraderUnavailable as exc:
+            if self.stop_requested.is_set():
+                raise RunFailed("stopped while the baseline was being scored") from exc
+            raise RunFailed(f"the grader did not start: {exc}; see logs/grader.log") from exc
         baseline = info.get("baseline") or {}
         if baseline.get("status") != SubStatus.SCORED:  # the grader's answer has a code; the record the text
             recorded = self.store.baseline()
@@ -273,22 +257,15 @@ class Supervisor:
     def start_meter(self, profile: AgentProfile) -> str | None:
         """The meter in front of the agent's driver API (``run/metering.py``); its URL, or None
         for a run without one (the record says why)."""
-        user_env = {**os.environ, **json.loads(os.environ.get(AGENT_ENV_VAR, "{}"))}
-        plan = plan_meter(profile, self.cfg.driver_url, user_env, enabled=self.cfg.meter)
-        if plan is None:
+        meter = agent_setup.meter(self.run_dir, self.store, self.cfg, profile)
+        if meter is None:
             return None
-        if plan.upstream is None:
-            log.warning("the agent's calls are NOT METERED: %s", plan.reason)
-            self.store.event("supervisor", "meter", f"not metered: {plan.reason}", plan.record())
-            return None
-        meter = MeterProcess(self.run_dir, plan.upstream, max_tokens=self.cfg.max_tokens,
-                             max_cost_usd=self.cfg.max_cost_usd, prices=self.cfg.prices_path)
         try:
             url = meter.start()
         except (ServiceError, OSError) as exc:
             raise RunFailed(f"the meter did not start: {exc}") from exc
         self.meter = meter
-        log.info("the agent's calls are metered: %s -> %s", url, plan.upstream)
+        log.info("the agent's calls are metered: %s -> %s", url, meter.upstream)
         return url
 
     def start_train_envs(self) -> str:
@@ -348,24 +325,13 @@ class Supervisor:
         watcher.stop()
         self.take_snapshot("final")
 
-    def _report_new_results(self) -> None:
-        """Log each submission once it is finished, so a foreground run shows progress."""
-        for sub in self.store.submissions(kind="agent"):
-            if sub.id in self._announced or sub.status in (SubStatus.QUEUED, SubStatus.EVALUATING):
-                continue
-            self._announced.add(sub.id)
-            if sub.status == SubStatus.SCORED:
-                log.info("submission %d scored %.2f (%s)", sub.id, sub.score, sub.model_path)
-            else:
-                log.info("submission %d %s: %s", sub.id, sub.status, (sub.error or "")[:200])
-
     def _wait_agent(self, deadline: float) -> str:
         assert self.agent is not None
         ticks = 0
         while True:
             ticks += 1
             if ticks % 5 == 0:
-                self._report_new_results()
+                self.results.report_new()
             if self.agent.poll() is not None:
                 # Killed by the same signal as we were (Slurm's scancel signals every process of
                 # the job): a stop, not an agent that finished.
@@ -394,29 +360,16 @@ class Supervisor:
         return self._service_pids() | ({self.agent.pid} if self.agent is not None else set())
 
     def shutdown_agent(self) -> None:
-        """End the agent's group (TERM, grace, KILL) and any descendant that escaped it."""
+        """End the agent's group (TERM, grace, KILL) and any descendant that escaped it (``run/agent_end.py``)."""
         if self.agent is None:
             return
         agent, self.agent = self.agent, None
-        grace = float(self.run.grace_s)
-        if procs.group_alive(agent.pid):
-            log.info("ending the agent's process group (SIGTERM, then SIGKILL after %s)", human_duration(grace))
-            killed = procs.end_group(agent.pid, grace, keep=self._popen_pids() | {agent.pid})
-            if killed:
-                self.store.event("supervisor", "agent_killed", "the agent ignored SIGTERM and was killed")
+        contained = bool(self.containment and self.containment.contained)
+        agent_end.end_group(agent.pid, float(self.run.grace_s), self._popen_pids() | {agent.pid}, self.store)
         if self.watcher is not None:  # its git must not be among the strays killed next
             self.watcher.stop()
-        strays = self._strays(exclude=self._service_pids(), agent_pid=agent.pid)
-        if strays:
-            procs.kill_pids(strays)
-            self.store.event("supervisor", "strays_killed", f"killed {len(strays)} processes that left the agent's group",
-                             {"pids": strays})
-        try:
-            code = agent.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-            code = agent.wait()
-        code = containment.exit_code(code, contained=bool(self.containment and self.containment.contained))
+        agent_end.kill_strays(self._service_pids(), lambda: self._popen_pids() | {agent.pid}, contained, self.store)
+        code = agent_end.exit_code(agent, contained)
         normalizer = self.output.recorder.normalizer if self.output is not None else None
         if normalizer is not None and hasattr(normalizer, "agent_exited"):  # an agent failing silently: an error step
             normalizer.agent_exited(code, lambda: agent_setup.stderr_tail(self.run_dir), now())
@@ -432,20 +385,6 @@ class Supervisor:
         self.store.event("supervisor", "agent_end", f"agent exited with code {code}")
         log.info("agent exit code %s", code)
 
-    def _strays(self, exclude: set[int], agent_pid: int) -> list[int]:
-        """Descendants left once the agent's group has ended. In the sandbox, the kernel kills every
-        process of the namespace when its init dies, but a loaded machine takes a while to let them
-        exit: they are waited for (up to ``NAMESPACE_EXIT_S``) before anything left is a stray. The
-        agent's own zombie is never reaped here: its Popen must read its exit status."""
-        strays = procs.descendants(os.getpid(), exclude=exclude)
-        if self.containment is not None and self.containment.contained:
-            settle = time.monotonic() + NAMESPACE_EXIT_S
-            while strays and time.monotonic() < settle:
-                time.sleep(0.1)
-                procs.reap_zombie_children(self._popen_pids() | {agent_pid})
-                strays = procs.descendants(os.getpid(), exclude=exclude)
-        return strays
-
     def drain_grader(self) -> None:
         """Let submissions received before the deadline be scored (a second stop cuts this)."""
         timeout = self.cfg.eval_timeout_s
@@ -455,7 +394,7 @@ class Supervisor:
             if self.grader is None or self.grader.died() is not None:
                 return
             pending = self.store.pending_count()
-            self._report_new_results()
+            self.results.report_new()
             if pending == 0:
                 return
             if pending != last:
@@ -480,7 +419,6 @@ class Supervisor:
                     sub.id, status=SubStatus.FAILED, finished_at=now(), error_code="run_ended",
                     error="run_ended: the run ended before this submission was evaluated",
                 )
-
 
 
 def main(argv: list[str] | None = None) -> int:

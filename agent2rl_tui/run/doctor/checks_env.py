@@ -154,7 +154,8 @@ def _npm_pin(package: str, where: Where) -> str | None:
         manifest = json.loads((where.repo / "locks" / "agent-clis" / "package.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return manifest.get("dependencies", {}).get(package)
+    version = manifest.get("dependencies", {}).get(package)
+    return version if isinstance(version, str) else None
 
 
 def check_data(where: Where) -> list[Finding]:

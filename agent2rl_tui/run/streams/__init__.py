@@ -33,6 +33,7 @@ library only.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from agent2rl_tui.record.transcripts import Step
 from agent2rl_tui.run.streams.base import Normalizer
@@ -73,7 +74,7 @@ def normalize_lines(fmt: str, lines: Iterable[tuple[str, float]]) -> list[Step]:
     return steps
 
 
-def totals(steps: Iterable[Step]) -> dict:
+def totals(steps: Iterable[Step]) -> dict[str, Any]:
     """Run totals: tokens, cost (None when no step had one), step count and count per kind."""
     tokens_in = tokens_out = count = 0
     cost: float | None = None

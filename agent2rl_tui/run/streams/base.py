@@ -25,12 +25,12 @@ STDERR_LINES = 20
 
 # --- reading loosely typed JSON -------------------------------------------------------------
 
-def as_dict(value: Any) -> dict:
+def as_dict(value: Any) -> dict[str, Any]:
     """The value if it is a JSON object, else an empty one."""
     return value if isinstance(value, dict) else {}
 
 
-def as_list(value: Any) -> list:
+def as_list(value: Any) -> list[Any]:
     """The value if it is a JSON array, else an empty one."""
     return value if isinstance(value, list) else []
 
@@ -86,7 +86,7 @@ def token_count(value: Any) -> int:
     return value if type(value) is int else int(finite(value) or 0)
 
 
-def tool_args(value: Any) -> dict | None:
+def tool_args(value: Any) -> dict[str, Any] | None:
     """Tool arguments as a JSON object; anything else given is kept under "input"."""
     if value is None:
         return None
@@ -238,5 +238,5 @@ class JsonLines(Normalizer):
         steps = self._event(event, at) if isinstance(event, dict) else None
         return [self._raw(line, at)] if steps is None else steps
 
-    def _event(self, event: dict, at: float) -> list[Step] | None:
+    def _event(self, event: dict[str, Any], at: float) -> list[Step] | None:
         raise NotImplementedError

@@ -36,7 +36,7 @@ class ClaudeStreamJson(JsonLines):
         self._counted_ids: set[str] = set()
         self._since_result = [0, 0]  # tokens in and out put on steps since the last result
 
-    def _event(self, event: dict, at: float) -> list[Step] | None:
+    def _event(self, event: dict[str, Any], at: float) -> list[Step] | None:
         kind = event.get("type")
         if kind == "system":
             return [self._step("system", at, describe(event.get("subtype"), model=event.get("model"),
@@ -57,7 +57,7 @@ class ClaudeStreamJson(JsonLines):
             return [self._step("system", at, detail)]
         return None
 
-    def _assistant(self, event: dict, at: float) -> list[Step] | None:
+    def _assistant(self, event: dict[str, Any], at: float) -> list[Step] | None:
         message = event.get("message")
         if not isinstance(message, dict):
             return None
@@ -91,7 +91,7 @@ class ClaudeStreamJson(JsonLines):
             return self._tool_call(at, block.get("name"), block.get("id"), block.get("input"))
         return self._raw(as_text(block), at)
 
-    def _user(self, event: dict, at: float) -> list[Step] | None:
+    def _user(self, event: dict[str, Any], at: float) -> list[Step] | None:
         message = event.get("message")
         if not isinstance(message, dict):
             return None
@@ -111,7 +111,7 @@ class ClaudeStreamJson(JsonLines):
                 steps.append(self._raw(as_text(block), at))
         return steps or None
 
-    def _result(self, event: dict, at: float) -> list[Step]:
+    def _result(self, event: dict[str, Any], at: float) -> list[Step]:
         subtype, text = ident(event.get("subtype")), event.get("result")
         steps = []
         if event.get("is_error") is True:
@@ -128,7 +128,7 @@ class ClaudeStreamJson(JsonLines):
         return steps + [result]
 
 
-def _claude_tokens(usage: dict) -> tuple[int, int]:
+def _claude_tokens(usage: dict[str, Any]) -> tuple[int, int]:
     """Anthropic usage: input counts fresh, cache-written and cache-read tokens."""
     tokens_in = sum(token_count(usage.get(k)) for k in
                     ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))

@@ -6,6 +6,8 @@ tokens come once per turn, on ``turn.completed``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from agent2rl_tui.record.transcripts import Step
 from agent2rl_tui.run.streams.base import (
     JsonLines,
@@ -36,7 +38,7 @@ class CodexJsonl(JsonLines):
         super().__init__()
         self._started: set[str] = set()
 
-    def _event(self, event: dict, at: float) -> list[Step] | None:
+    def _event(self, event: dict[str, Any], at: float) -> list[Step] | None:
         kind = event.get("type")
         if kind == "thread.started":
             return [self._step("system", at, describe("thread started", event.get("thread_id")))]
@@ -59,7 +61,7 @@ class CodexJsonl(JsonLines):
             return [self._step("system", at, describe("request_user_input", event.get("questions")))]
         return None
 
-    def _item(self, phase: str, item: dict, at: float) -> list[Step] | None:
+    def _item(self, phase: str, item: dict[str, Any], at: float) -> list[Step] | None:
         kind, item_id = item.get("type"), ident(item.get("id"))
         if phase != "item.completed":
             if phase == "item.started" and kind in self._RUNS and item_id not in self._started:
@@ -94,13 +96,13 @@ class CodexJsonl(JsonLines):
             return [self._step("error", at, item.get("message"))]
         return None
 
-    def _run_call(self, item: dict, at: float) -> Step:
+    def _run_call(self, item: dict[str, Any], at: float) -> Step:
         if item.get("type") == "command_execution":
             return self._tool_call(at, "shell", item.get("id"), {"command": item.get("command")})
         tool = "/".join(filter(None, [ident(item.get("server")), ident(item.get("tool"))]))
         return self._tool_call(at, tool or None, item.get("id"), item.get("arguments"))
 
-    def _run_result(self, item: dict, at: float) -> Step:
+    def _run_result(self, item: dict[str, Any], at: float) -> Step:
         if item.get("type") == "command_execution":
             code = item.get("exit_code")
             note = f"[exit code {code}]" if code is not None else f"[{as_text(item.get('status'))}]"
@@ -114,7 +116,7 @@ class CodexJsonl(JsonLines):
         return self._tool_result(at, None, item.get("id"), text)
 
 
-def _changes_text(item: dict) -> str:
+def _changes_text(item: dict[str, Any]) -> str:
     """A file change as its paths: ``add code/train.py, update README.md (completed)``."""
     changes = []
     for change in as_list(item.get("changes")):

@@ -52,7 +52,7 @@ class _Reply:
         return self.length if self.length > TEXT_LIMIT else None
 
 
-def _is_chunk(event: dict) -> bool:
+def _is_chunk(event: dict[str, Any]) -> bool:
     return event.get("type") == "message" and event.get("delta") is True and "content" in event
 
 
@@ -75,7 +75,7 @@ class GeminiStreamJson(JsonLines):
         except Exception:  # as ``feed`` would, but without losing the reply flushed above
             return held + [self._raw(line, at)]
 
-    def _add_chunk(self, event: dict, at: float) -> list[Step]:
+    def _add_chunk(self, event: dict[str, Any], at: float) -> list[Step]:
         """Add a delta chunk to the reply; a chunk of another role first ends the reply."""
         role = ident(event.get("role"))
         held = self._flush() if self._reply is not None and self._reply.role != role else []
@@ -93,7 +93,7 @@ class GeminiStreamJson(JsonLines):
         step.line, step.size = reply.line, reply.size
         return [step]
 
-    def _event(self, event: dict, at: float) -> list[Step] | None:
+    def _event(self, event: dict[str, Any], at: float) -> list[Step] | None:
         at = iso_time(event.get("timestamp"), at)
         kind = event.get("type")
         if kind == "init":
@@ -112,13 +112,13 @@ class GeminiStreamJson(JsonLines):
             return self._result(event, at)
         return None
 
-    def _result_of_tool(self, event: dict, at: float) -> Step:
+    def _result_of_tool(self, event: dict[str, Any], at: float) -> Step:
         if event.get("status") == "error":
             return self._tool_result(at, None, event.get("tool_id"),
                                      error_message(event.get("error")), "[error] ")
         return self._tool_result(at, None, event.get("tool_id"), as_text(event.get("output")))
 
-    def _result(self, event: dict, at: float) -> list[Step]:
+    def _result(self, event: dict[str, Any], at: float) -> list[Step]:
         stats, status = as_dict(event.get("stats")), ident(event.get("status")) or ""
         steps = []
         if status == "error":

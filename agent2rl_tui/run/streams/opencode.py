@@ -6,6 +6,8 @@ Times are the stream's own, in epoch milliseconds; tokens and cost come per step
 
 from __future__ import annotations
 
+from typing import Any
+
 from agent2rl_tui.record.transcripts import Step
 from agent2rl_tui.run.streams.base import (
     JsonLines,
@@ -26,7 +28,7 @@ class OpenCodeJson(JsonLines):
     start time and its result at its end time (``part.state.time``) where given.
     """
 
-    def _event(self, event: dict, at: float) -> list[Step] | None:
+    def _event(self, event: dict[str, Any], at: float) -> list[Step] | None:
         at = epoch_ms_time(event.get("timestamp"), at)
         kind, part = event.get("type"), as_dict(event.get("part"))
         if kind == "step_start":
@@ -53,7 +55,7 @@ class OpenCodeJson(JsonLines):
                                                        rejected=event.get("rejected") or None))]
         return None
 
-    def _tool(self, part: dict, at: float) -> list[Step]:
+    def _tool(self, part: dict[str, Any], at: float) -> list[Step]:
         state = part["state"]
         times = as_dict(state.get("time"))
         call = self._tool_call(epoch_ms_time(times.get("start"), at), part.get("tool"),

@@ -127,7 +127,7 @@ class OpenHandsJson(Normalizer):
             step.line = self._event_line
         return steps
 
-    def _event(self, event: dict, at: float) -> list[Step] | None:
+    def _event(self, event: dict[str, Any], at: float) -> list[Step] | None:
         at = iso_time(event.get("timestamp"), at)
         kind = event.get("kind")
         if kind == "ActionEvent":
@@ -155,7 +155,7 @@ class OpenHandsJson(Normalizer):
             return [self._step("system", at, detail)]
         return None
 
-    def _action(self, event: dict, at: float) -> list[Step]:
+    def _action(self, event: dict[str, Any], at: float) -> list[Step]:
         steps = self._reasoning(at, event.get("reasoning_content"), event.get("thought"))
         action = event.get("action")
         if isinstance(action, dict):

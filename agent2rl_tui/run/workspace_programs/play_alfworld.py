@@ -64,7 +64,7 @@ def header(kind: str, goal: str) -> str:
     """The task's header with the examples of the game's kind: ``{example_i}`` = ``react_<kind>_<i>``."""
     examples = json.loads((HERE / SPEC["examples"]).read_text(encoding="utf-8"))
     fields = {"example_" + k.rsplit("_", 1)[1]: v for k, v in examples.items() if k.startswith(f"react_{kind}_")}
-    return SPEC["header"].format(goal=goal, **fields)
+    return str(SPEC["header"].format(goal=goal, **fields))
 
 
 class NotATrainGame(ValueError):

@@ -62,7 +62,8 @@ def call(method: str, path: str, body: dict[str, Any] | None = None, *, retries:
                                          headers={"Content-Type": "application/json"} if data else {})
         try:
             with urllib.request.urlopen(request, timeout=600) as resp:
-                return json.loads(resp.read())
+                answer: dict[str, Any] = json.loads(resp.read())
+                return answer
         except urllib.error.HTTPError as exc:
             answer = json.loads(exc.read() or b"{}")
             if exc.code == 429 and answer.get("error") == "search_rate_limited" and attempt < retries:

@@ -1,0 +1,47 @@
+"""What shows a run in progress from outside: its heartbeat, and one log line per finished submission.
+
+The heartbeat (``runs.heartbeat_at``, every few seconds, on a connection of its own) tells a reader a
+live run from a lost one; the result lines make a foreground run (and supervisor.log) show progress.
+Kept out of the supervisor's loop: each is its own small state.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from agent2rl_tui.record.store import RunStore, SubStatus
+
+log = logging.getLogger("agent2rl.supervisor")
+
+
+class ResultLog:
+    """Logs each of the agent's submissions once, when it is scored or has failed."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+        self.announced: set[int] = set()
+
+    def report_new(self) -> None:
+        for sub in self.store.submissions(kind="agent"):
+            if sub.id in self.announced or sub.status in (SubStatus.QUEUED, SubStatus.EVALUATING):
+                continue
+            self.announced.add(sub.id)
+            if sub.status == SubStatus.SCORED:
+                log.info("submission %d scored %.2f (%s)", sub.id, sub.score, sub.model_path)
+            else:
+                log.info("submission %d %s: %s", sub.id, sub.status, (sub.error or "")[:200])
+
+
+def heartbeat(run_dir: Path, done: threading.Event, every_s: float) -> None:
+    """Beat into the run's record every ``every_s`` until ``done`` is set (a thread's target)."""
+    store = RunStore.of_run(run_dir)
+    try:
+        while not done.wait(every_s):
+            try:
+                store.heartbeat()
+            except Exception:  # noqa: BLE001 - a busy db must not kill the heartbeat
+                log.exception("heartbeat failed")
+    finally:
+        store.close()
