@@ -20,7 +20,7 @@ TEST_WORKERS := $(shell n=$$(nproc 2>/dev/null || echo 2); n=$$((n + 1)); [ $$n 
 APT_GET := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
 CAN_APT := [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq >/dev/null
 
-.PHONY: setup demo-setup agent-clis demo test bench lock clean
+.PHONY: setup demo-setup agent-clis demo test test-fast test-unit bench lock clean
 demo-setup: $(VENV)/.core
 setup: $(VENV)/.installed
 
@@ -37,7 +37,7 @@ $(VENV)/.core: $(DEMO_LOCK) pyproject.toml
 
 # Everything else: the full lock (dev tools, vLLM, ALFWorld, which compiles fast-downward and jericho),
 # and the machine's parts the suite uses, from Debian where root and apt-get are at hand: chromium
-# (the HTML report's browser tests) and Slurm (tests/slurm_cluster.py starts its own one-node cluster).
+# (the HTML report's browser tests) and Slurm (tests/support/slurm_cluster.py starts its own one-node cluster).
 # `agent2rl-tui doctor` says what works and what does not.
 $(VENV)/.installed: $(LOCK) $(VENV)/.core
 	@command -v chromium >/dev/null || { $(CAN_APT) && $(APT_GET) chromium >/dev/null; } || \
@@ -48,7 +48,7 @@ $(VENV)/.installed: $(LOCK) $(VENV)/.core
 	$(PIP_LOCKED) -r $(LOCK) || { $(LOCK_FAILED); }
 	touch $@
 
-# The agent CLIs the suite runs for real (tests/test_agent_clis.py), into .agent-clis/: the four npm
+# The agent CLIs the suite runs for real (tests/system/test_agent_clis.py), into .agent-clis/: the four npm
 # CLIs, every package pinned by locks/agent-clis/package-lock.json (about 40 s and 1.3 GB), and the
 # OpenHands CLI, a Python 3.12 program, in a venv of its own from locks/openhands.txt (about 2 min and
 # 800 MB). The caches of npm and pip make a reinstall quicker. What cannot install says so; the tests
@@ -78,11 +78,20 @@ demo: demo-setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/agent2rl-tui demo
 
 # Test files spread over up to 4 worker processes: most tests wait on real processes and servers,
-# so two cores run the suite in about 60% of the time of one.
+# so two cores run the suite in about 60% of the time of one. The tiers (docs/testing.md): `make test`
+# runs all three (the README's command, CI's); `make test-fast` the unit and integration tiers, for the
+# loop of a change (no Slurm, npm CLIs, vLLM, chromium, installs, benchmarks or type checker);
+# `make test-unit` the unit tier alone (in-process, no torch).
 test: setup agent-clis
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
-# Every benchmark, at its full sizes; the suite runs each with --quick (tests/test_bench.py).
+test-fast: setup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/unit tests/integration
+
+test-unit: setup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/unit
+
+# Every benchmark, at its full sizes; the suite runs each with --quick (tests/system/test_bench.py).
 bench: setup
 	@set -e; for script in bench/*.py; do echo "== $$script"; HF_HUB_OFFLINE=1 $(BIN)/python $$script; done
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from synthetic import make_run  # noqa: E402
+from support.synthetic import make_run  # noqa: E402
 
 COUNT = ("import sys\nfrom agent2rl_tui.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
          "print(len(sys.modules), file=sys.stderr)\n")

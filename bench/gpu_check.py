@@ -14,7 +14,7 @@ Steps:
            (tasks/tinymodel.py) and a ~95M-parameter Llama with its tokenizer, on GSM8K with the
            reference 4-shot profile (data carried in .whl/data/gsm8k; else arith): device, dtype,
            items/s, results.jsonl and summary.json written
-  grader   the real grader subprocess (as tests/conftest.py's LiveGrader drives it) scoring the
+  grader   the real grader subprocess (as tests/system/conftest.py's LiveGrader drives it) scoring the
            baseline through its eval worker, with the vitals sampler running on the run
   agent    the example agent (agents/example) against that grader: SFT then one GRPO step with
            TRL on CUDA, both submitted and scored; which processes held GPU memory (NVML)
@@ -404,7 +404,7 @@ def build_larger(tiny: Path, out: Path, small: bool) -> tuple[Path, int]:
 
 def evaluate_in_process(c: Check, f: dict[str, Any], model: Path, sub_id: int, limit: int) -> None:
     import torch
-    from conftest import PINNED_EVAL_SEED
+    from support.runs import PINNED_EVAL_SEED
 
     from agent2rl_tui.grader import worker
     from agent2rl_tui.grader.engines.keeper import EngineKeeper
@@ -470,7 +470,7 @@ def step_worker_larger(c: Check, f: dict[str, Any]) -> None:
 # --- the real grader, the example agent, vitals ------------------------------------------------
 
 def step_grader(c: Check, f: dict[str, Any]) -> None:
-    from conftest import LiveGrader, make_prepared_run
+    from support.runs import LiveGrader, make_prepared_run
 
     from agent2rl_tui.run.vitals import VitalsSampler
 
@@ -579,7 +579,7 @@ def step_vitals(c: Check, f: dict[str, Any]) -> None:
 
     stop_watchers(c, f)
     if c.run_dir is None:  # the grader step failed before its run existed: a run of our own
-        from conftest import make_prepared_run
+        from support.runs import make_prepared_run
 
         if c.tiny is None:
             raise RuntimeError("the tiny model was not built")

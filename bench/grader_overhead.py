@@ -27,7 +27,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from conftest import LiveGrader, make_prepared_run  # noqa: E402
+from support.runs import LiveGrader, make_prepared_run  # noqa: E402
 
 from agent2rl_tui.grader.engines.hf import TransformersEngine  # noqa: E402
 from agent2rl_tui.grader.evaluators import evaluator_for  # noqa: E402

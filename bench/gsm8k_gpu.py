@@ -86,7 +86,7 @@ def prepare_gsm8k(tmp: Path, folder: Path | None) -> None:
 
 def graded(tmp: Path, model: Path, limit: int | None) -> tuple[float, dict]:
     """The base model's submission (the baseline) through a real grader on vLLM: wall time, summary."""
-    from conftest import LiveGrader, make_prepared_run
+    from support.runs import LiveGrader, make_prepared_run
 
     run_dir = make_prepared_run(tmp / "runs", model, task="gsm8k", budget_s=3600, eval_limit=limit,
                                 engine={"engine": "vllm"})

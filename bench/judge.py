@@ -1,6 +1,6 @@
 """Benchmark: judge throughput, and a full AlpacaEval grading split into generation and judging.
 
-1. Judge calls per second against the local judge server (tests/judge_server.py, a real HTTP
+1. Judge calls per second against the local judge server (tests/support/judge_server.py, a real HTTP
    process on 127.0.0.1 answering at once), ranking mode, 805 AlpacaEval pairs, at
    concurrency 1, 4, 8 and 16, with an empty judgement cache; then the same 805 pairs again
    (every one from the cache).
@@ -36,7 +36,7 @@ REFERENCE = ROOT.parent / "shared" / "data" / "alpaca_eval" / "gpt4_1106_preview
 CONCURRENCY = (1, 4, 8, 16)
 QUICK_ITEMS, QUICK_NEW_TOKENS = 16, 16
 
-import local_server  # noqa: E402
+from support import local_server  # noqa: E402
 
 from agent2rl_tui.grader.evaluators import evaluator_for  # noqa: E402
 from agent2rl_tui.tasks.registry import Task, load_task  # noqa: E402

@@ -1,6 +1,6 @@
 """Benchmark: the TUI on big records (figures printed, nothing asserted).
 
-Synthetic run folders are built through the project's own store (tests/synthetic.py):
+Synthetic run folders are built through the project's own store (tests/support/synthetic.py):
 1,000 runs; and one run with 5,000 revisions, 1,000 submissions, a 20,000-step transcript
 and a 1 GB agent log. Then, headless: time to first paint of Runs (rows on screen), of
 the big Run, of a diff of a 2,000-line change, and the process's peak memory.
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from synthetic import T0, add_logs, add_revisions, add_transcript, claude_lines, make_run  # noqa: E402
+from support.synthetic import T0, add_logs, add_revisions, add_transcript, claude_lines, make_run  # noqa: E402
 
 from agent2rl_tui.ui.app import Agent2RLApp  # noqa: E402
 

@@ -85,7 +85,7 @@ def main() -> None:
 
 def measure(args: argparse.Namespace, tmp: Path) -> None:
     """The grader's submissions on vLLM, then plain generation of the same prompts."""
-    from conftest import LiveGrader, make_prepared_run
+    from support.runs import LiveGrader, make_prepared_run
 
     from agent2rl_tui.tasks.data import prepare
     from agent2rl_tui.tasks.registry import load_task

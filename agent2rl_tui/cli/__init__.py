@@ -9,7 +9,7 @@ line (``one_line``): an agent's text never drives the terminal nor forges a row
 This module holds the ``main`` group and its global option; each command lives in the module
 of its group (``COMMANDS``), imported only when that command runs or shows its help, so that
 ``agent2rl-tui --help`` and ``agent2rl-tui runs`` start without the grader, numpy, the report
-or the campaigns (tests/test_cli_startup.py). What the commands share is in ``cli.common``.
+or the campaigns (tests/unit/test_cli_startup.py). What the commands share is in ``cli.common``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ the weights of a checkpoint of the same architecture into a running one costs a 
 a second. So the keeper keeps one vLLM engine and reloads weights in place when the next
 checkpoint's architecture key (config, generation config, tokenizer files) and the engine
 settings are those it was started with; anything else gets a fresh engine. A reload scores
-exactly what a fresh engine scores (tests/test_vllm.py checks it item by item).
+exactly what a fresh engine scores (tests/system/test_vllm.py checks it item by item).
 
 Between evaluations a vLLM engine on a GPU sleeps (its weights and KV cache are freed) so
 the agent's own training has the GPU; a transformers model is dropped, as it reloads in

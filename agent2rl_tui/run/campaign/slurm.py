@@ -14,7 +14,7 @@ baseline's before the budget and the last submission's after it, each at most th
 campaign file passes submitit's Slurm parameters (``partition``, ``account``, ``qos``,
 ``constraint``, ``mem_gb``, ``cpus_per_task``, ``additional_parameters``); ``cluster =
 "local"`` runs the jobs as local processes (submitit's local executor). The tests run both:
-tests/test_campaign_slurm_real.py on a real one-node Slurm (tests/slurm_cluster.py).
+tests/system/test_campaign_slurm_real.py on a real one-node Slurm (tests/support/slurm_cluster.py).
 """
 
 from __future__ import annotations

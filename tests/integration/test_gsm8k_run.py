@@ -1,0 +1,57 @@
+"""A whole run of the example agent on a GSM8K slice: real data, the real grader, the tiny model,
+the reference prompt profile (AutoRL-Bench's 4-shot OpenCompass prompt, the task's default)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from support.runs import cli
+
+from agent2rl_tui.record.store import RunStore
+
+pytestmark = pytest.mark.slow
+
+
+def test_example_agent_on_a_gsm8k_slice_with_the_reference_prompts(prepared_data: Path, tiny_model: Path,
+                                                                    tmp_path: Path) -> None:
+    proc = cli("run", "start", "--task", "gsm8k", "--agent", "example", "--model", str(tiny_model),
+               "--budget", "5m", "--eval-limit", "4",
+               "--env", "EXAMPLE_SFT_STEPS=2", "--env", "EXAMPLE_GRPO_STEPS=1", "--env", "EXAMPLE_MAX_COMPLETION=24",
+               root=tmp_path / "runs", timeout=500)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
+    with RunStore.of_run(run) as store:
+        baseline = store.baseline()
+        subs = store.submissions(kind="agent")
+    assert baseline.status == "scored" and baseline.n_items == 4
+    assert [s.status for s in subs] == ["scored", "scored"]
+    settings = json.loads(subs[0].settings_json)
+    assert settings["evaluator"] == "math_answer" and settings["max_new_tokens"] == 512
+    assert settings["prompt_profile"] == "reference" and settings["extraction"] == "opencompass-gsm8k"
+    assert settings["engine_choice"].startswith("auto: ")  # how the score was produced is recorded
+    strict = settings["strict"]  # our stricter reading, beside the reference's score
+    assert 0 <= strict["n_differ"] <= 4 and 0.0 <= strict["score"] <= 100.0
+    items = [json.loads(line) for line in (run / "evals" / "1" / "results.jsonl").open()]
+    assert len(items) == 4
+    prompt = items[0]["prompt"]  # four worked examples as chat turns, then the question in their form
+    assert prompt.count("<|im_start|>user\nQuestion: ") == 5 and prompt.count("The answer is ") == 4
+    assert prompt.endswith("Question: " + json.loads((prepared_data / "gsm8k" / "eval.jsonl").open().readline())[
+        "question"] + "\nLet's think step by step\nAnswer:<|im_end|>\n<|im_start|>assistant\n")
+    assert items[0]["gold"] == "18" and "strict" in items[0]["extra"]
+    # The agent was told the profile, got the grader's rules, and trained on the grader's prompts.
+    ws = run / "workspace"
+    assert "prompt profile `reference`" in (ws / "description.md").read_text()
+    assert json.loads((ws / "data" / "grading.json").read_text())["prompt_profile"] == "reference"
+    assert "prompts: the grader's profile 'reference' (4 worked examples" in (run / "logs" / "agent.log").read_text()
+    with (run / "workspace" / "data" / "train.jsonl").open(encoding="utf-8") as fh:
+        train = [json.loads(line) for line in fh]
+    assert len(train) == 7473  # the agent gets the train split, never the test split
+    assert not any("Janet’s ducks" in row["question"] for row in train)
+    # The example agent trains on the train split only: the contamination check finds nothing,
+    # though every eval item is long enough to be checked.
+    contamination = json.loads((run / "report" / "contamination.json").read_text())
+    assert contamination["items"] == [] and contamination["checkable_items"] == 1319
+    assert contamination["files_scanned"] > 0

@@ -1,0 +1,272 @@
+"""Run lifecycle with real processes: the deadline, detaching, stopping, a lost supervisor.
+
+The runs are graded by the real grader with a scripted eval worker (grader/scripted_worker.py):
+what is tested here happens around evaluations, and a model's would only cost time."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.runs import cli, processes_with, read_report, wait_for
+
+from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
+from agent2rl_tui.review.index import summarize
+from agent2rl_tui.run.containment import probe as containment_probe
+from agent2rl_tui.util import procs as procs
+
+pytestmark = pytest.mark.slow
+
+# An agent that ignores SIGTERM, and starts a child that leaves its process group.
+STUBBORN = (
+    "import os, signal, subprocess, sys, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600.5)'], start_new_session=True)\n"
+    "print('stubborn agent up', flush=True)\n"
+    "while True: time.sleep(1)\n"
+)
+
+SLEEPER = "import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n"
+
+SCRIPTED = {**os.environ, "AGENT2RL_SCRIPTED_WORKER": json.dumps({"scores": {"0": 10.0}, "default_score": 50.0})}
+"""``run start``'s environment: every evaluation of the run answered by the scripted worker."""
+
+
+def run_dir_of(stdout: str) -> Path:
+    return Path(re.search(r"run folder: (\S+)", stdout).group(1))
+
+
+def write_agent(tmp_path: Path, source: str) -> str:
+    """The command of an agent kept outside its workspace: --read-only-path lets the contained run read it."""
+    script = tmp_path / "agent.py"
+    script.write_text(source)
+    return f"{sys.executable} {script}"
+
+
+@pytest.mark.parametrize("contain", ["contained", "--no-contain"])
+def test_an_agent_that_ignores_sigterm_is_killed_at_the_deadline(tmp_path: Path, tiny_model: Path, contain: str) -> None:
+    command = write_agent(tmp_path, STUBBORN)
+    proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
+               "--read-only-path", str(tmp_path / "agent.py"),
+               "--model", str(tiny_model), "--budget", "4s", "--grace", "1s",
+               *([contain] if contain.startswith("--") else []), root=tmp_path / "runs", env=SCRIPTED, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = run_dir_of(proc.stdout)
+    with RunStore.of_run(run_dir) as store:
+        run = store.run()
+        kinds = [e["kind"] for e in store.events()]
+        baseline = store.baseline()
+    assert run.config.scripted_worker is not None  # the record says how it was graded
+    assert baseline is not None and (baseline.score, baseline.engine) == (10.0, "scripted")
+    assert run.status == "finished"
+    assert run.end_reason == "deadline"
+    assert run.agent_exit_code == -signal.SIGKILL
+    assert "agent_killed" in kinds
+    # Its setsid child dies with the sandbox's namespace; without one, the supervisor finds it.
+    assert ("strays_killed" in kinds) is (contain == "--no-contain")
+    report = read_report(run_dir)
+    if contain == "--no-contain":  # and a reviewer sees the run was not contained, everywhere
+        assert "--no-contain" in proc.stderr and "warning: this run is not contained" in proc.stdout
+        assert report["containment"]["contained"] is False and report["containment"]["requested"] is False
+        md = (run_dir / "report" / "report.md").read_text()
+        assert "containment: **NOT CONTAINED**: started with --no-contain" in md
+        assert summarize(run_dir).flags == "not contained"
+        assert "not contained" in cli("runs", root=tmp_path / "runs").stdout
+        assert not (run_dir / "agent-home").exists()
+    else:
+        assert report["containment"]["contained"] is (containment_probe() is None)
+    # It outlived SIGTERM by the grace period, then SIGKILL ended it (no wait for anything else).
+    assert run.agent_ended_at >= run.deadline + 1
+    assert run.agent_ended_at < run.deadline + 60
+    assert processes_with("time.sleep(600.5)") == []  # the child that left the group (setsid) is gone too
+    assert "stubborn agent up" in (run_dir / "logs" / "agent.log").read_text()
+    assert read_report(run_dir)["end_reason"] == "deadline"
+
+
+def test_a_detached_run_survives_the_process_that_started_it(tmp_path: Path, tiny_model: Path) -> None:
+    # A foreground `run start` in its own session, killed outright (a closed terminal, a
+    # dropped ssh session): the supervisor must go on and close the run properly.
+    command = write_agent(tmp_path, "import time\nprint('working', flush=True)\ntime.sleep(3)\n")
+    starter = subprocess.Popen(
+        [sys.executable, "-m", "agent2rl_tui.cli", "--root", str(tmp_path / "runs"), "run", "start",
+         "--task", "arith", "--agent", "command", "--command", command,
+         "--read-only-path", str(tmp_path / "agent.py"), "--model", str(tiny_model),
+         "--budget", "60s"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=SCRIPTED,
+    )
+    first = starter.stdout.readline() + starter.stdout.readline()
+    run_dir = run_dir_of(first)
+    os.killpg(starter.pid, signal.SIGKILL)
+    starter.wait()
+    status = wait_for(lambda: (s := summarize(run_dir).status) not in ACTIVE_STATUSES and s,
+                      timeout=120, what="the run to end")
+    assert status == "finished"
+    with RunStore.of_run(run_dir) as store:
+        run = store.run()
+    assert run.end_reason == "agent_exited" and run.agent_exit_code == 0
+
+
+def test_detach_returns_at_once_and_stop_ends_the_run(tmp_path: Path, tiny_model: Path) -> None:
+    command = write_agent(tmp_path, SLEEPER)
+    proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
+               "--read-only-path", str(tmp_path / "agent.py"),
+               # a grace long enough for a loaded machine: the sleeper ends at SIGTERM, nothing waits it out
+               "--model", str(tiny_model), "--budget", "10m", "--grace", "20s", "--detach",
+               root=tmp_path / "runs", env=SCRIPTED, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    run_dir = run_dir_of(proc.stdout)
+    assert summarize(run_dir).status in ACTIVE_STATUSES  # it returned while the run goes on
+    wait_for(lambda: summarize(run_dir).status == "running", timeout=300, what="the agent to start")
+    # Its own code running (not only its sandbox starting, which ignores SIGTERM until it has
+    # handed over): on a loaded machine a stop sent before that is SIGKILL's, after the grace.
+    log = run_dir / "logs" / "agent.log"
+    wait_for(lambda: log.exists() and "sleeping" in log.read_text(errors="replace"), timeout=120,
+             what="the sleeper to start")
+    stop = cli("run", "stop", run_dir.name, "--wait", "60", root=tmp_path / "runs")
+    assert stop.returncode == 0
+    assert f"{run_dir.name}: stopped" in stop.stdout
+    with RunStore.of_run(run_dir) as store:
+        run = store.run()
+    assert run.status == "stopped" and run.end_reason == "stopped"
+    assert run.agent_exit_code == -signal.SIGTERM  # the sleeper obeys SIGTERM
+    assert read_report(run_dir)["status"] == "stopped"
+
+
+def test_a_run_whose_supervisor_dies_is_lost_and_reconciled(tmp_path: Path, tiny_model: Path) -> None:
+    command = write_agent(tmp_path, SLEEPER)
+    proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
+               "--read-only-path", str(tmp_path / "agent.py"),
+               "--model", str(tiny_model), "--budget", "10m", "--detach", root=tmp_path / "runs", env=SCRIPTED, timeout=60)
+    run_dir = run_dir_of(proc.stdout)
+    wait_for(lambda: summarize(run_dir).status == "running", timeout=300, what="the agent to start")
+    with RunStore.of_run(run_dir) as store:
+        run = store.run()
+    os.kill(run.supervisor_pid, signal.SIGKILL)
+    wait_for(lambda: not procs.pid_alive(run.supervisor_pid), timeout=10, what="the supervisor to die")
+    stop = cli("run", "stop", run_dir.name, root=tmp_path / "runs")
+    assert f"{run_dir.name}: lost" in stop.stdout
+    assert summarize(run_dir).status == "lost"
+    wait_for(lambda: not procs.group_alive(run.agent_pid), timeout=10, what="the orphaned agent to end")
+    assert not procs.group_alive(run.grader_pid)
+    assert read_report(run_dir)["status"] == "lost"
+
+
+# An agent that makes a model, waits for the test to kill the grader, then submits.
+SUBMIT_AFTER_GO = (
+    "import json, os, pathlib, shutil, time, urllib.request\n"
+    "base = next(pathlib.Path('models').iterdir())\n"
+    "shutil.copytree(base, 'output/v1')\n"
+    "for p in pathlib.Path('output/v1').rglob('*'): p.chmod(0o644)\n"
+    "print('ready', flush=True)\n"
+    "while not pathlib.Path('go').exists(): time.sleep(0.1)\n"
+    "req = urllib.request.Request(os.environ['GRADING_SERVER_URL'] + '/submit',\n"
+    "    data=json.dumps({'model_path': 'output/v1'}).encode(), headers={'Content-Type': 'application/json'})\n"
+    "print(urllib.request.urlopen(req, timeout=120).read().decode(), flush=True)\n"
+)
+
+
+def test_a_grader_that_dies_is_restarted_on_the_same_url(tmp_path: Path, tiny_model: Path) -> None:
+    command = write_agent(tmp_path, SUBMIT_AFTER_GO)
+    proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
+               "--read-only-path", str(tmp_path / "agent.py"),
+               "--model", str(tiny_model), "--budget", "5m", "--detach", root=tmp_path / "runs", env=SCRIPTED, timeout=60)
+    run = run_dir_of(proc.stdout)
+
+    def agent_ready() -> int | None:
+        with RunStore.of_run(run) as store:
+            row = store.run()
+        log = run / "logs" / "agent.log"
+        return row.grader_pid if log.exists() and "ready" in log.read_text() else None
+
+    grader_pid = wait_for(agent_ready, timeout=300, what="the agent to be ready")
+    os.kill(grader_pid, signal.SIGKILL)
+    wait_for(lambda: RunStore.of_run(run).run().grader_pid != grader_pid, timeout=30,
+             what="a new grader")
+    (run / "workspace" / "go").write_text("")
+    wait_for(lambda: summarize(run).status not in ACTIVE_STATUSES, timeout=180, what="the run to end")
+    report = read_report(run)
+    assert report["status"] == "finished"
+    assert [s["status"] for s in report["submissions"]] == ["scored"]
+    assert "grader_restarted" in [w["kind"] for w in report["warnings"]]
+    assert '"status":"scored"' in (run / "logs" / "agent.log").read_text()  # the agent's answer
+
+
+def test_reaping_orphans_leaves_our_own_childrens_exit_codes_alone() -> None:
+    own = subprocess.Popen([sys.executable, "-c", "raise SystemExit(7)"])  # like the watcher's git
+    other = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"], start_new_session=True)
+    def zombies() -> bool:
+        table = procs.process_table()
+        return all(table.get(p, ("",))[0] == procs.ZOMBIE for p in (own.pid, other.pid))
+
+    wait_for(zombies, timeout=10, what="both children to exit")
+    procs.reap_zombie_children(keep=set())
+    assert own.wait(timeout=5) == 7  # not reaped behind its Popen's back (that would read as 0)
+    assert other.pid not in procs.process_table()  # another session's zombie (an orphan's) is reaped
+    other.returncode = 3  # reaped above; tell Popen so it does not wait again
+
+
+
+SUBMITTER = """
+import json, os, pathlib, shutil, time, urllib.request
+shutil.copytree(os.environ["MODEL_PATH"], "output/v1")
+
+def submit(wait):
+    req = urllib.request.Request(os.environ["GRADING_SERVER_URL"] + "/submit" + ("" if wait else "?wait=0"),
+                                 data=json.dumps({"model_path": "output/v1"}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.loads(r.read())
+
+print("first", submit(True)["status"], flush=True)
+while not pathlib.Path("go").exists():
+    time.sleep(0.1)
+for _ in range(3):
+    submit(False)
+print("submitted", flush=True)
+time.sleep(600)
+"""
+
+
+def test_evaluations_that_never_finish_cannot_hold_a_run_past_a_second_stop(tmp_path: Path, tiny_model: Path) -> None:
+    """The grader's eval workers frozen (as by weights that never finish loading): a second stop
+    cuts the wait for them, what was not scored is failed as run_ended, what was scored stays
+    scored, and --keep-submissions keeps the grader's copy of what it scored."""
+    import psutil
+
+    command = write_agent(tmp_path, SUBMITTER)
+    proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
+               "--read-only-path", str(tmp_path / "agent.py"), "--keep-submissions",
+               "--model", str(tiny_model), "--budget", "10m", "--grace", "5s", "--detach",
+               root=tmp_path / "runs", env=SCRIPTED, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    run_dir = run_dir_of(proc.stdout)
+    log, supervisor_log = run_dir / "logs" / "agent.log", run_dir / "logs" / "supervisor.log"
+    wait_for(lambda: log.exists() and "first scored" in log.read_text(), timeout=240, what="the first score")
+    with RunStore.of_run(run_dir) as store:
+        pid, grader_pid = store.run().supervisor_pid, store.run().grader_pid
+    frozen = psutil.Process(grader_pid).children(recursive=True)
+    assert frozen, "the grader has its eval worker"
+    for p in frozen:
+        p.suspend()
+    (run_dir / "workspace" / "go").touch()
+    wait_for(lambda: "submitted" in log.read_text(), timeout=300, what="three more submissions")
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: "waiting for 3 submission(s)" in supervisor_log.read_text(), timeout=300, what="the drain")
+    os.kill(pid, signal.SIGTERM)  # the second stop: no more waiting
+    wait_for(lambda: summarize(run_dir).status not in ACTIVE_STATUSES, timeout=300, what="the run to end")
+    with RunStore.of_run(run_dir) as store:
+        subs = {s.id: s for s in store.submissions(kind="agent")}
+        run = store.run()
+    assert run.status == "stopped"
+    assert subs[1].status == "scored"
+    assert [(subs[i].status, subs[i].error_code, subs[i].score) for i in (2, 3, 4)] == [("failed", "run_ended", None)] * 3
+    assert (run_dir / "intake" / "1" / "model.safetensors").is_file()  # kept: --keep-submissions
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in frozen)  # none left behind
+    report = read_report(run_dir)
+    assert [s["status"] for s in report["submissions"]] == ["scored", "failed", "failed", "failed"]
