@@ -56,6 +56,7 @@ def snapshot_of(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.usefixtures("scripted_grading")  # what is tested happens around the evaluations: graded without torch
 @needs_bwrap
 def test_a_contained_agent_cannot_reach_the_eval_split_or_the_record(
         prepared_data: Path, tiny_model: Path, tmp_path: Path) -> None:

@@ -473,6 +473,7 @@ and the transcript about 8 MiB of pending lines at most, so about twice the base
 one copy of the line alone would pass it, and the reader it replaces held several."""
 
 
+@pytest.mark.usefixtures("scripted_grading")  # what is tested happens around the evaluations: graded without torch
 @pytest.mark.slow
 @pytest.mark.skipif(UNAVAILABLE is not None, reason=f"containment unavailable: {UNAVAILABLE}")
 def test_a_hostile_agent_neither_stalls_nor_blows_up_the_record(tmp_path: Path, tiny_model: Path) -> None:

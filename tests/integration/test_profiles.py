@@ -146,6 +146,7 @@ print("a warning on stderr", file=sys.stderr, flush=True)
 """
 
 
+@pytest.mark.usefixtures("scripted_grading")  # what is tested happens around the evaluations: graded without torch
 @pytest.mark.slow
 def test_a_cli_profile_runs_end_to_end_with_its_transcript(tmp_path: Path, tiny_model: Path) -> None:
     bin_dir = tmp_path / "bin"

@@ -247,6 +247,7 @@ def test_a_big_file_adds_no_revision(run_dir: Path, watcher: RevisionWatcher) ->
 
 # -- submissions and the run's own snapshots ---------------------------------------------
 
+@pytest.mark.usefixtures("scripted_grading")  # what is tested happens around the evaluations: graded without torch
 def test_each_submission_is_linked_to_the_code_it_was_made_from(tmp_path: Path, tiny_model: Path) -> None:
     run = make_prepared_run(tmp_path, tiny_model)
     grader = LiveGrader(run)
@@ -279,6 +280,7 @@ AGENT = (
 )
 
 
+@pytest.mark.usefixtures("scripted_grading")  # what is tested happens around the evaluations: graded without torch
 @pytest.mark.slow
 def test_a_run_records_revisions_up_to_its_final_snapshot(tmp_path: Path, tiny_model: Path) -> None:
     script = tmp_path / "agent.py"

@@ -96,6 +96,7 @@ def agent_lines(run: Path) -> list[str]:
     return [line for line in lines if line.startswith("call ")]  # less the time stamps
 
 
+@pytest.mark.usefixtures("scripted_grading")  # what is tested happens around the evaluations: graded without torch
 def test_a_meter_that_dies_mid_run_is_started_again_on_the_same_port(tmp_path: Path, tiny_model: Path,
                                                                      driver) -> None:
     url, _ = driver
@@ -118,6 +119,7 @@ def test_a_meter_that_dies_mid_run_is_started_again_on_the_same_port(tmp_path: P
     assert any(w["kind"] == "meter_died" for w in report["warnings"])
 
 
+@pytest.mark.usefixtures("scripted_grading")  # what is tested happens around the evaluations: graded without torch
 def test_a_token_cap_refuses_the_call_past_it_and_the_report_says_so(tmp_path: Path, tiny_model: Path,
                                                                     driver) -> None:
     url, log = driver
@@ -132,6 +134,7 @@ def test_a_token_cap_refuses_the_call_past_it_and_the_report_says_so(tmp_path: P
     assert "1 call(s) refused by the run's cap" in md
 
 
+@pytest.mark.usefixtures("scripted_grading")  # what is tested happens around the evaluations: graded without torch
 def test_a_run_without_the_meter_calls_its_driver_directly_and_says_not_metered(tmp_path: Path, tiny_model: Path,
                                                                                driver) -> None:
     url, log = driver
