@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent2rl_tui.tasks.registry import TaskError, discover, generate_arith, load_task
+from agent2rl_tui.tasks.generators import generate_arith
+from agent2rl_tui.tasks.registry import TaskError, discover, load_task
 
 
 def test_arith_is_discovered_and_loads() -> None:
