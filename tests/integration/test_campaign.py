@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.runs import cli, wait_for
+from support.runs import cli, fill, wait_for
 
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.review.campaign_view import AUTORL_COLUMNS, cell_results, read_runs
@@ -41,7 +41,7 @@ def test_statistics_by_hand() -> None:
 
 def campaign_file(tmp_path: Path, tiny_model: Path, body: str) -> Path:
     path = tmp_path / "campaign.toml"
-    path.write_text(body.replace("MODEL", str(tiny_model)), encoding="utf-8")
+    path.write_text(fill(body, MODEL=str(tiny_model)), encoding="utf-8")
     return path
 
 
@@ -151,7 +151,7 @@ contain = false
 def test_a_run_killed_mid_campaign_is_reported_and_queued_again(prepared_data: Path, tiny_model: Path,
                                                                 tmp_path: Path) -> None:
     go = tmp_path / "go"
-    body = KILLABLE.replace("PYTHON", sys.executable).replace("GO", str(go))
+    body = fill(KILLABLE, PYTHON=sys.executable, GO=str(go))
     proc = cli("campaign", "start", str(campaign_file(tmp_path, tiny_model, body)), root=tmp_path / "root", timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     folder = folder_of(proc.stdout)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -129,3 +130,13 @@ class Judge:
     def requests(self) -> int:
         with urllib.request.urlopen(self.url + "/stats", timeout=10) as r:
             return int(json.loads(r.read())["requests"])
+
+
+def fill(template: str, **values: str) -> str:
+    """``template`` with each placeholder NAME (a key of ``values``) replaced by its value, all in one
+    pass: a value is never scanned again, so a path that happens to hold another placeholder's name
+    (a temporary folder such as /tmp/fresh-clone.bAkGGO, and GO) is written as it is."""
+    if not values:
+        return template
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(values, key=len, reverse=True)))
+    return pattern.sub(lambda m: values[m.group()], template)

@@ -36,7 +36,7 @@ from agent2rl_tui.review.index import summarize
 from agent2rl_tui.run.campaign import Campaign
 from agent2rl_tui.run.campaign.slurm_jobs import ENDED_STATES
 from support import local_server
-from support.runs import cli, wait_for
+from support.runs import cli, fill, wait_for
 from support.slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the session fixture
 
 MATRIX = """
@@ -134,13 +134,13 @@ def campaigns(slurm_cluster: SlurmCluster, prepared_data: Path, tiny_model: Path
         started = {}
         for backend in ("local", "slurm"):
             spec = tmp / f"{backend}.toml"
-            spec.write_text(MATRIX.replace("BACKEND", backend).replace("MODEL", str(tiny_model)), encoding="utf-8")
+            spec.write_text(fill(MATRIX, BACKEND=backend, MODEL=str(tiny_model)), encoding="utf-8")
             proc = cli("campaign", "start", str(spec), root=tmp / backend, timeout=300)
             assert proc.returncode == 0, proc.stdout + proc.stderr
             started[backend] = folder_of(proc.stdout)
         spec = tmp / "judged.toml"
-        spec.write_text(JUDGED.replace("MODEL", str(tiny_model)).replace("URL", f"http://127.0.0.1:{port}/v1")
-                        .replace("KEY_VAR", KEY_VAR), encoding="utf-8")
+        spec.write_text(fill(JUDGED, MODEL=str(tiny_model), URL=f"http://127.0.0.1:{port}/v1", KEY_VAR=KEY_VAR),
+                        encoding="utf-8")
         # The key's value and HF_HOME are set only in the shell that submits the job.
         env = {**os.environ, KEY_VAR: secret, "HF_HOME": str(hf_home)}
         proc = cli("campaign", "start", str(spec), root=tmp / "judged", timeout=300, env=env)

@@ -18,7 +18,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from support.runs import cli, wait_for
+from support.runs import cli, fill, wait_for
 from support.slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the session fixture
 
 from agent2rl_tui.record.store import RunStore
@@ -75,7 +75,7 @@ def test_a_campaign_runs_as_slurm_jobs_and_slurm_decides_how_many_at_once(
     per_job = max(1, cpus // 2)  # so that at most two of the four jobs fit on the node at once
     fit = cpus // per_job
     spec = tmp_path / "campaign.toml"
-    spec.write_text(FOUR_RUNS.replace("MODEL", str(tiny_model)).replace("CPUS", str(per_job)), encoding="utf-8")
+    spec.write_text(fill(FOUR_RUNS, MODEL=str(tiny_model), CPUS=str(per_job)), encoding="utf-8")
     elsewhere = tmp_path / "elsewhere"  # `campaign start` runs from a folder the jobs never see
     elsewhere.mkdir()
     proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=300, cwd=elsewhere)
@@ -159,7 +159,7 @@ grace = "1s"
 def test_a_job_sbatch_refuses_is_said_and_submitted_once_the_file_is_mended(
         slurm_cluster: SlurmCluster, tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
     spec = tmp_path / "campaign.toml"
-    spec.write_text(ONE_RUN.replace("MODEL", str(tiny_model)), encoding="utf-8")
+    spec.write_text(fill(ONE_RUN, MODEL=str(tiny_model)), encoding="utf-8")
     # gpus_per_run defaults to 1: a GPU asked of a node without any, which sbatch refuses.
     proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=300)
     assert proc.returncode != 0
@@ -208,8 +208,7 @@ def test_a_job_cancelled_mid_run_is_not_a_finished_run_and_is_queued_again(
 
     go = tmp_path / "go"
     spec = tmp_path / "campaign.toml"
-    spec.write_text(KILLABLE.replace("MODEL", str(tiny_model)).replace("PYTHON", sys.executable)
-                    .replace("GO", str(go)), encoding="utf-8")
+    spec.write_text(fill(KILLABLE, MODEL=str(tiny_model), PYTHON=sys.executable, GO=str(go)), encoding="utf-8")
     proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     folder = folder_of(proc.stdout)
@@ -251,9 +250,9 @@ def test_a_job_that_fails_before_its_run_starts_says_why(
     model = tmp_path / "models" / "tiny-llama"  # on the "login node" at submission, gone when the job starts
     shutil.copytree(tiny_model, model)
     spec = tmp_path / "campaign.toml"
-    spec.write_text(ONE_RUN.replace("MODEL", str(model)).replace('budget = "5m"', 'budget = "5m"\ngpus_per_run = 0')
-                    .replace("cpus_per_task = 1", "cpus_per_task = 1\nadditional_parameters = { hold = true }"),
-                    encoding="utf-8")
+    held = {'budget = "5m"': 'budget = "5m"\ngpus_per_run = 0',
+            "cpus_per_task = 1": "cpus_per_task = 1\nadditional_parameters = { hold = true }"}
+    spec.write_text(fill(ONE_RUN, MODEL=str(model), **held), encoding="utf-8")
     proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     folder = folder_of(proc.stdout)
@@ -323,8 +322,7 @@ def test_a_job_that_hits_its_time_limit_is_stopped_as_a_budget_ends(
     agent = tmp_path / "agent.py"
     agent.write_text(SUBMIT_THEN_KEEP_GOING, encoding="utf-8")
     spec = tmp_path / "campaign.toml"
-    spec.write_text(TIME_LIMITED.replace("MODEL", str(tiny_model)).replace("AGENT", f"{sys.executable} {agent}"),
-                    encoding="utf-8")
+    spec.write_text(fill(TIME_LIMITED, MODEL=str(tiny_model), AGENT=f"{sys.executable} {agent}"), encoding="utf-8")
     proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     folder = folder_of(proc.stdout)
@@ -362,8 +360,8 @@ def test_a_job_killed_hard_leaves_its_run_lost_and_it_is_queued_again(
 
     go = tmp_path / "go"
     spec = tmp_path / "campaign.toml"
-    spec.write_text(KILLABLE.replace("MODEL", str(tiny_model)).replace("PYTHON", sys.executable)
-                    .replace("GO", str(go)).replace('name = "cancelled"', 'name = "killed"'), encoding="utf-8")
+    spec.write_text(fill(KILLABLE, MODEL=str(tiny_model), PYTHON=sys.executable, GO=str(go),
+                         **{'name = "cancelled"': 'name = "killed"'}), encoding="utf-8")
     proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     folder = folder_of(proc.stdout)

@@ -338,6 +338,14 @@ async def test_the_runs_list_flags_runs_not_contained_or_contaminated(tmp_path: 
     assert flags == {"clean": "", "uncontained": "not contained", "leaky": "contaminated?"}
 
 
+def report_status(run_dir: Path) -> str | None:
+    """The status report.json holds (None while it is missing or half written)."""
+    try:
+        return json.loads((run_dir / "report" / "report.json").read_text())["status"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 async def test_a_lost_run_is_shown_lost_and_can_be_closed(review_root: Path, tmp_path: Path) -> None:
     root = tmp_path / "root"
     lost_src = next(p for p in review_root.iterdir() if p.name.endswith("-lost"))
@@ -354,8 +362,9 @@ async def test_a_lost_run_is_shown_lost_and_can_be_closed(review_root: Path, tmp
         assert "lost" in plain(app.screen.query_one("#budget", Static))
         await pilot.press("escape", "s")
         await pilot.press("y")
+        # The copy holds the finished run's report.json: wait for the one the reconcile writes.
         await settle(pilot, lambda: summarize(root / lost_src.name).status == "lost"
-                     and (root / lost_src.name / "report" / "report.json").exists(), what="the reconcile")
+                     and report_status(root / lost_src.name) == "lost", what="the reconcile")
     with RunStore.of_run(root / lost_src.name) as store:
         assert store.run().status == "lost"  # written now, not only inferred
     report = json.loads((root / lost_src.name / "report" / "report.json").read_text())
@@ -528,8 +537,8 @@ async def test_a_lost_runs_record_can_be_closed_from_its_run_screen(review_root:
         await settle(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
         assert "Close the record of lost run" in app.screen.question
         await pilot.press("y")
-        await settle(pilot, lambda: app.screen is run and run.view.run.ended_at is not None, timeout=30,
-                     what="the record to be closed")
+        await settle(pilot, lambda: app.screen is run and run.view.run.ended_at is not None
+                     and report_status(run_dir) == "lost", what="the record to be closed and its report written")
         assert run.view.status == "lost"
         await pilot.press("s")  # closed now: nothing left to stop
         await pilot.pause(0.2)
