@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Union
 
 from agent2rl_tui.envs.base import EnvError, Environment
+from agent2rl_tui.util.numbers import ascii_int
 
 TRANSCRIPTS = ("plain", "react", "search-react", "webshop")
 PROFILE_TRANSCRIPTS = ("search-react-reference", "webshop-reference")
@@ -157,8 +158,8 @@ def _typed(hint: Any, value: Any, what: str) -> Any:
     if base is int and not isinstance(value, bool):
         if isinstance(value, int):
             return value
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value)
+        if isinstance(value, str) and (number := ascii_int(value.strip(), signed=True)) is not None:
+            return number
     if base is str and isinstance(value, str):
         return value
     name = getattr(base, "__name__", str(base))

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 from agent2rl_tui.envs.base import EnvError, Environment, Outcome, Start
 from agent2rl_tui.envs.spec import EnvSpec, register
+from agent2rl_tui.util.numbers import ascii_int
 
 FOLDS = ("train", "dev", "test")
 
@@ -43,9 +44,10 @@ class TextWorldExpressSpec(EnvSpec):
 def parse_game(game: str) -> tuple[str, int]:
     """``"test:20003"`` → ``("test", 20003)``; a clear error for anything else."""
     fold, _, seed = game.partition(":")
-    if fold not in FOLDS or not seed.lstrip("-").isdigit():
+    number = ascii_int(seed, signed=True)
+    if fold not in FOLDS or number is None:
         raise EnvError(f"game {game!r} is not '<fold>:<seed>' with fold one of {', '.join(FOLDS)}")
-    return fold, int(seed)
+    return fold, number
 
 
 class TextWorldExpress:

@@ -34,6 +34,7 @@ from typing import Any, ClassVar, Protocol
 
 from agent2rl_tui.envs.base import EnvError, Environment, Outcome, Start
 from agent2rl_tui.envs.spec import GIVEN, EnvSpec, register
+from agent2rl_tui.util.numbers import ascii_int
 
 SUCCESS_REWARD = 0.5
 """AutoRL-Bench's success: reward >= 0.5 (WebShop's own and most papers': reward = 1.0)."""
@@ -149,9 +150,10 @@ def clean_action(action: str) -> str:
 
 def parse_session(game: str) -> int:
     name, _, number = game.partition(":")
-    if name != "session" or not number.isdigit():
+    session = ascii_int(number)
+    if name != "session" or session is None:
         raise EnvError(f"game {game!r} is not 'session:<n>'")
-    return int(number)
+    return session
 
 
 class WebShop:

@@ -90,10 +90,8 @@ class GraderClient:
             time.sleep(interval)
         raise GraderUnavailable(f"the grader was not ready after {total_timeout:.0f} s ({last_error})")
 
-    def submit(self, model_path: str, *, wait: bool = True, gpu: str | None = None) -> Response:
+    def submit(self, model_path: str, *, wait: bool = True) -> Response:
         body: dict[str, Any] = {"model_path": model_path}
-        if gpu is not None:
-            body["gpu"] = gpu
         return self.request("POST", f"/submit?wait={int(wait)}", body)
 
     def time(self) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from typing import Any, TextIO
 from agent2rl_tui.record.evaljob import EvalJob, EvalSummary, WorkerSummary
 from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.record.runconfig import SCRIPTED_WORKER_ENV
+from agent2rl_tui.util.numbers import is_digits
 
 SCRIPT_ENV = SCRIPTED_WORKER_ENV
 ENGINE = "scripted"
@@ -65,7 +66,7 @@ class ScriptedWorker:
     def from_json(cls, raw: Any) -> ScriptedWorker:
         raw = raw if isinstance(raw, dict) else {}
         scores = raw.get("scores") if isinstance(raw.get("scores"), dict) else {}
-        return cls(scores={int(k): _number(v, 0.0) for k, v in scores.items() if str(k).isdigit()},
+        return cls(scores={int(k): _number(v, 0.0) for k, v in scores.items() if is_digits(str(k))},
                    default_score=_number(raw.get("default_score"), 0.0),
                    seconds=max(0.0, _number(raw.get("seconds"), 0.0)),
                    hang=_ids(raw.get("hang")), fail=_ids(raw.get("fail")),

@@ -46,6 +46,7 @@ import git
 
 from agent2rl_tui.record.capture import DEFAULT_RULES, GIT_REFUSES, CaptureRules, StatCache, walk
 from agent2rl_tui.record.store import RunStore, previous_revision_seq
+from agent2rl_tui.util.numbers import is_digits
 from agent2rl_tui.util.timeutil import now
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -432,7 +433,7 @@ def get_revision(run_dir: Path, ref: str | int) -> Revision:
     """A revision by its number (``3``), or by a prefix of its sha (at least 4 characters)."""
     with RunStore.of_run(run_dir) as store:
         text = str(ref)
-        if text.isdigit() and len(text) < 7:
+        if is_digits(text) and len(text) < 7:
             row = store.conn.execute("SELECT * FROM revisions WHERE seq = ?", (int(text),)).fetchone()
         elif len(text) >= 4:
             rows = store.conn.execute("SELECT * FROM revisions WHERE sha LIKE ?", (text + "%",)).fetchall()

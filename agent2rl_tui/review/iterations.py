@@ -48,6 +48,7 @@ from agent2rl_tui.review.codefacts import (
     scripts_in,
 )
 from agent2rl_tui.review.logscan import CODE_ERROR, LogFacts, Signal, scan
+from agent2rl_tui.util.numbers import is_digits
 from agent2rl_tui.util.timeutil import iso
 
 BASE_COPY, INVALID = "copy_model_fallback", "submission_invalid"
@@ -157,7 +158,7 @@ class CodeReader:
         for entry in listing.split("\0"):
             meta, _, path = entry.partition("\t")
             parts = meta.split()
-            if len(parts) != 4 or parts[1] != "blob" or not parts[3].isdigit():
+            if len(parts) != 4 or parts[1] != "blob" or not is_digits(parts[3]):
                 continue
             if int(parts[3]) <= MAX_FILE_BYTES and is_code_path(path):
                 wanted.append((parts[2], path))

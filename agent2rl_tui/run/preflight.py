@@ -22,6 +22,7 @@ from agent2rl_tui.run.profiles import AgentProfile, ProfileError, driver_setup, 
 from agent2rl_tui.run.request import RunRequest
 from agent2rl_tui.tasks.modelfiles import check_model_folder, check_model_loads
 from agent2rl_tui.tasks.registry import InferenceSettings, Task, TaskError, cache_root, engine_settings, load_task
+from agent2rl_tui.util.numbers import is_digits
 
 
 def check_gpus(gpus: str) -> None:
@@ -61,7 +62,7 @@ def _first_prompt_tokens(task: Task, settings: InferenceSettings, model: Path) -
     item = task.load_split("train")[0]
     question = "prompt tokens " + json.dumps([spec, item, settings.chat], sort_keys=True, default=str)
     entry = check_entry(model, question)
-    if (kept := remembered(entry)) is not None and kept.isdigit():
+    if (kept := remembered(entry)) is not None and is_digits(kept):
         return int(kept)
     tok = load_tokenizer(model)
     n = len(tok(grading_rules.render(tok, item, spec), add_special_tokens=not settings.chat)["input_ids"])

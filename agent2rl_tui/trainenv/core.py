@@ -27,6 +27,7 @@ from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.record.writer import BackgroundWriter
 from agent2rl_tui.tasks.registry import Task, load_task, task_cache
 from agent2rl_tui.trainenv import DEFAULT_MAX_ENVS, default_max_envs, rewards
+from agent2rl_tui.util.numbers import is_digits
 
 MAX_TEXT = 16_384
 """Characters of a completion or an action the service takes (a turn's completion is at most the
@@ -141,7 +142,7 @@ class TrainEnvs:
     def is_train_game(self, game: str) -> bool:
         if self.spec.kind == "textworld-express":  # any seed of the train fold, as the workspace's kit plays
             fold, _, seed = game.partition(":")
-            return fold == TRAIN_FOLD and seed.isdigit() and len(seed) <= 9
+            return fold == TRAIN_FOLD and is_digits(seed) and len(seed) <= 9
         return game in self.train
 
     def describe(self) -> dict[str, Any]:

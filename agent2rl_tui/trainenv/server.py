@@ -32,6 +32,7 @@ from agent2rl_tui.trainenv import SECRET_ENV
 from agent2rl_tui.trainenv.core import RECORDED_TEXT, Limits, Recorder, Refusal, TrainEnvs, build
 from agent2rl_tui.util.inert import one_line
 from agent2rl_tui.util.logsetup import configure_logging
+from agent2rl_tui.util.numbers import is_digits
 from agent2rl_tui.util.peer import is_owner
 
 log = logging.getLogger("agent2rl.trainenv")
@@ -46,7 +47,7 @@ def error(status: int, code: str, detail: str) -> JSONResponse:
 async def read_json(request: Request) -> dict[str, Any]:
     """The body as a JSON object, read no further than ``MAX_BODY``."""
     declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+    if declared is not None and (not is_digits(declared) or int(declared) > MAX_BODY):
         raise Refusal(413, "too_large", f"a request body is at most {MAX_BODY // 1024} KiB")
     body = b""
     async for chunk in request.stream():
@@ -73,7 +74,7 @@ def text_field(data: dict[str, Any], key: str) -> str | None:
 
 def env_id_of(request: Request) -> int:
     raw = request.path_params["env_id"]
-    if not raw.isdigit() or int(raw) >= MAX_ENV_ID:
+    if not is_digits(raw) or int(raw) >= MAX_ENV_ID:
         raise Refusal(404, "no_such_env", "environment ids are the integers POST /envs answers")
     return int(raw)
 
@@ -98,7 +99,7 @@ class Endpoints:
             row["error"] = f"internal_error: {type(exc).__name__}: {exc}"[:RECORDED_TEXT]
         env_id = request.path_params.get("env_id")
         row |= {"status": status, "latency_s": round(time.monotonic() - started, 4),
-                "env_id": body.get("env_id", int(env_id) if isinstance(env_id, str) and env_id.isdigit()
+                "env_id": body.get("env_id", int(env_id) if isinstance(env_id, str) and is_digits(env_id)
                                    and int(env_id) < MAX_ENV_ID else None),
                 "game": body.get("game") or getattr(request.state, "game", None),
                 "action": one_line(str(body["action"]))[:RECORDED_TEXT] if body.get("action") is not None else None,

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agent2rl_tui.util.numbers import is_digits
+
 
 @dataclass
 class GpuSample:
@@ -66,7 +68,7 @@ def used_memory() -> int | None:
     if not samples:
         return None
     wanted = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if wanted and all(d.strip().isdigit() for d in wanted.split(",")):
+    if wanted and all(is_digits(d.strip()) for d in wanted.split(",")):
         indices = {int(d) for d in wanted.split(",")}
         samples = [s for s in samples if s.index in indices]
     return sum(s.mem_used for s in samples)

@@ -73,7 +73,7 @@ def test_a_hostile_agent_cannot_forge_a_score_or_read_an_evaluation(tiny_model: 
     wait_for(lambda: summarize(run_dir).status not in ACTIVE_STATUSES, timeout=600, what="the run to end")
 
     log = log_path.read_text()
-    assert "submitter done 16" in log, log[-3000:]
+    assert "submitter done 17" in log, log[-3000:]
     got = attacks(log)
     assert got["leak"][:2] == got["solve"][:2] == (200, "scored")  # their templates were never used
     assert got["fifo"] == (422, "-", "not_a_regular_file")
@@ -85,6 +85,7 @@ def test_a_hostile_agent_cannot_forge_a_score_or_read_an_evaluation(tiny_model: 
     assert got["nested"] == (400, "-", "invalid_json")
     assert got["long-path"] == (400, "-", "invalid_path")
     assert got["big-body"] == (413, "-", "too_large")
+    assert got["gpu-field"] == (400, "-", "unknown_field")
     assert got["greedy"] == (200, "failed", "out_of_memory")
     beams = json.loads(re.search(r"answer beams: (.*)$", log, re.MULTILINE).group(1))
     assert "generation_config.json: num_beams" in beams["ignored_settings"]
@@ -108,7 +109,7 @@ def test_a_hostile_agent_cannot_forge_a_score_or_read_an_evaluation(tiny_model: 
     assert by_path["output/fifo"].status == "rejected" and by_path["output/fifo"].error_code == "not_a_regular_file"
     assert by_path["output/missing"].error_code == "missing_weights"
     assert by_path["output/greedy"].error_code == "out_of_memory"
-    assert sum(1 for s in subs.values() if s.error_code in ("invalid_json", "invalid_path", "too_large")) == 3
+    assert sum(1 for s in subs.values() if s.error_code in ("invalid_json", "invalid_path", "too_large", "unknown_field")) == 4
     # Scored on what was submitted, hashed as loaded: the swapped folder as taken (the base model's weights),
     # the decoy as the zeros the engine read, the beams' outputs as the task's greedy decoding makes them.
     assert by_path["output/swap"].weights_hash == base.weights_hash

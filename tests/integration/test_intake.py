@@ -327,7 +327,8 @@ def test_malformed_requests_get_a_4xx_and_a_record_row(hostile_grader: LiveGrade
         (b'{"model_path": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", 400, "invalid_json"),
         (json.dumps({"model_path": "output/" + "x" * 100_000}).encode(), 400, "invalid_path"),
         (b'{"model_path": "output/\\udc80"}', 400, "invalid_path"),
-        (b'{"model_path": "output/fine", "gpu": "0; rm -rf /"}', 400, "invalid_gpu"),
+        (b'{"model_path": "output/fine", "gpu": "0; rm -rf /"}', 400, "unknown_field"),
+        (b'{"model_path": "output/fine", "gpu": "1"}', 400, "unknown_field"),
     ]
     for body, status, code in cases:
         before = count()

@@ -256,6 +256,9 @@ def test_the_service_refuses_what_is_not_a_train_game_and_hostile_bodies(dsqa: d
             ("POST", f"/envs/{env}/step", {"action": "search[x]"}, 409, "no_episode"),
             ("POST", "/envs/424242/reset", {"game": "train:0"}, 404, "no_such_env"),
             ("POST", "/envs/99999999999999999999/step", {"action": "x"}, 404, "no_such_env"),
+            ("POST", "/envs/\u00b2/step", {"action": "x"}, 404, "no_such_env"),  # isdigit(), and int() raises
+            ("POST", "/envs/\u0661/reset", {"game": "train:0"}, 404, "no_such_env"),  # isdigit(), and int() reads 1
+            ("POST", f"/envs/{env}/reset", {"game": "train:\u00b9"}, 403, "not_a_train_game"),
             ("POST", f"/envs/{env}/step", {"completion": "x" * 20_000}, 413, "too_long"),
             ("POST", f"/envs/{env}/step", {"completion": "a", "action": "b"}, 400, "invalid_step"),
             ("DELETE", "/envs", None, 405, "method_not_allowed"),
@@ -282,7 +285,8 @@ def test_the_service_refuses_what_is_not_a_train_game_and_hostile_bodies(dsqa: d
     rows = service.rows()
     refused = [r for r in rows if r["status"] >= 400]
     assert len(refused) == len(cases) + 4 and all(r["error"] for r in refused)  # nested, too large, no secret, closed
-    assert {r["game"] for r in rows if r["error"] and r["error"].startswith("not_a_train_game")} == {eval_game, "test:20000"}
+    assert {r["game"] for r in rows if r["error"] and r["error"].startswith("not_a_train_game")} == {eval_game, "test:20000",
+                                                                                                 "train:\u00b9"}
 
 
 def test_another_user_cannot_play_a_runs_train_environments(dsqa: dict[str, Any], tiny_model: Path,

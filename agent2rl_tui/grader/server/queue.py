@@ -161,7 +161,7 @@ class Grader:
                 received: float) -> tuple[int, asyncio.Future[Result]]:
         """Record an accepted submission and queue it; its id and a future for its result."""
         sub_id = self.store.add_submission(
-            kind="agent", status=SubStatus.QUEUED, model_path=sub.raw, resolved_path=str(sub.resolved), gpu=sub.gpu,
+            kind="agent", status=SubStatus.QUEUED, model_path=sub.raw, resolved_path=str(sub.resolved),
             revision_seq=revision.seq if revision else None, revision_sha=revision.sha if revision else None,
             received_at=received,
         )
@@ -242,7 +242,7 @@ class Grader:
         (out_dir / "manifest.json").write_text(json.dumps(manifest.to_dict(), indent=2), encoding="utf-8")
         self.store.update_submission(sub_id, status=SubStatus.EVALUATING, started_at=now())
         log.info("evaluating submission %s: %s", sub_id, sub.resolved_path)
-        worker = await self.workers.take(sub.gpu)
+        worker = await self.workers.take()
         log_start = worker.log_size()
         failure = await self._run_job(worker, self._job(sub, folder, manifest, out_dir))
         worker_tail = self.workers.keep_log(worker, log_start, sub_id, out_dir)

@@ -27,6 +27,7 @@ from agent2rl_tui.grader.server.queue import Grader
 from agent2rl_tui.grader.server.validation import MAX_BODY_BYTES, Rejection
 from agent2rl_tui.record.store import BASELINE_ID, RunStore, Submission, SubStatus
 from agent2rl_tui.util.inert import one_line
+from agent2rl_tui.util.numbers import is_digits
 from agent2rl_tui.util.peer import is_owner
 from agent2rl_tui.util.timeutil import iso, now
 
@@ -87,7 +88,7 @@ async def read_body(request: Request) -> bytes:
     """The request body, kept no further than ``MAX_BODY_BYTES``: a longer one is refused, read to
     its end and dropped when it is at most ``DRAIN_BYTES``, else refused before it is read."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+    if is_digits(declared) and int(declared) > MAX_BODY_BYTES:
         if int(declared) <= DRAIN_BYTES:
             await drain(request, 0)
         raise validation.too_large()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from agent2rl_tui.util.timeutil import iso, now
 
 MAX_BODY_BYTES = 1 << 20
 MAX_PATH_CHARS = 1024
-GPU_SPEC = re.compile(r"^\d{1,3}(,\d{1,3}){0,15}$")
+SUBMIT_FIELDS = frozenset({"model_path"})
 
 
 @dataclass
@@ -36,11 +35,10 @@ class Rejection(Exception):
 
 @dataclass(frozen=True)
 class Accepted:
-    """A submission that passed every check: the path as given, its real folder, its GPUs."""
+    """A submission that passed every check: the path as given and its real folder."""
 
     raw: str
     resolved: Path
-    gpu: str | None
 
 
 def too_large() -> Rejection:
@@ -90,10 +88,16 @@ def check_budget(run: RunRecord) -> None:
         )
 
 
-def check_fields(body: Any) -> tuple[str, str | None]:
-    """The body's model_path and its gpu field (as a string)."""
+def check_fields(body: Any) -> str:
+    """The body's model_path, its only field: anything else is refused, not ignored, so that no
+    field can change how or where a submission is graded (the GPUs are the run's: ``--gpus``)."""
     if not isinstance(body, dict):
         raise Rejection(400, "invalid_json", 'Send a JSON object: {"model_path": "output/v1"}.')
+    unknown = sorted(str(k) for k in body if k not in SUBMIT_FIELDS)
+    if unknown:
+        shown = ", ".join(repr(recordable(k[:40])) for k in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+        raise Rejection(400, "unknown_field", f"/submit takes only \"model_path\"; not {shown}. The grader "
+                        "evaluates every submission the same way, on the run's GPUs.")
     raw = body.get("model_path")
     if not isinstance(raw, str) or not raw.strip():
         raise Rejection(
@@ -110,17 +114,14 @@ def check_fields(body: Any) -> tuple[str, str | None]:
     except UnicodeError:
         raise Rejection(400, "invalid_path", "model_path is not a valid file name (lone surrogates); use plain "
                         "names such as output/v1.") from None
-    gpu = body.get("gpu")
-    if gpu is not None and (isinstance(gpu, bool) or not isinstance(gpu, (str, int)) or not GPU_SPEC.match(str(gpu))):
-        raise Rejection(400, "invalid_gpu", '"gpu" must name GPUs by index, such as "0" or "0,1".')
-    return raw, None if gpu is None else str(gpu)
+    return raw
 
 
 def validate(body: Any, run: RunRecord, workspace: Path) -> Accepted:
     """A decoded /submit body checked against the run (``run``: its row in run.db)."""
     check_budget(run)
-    raw, gpu = check_fields(body)
-    return Accepted(raw, check_model_path(raw, workspace), gpu)
+    raw = check_fields(body)
+    return Accepted(raw, check_model_path(raw, workspace))
 
 
 MAX_ENTRIES = 10_000

@@ -43,8 +43,9 @@ def tail(path: Path, limit: int = WORKER_LOG_TAIL) -> str:
         return ""
 
 
-def worker_env(gpu: str | None, preimport_vllm: bool = False) -> dict[str, str]:
-    """The grader's environment without the secret, set up for the engines."""
+def worker_env(preimport_vllm: bool = False) -> dict[str, str]:
+    """The grader's environment without the secret, set up for the engines (its GPUs are the run's:
+    ``CUDA_VISIBLE_DEVICES`` as the supervisor gave it to the grader)."""
     env = dict(os.environ)
     if preimport_vllm:
         env[PREIMPORT_VLLM] = "1"
@@ -58,17 +59,14 @@ def worker_env(gpu: str | None, preimport_vllm: bool = False) -> dict[str, str]:
     # with the agent's own training that halves the grader for nothing.
     env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = gpu
     return env
 
 
 @dataclass
 class Worker:
-    """An eval worker process, the GPUs it was started with and where its output goes."""
+    """An eval worker process and where its output goes."""
 
     proc: asyncio.subprocess.Process
-    gpu: str | None
     log_path: Path
 
     @property
@@ -134,16 +132,13 @@ class WorkerPool:
     async def start_spare(self) -> None:
         """Start the worker the next submission will use, if there is none alive."""
         if self.kept is None or not self.kept.alive:
-            self.kept = await self._start(None)
+            self.kept = await self._start()
 
-    async def take(self, gpu: str | None = None) -> Worker:
-        """The kept worker if it was started with these GPUs; else a new one in its place."""
+    async def take(self) -> Worker:
+        """The kept worker if it is alive; else a new one."""
         worker = self.kept
-        if worker is None or not worker.alive or worker.gpu != gpu:
-            if worker is not None and worker.alive:
-                worker.kill()
-                await worker.proc.wait()
-            worker = await self._start(gpu)
+        if worker is None or not worker.alive:
+            worker = await self._start()
         self.kept = None
         self.current = worker
         return worker
@@ -219,11 +214,11 @@ class WorkerPool:
         log.info("submission %s: eval worker output in %s", sub_id, kept.relative_to(self.run_dir))
         return tail(kept)
 
-    async def _start(self, gpu: str | None) -> Worker:
+    async def _start(self) -> Worker:
         self.started += 1
         log_path = self.run_dir / "logs" / "workers" / f"worker-{self.started}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = worker_env(gpu, self.preimport_vllm)
+        env = worker_env(self.preimport_vllm)
         module = "agent2rl_tui.grader.worker"
         if self.script is not None:
             module, env[SCRIPT_ENV] = "agent2rl_tui.grader.scripted_worker", json.dumps(self.script)
@@ -232,4 +227,4 @@ class WorkerPool:
                 sys.executable, "-m", module, stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, stderr=logfh, start_new_session=True, env=env,
             )
-        return Worker(proc, gpu, log_path)
+        return Worker(proc, log_path)
