@@ -14,6 +14,9 @@ blobs from what this walk read), and it never stalls or blows up:
   descriptor, so a file swapped for a FIFO or a link after it was listed is never waited on
   or followed; at most ``size_cap_bytes + 1`` bytes are read, however fast it grows.
 - a file or folder that cannot be read is left out as ``unreadable``; nothing is fatal.
+- a file left out for its size is named in the record with its size and its sha256 (``TooBig``;
+  the hash of a file up to ``HASH_CAP_BYTES``, read as above, and remembered while its lstat
+  holds), so code too big to keep is still known by name and content.
 - a walk looks at no more than ``max_entries`` entries (millions of tiny files cost a bounded
   walk and bounded memory), and stops when its caller's time is up; a walk cut short says so
   (``complete`` is False, and a reason counts it).
@@ -24,6 +27,7 @@ from __future__ import annotations
 import errno
 import fnmatch
 import functools
+import hashlib
 import itertools
 import os
 import re
@@ -55,6 +59,10 @@ IGNORED_FILE_GLOBS = (
 SIZE_CAP_BYTES = 1_000_000
 BINARY_SNIFF_BYTES = 8192
 MAX_ENTRIES = 50_000
+HASH_CAP_BYTES = 256 * 1024 * 1024
+"""A file over the size cap is hashed whole up to this size; a bigger one is named with its size only."""
+MAX_TOO_BIG = 200
+"""Files over the size cap named per snapshot (the rest are counted)."""
 """Entries (files, folders, links) one walk looks at; a bigger workspace is captured in part."""
 
 UNREADABLE = "unreadable"
@@ -203,8 +211,21 @@ DEFAULT_RULES = CaptureRules()
 
 Captured = tuple[int, str]
 """A captured path's git mode and blob sha."""
+
+
+@dataclass(frozen=True)
+class TooBig:
+    """A file left out for its size, as the record names it: its size and sha256 (None over ``HASH_CAP_BYTES``)."""
+
+    size: int
+    sha256: str | None
+
+    def record(self, path: str) -> dict[str, object]:
+        return {"path": path, "size": self.size, "sha256": self.sha256}
+
+
 StatKey = tuple[int, int, int, int, int, int]
-StatCache = dict[str, tuple[StatKey, "Captured | str"]]
+StatCache = dict[str, tuple[StatKey, "Captured | str | TooBig"]]
 """What a walk remembers between snapshots: path -> (its lstat then, captured or a reason)."""
 
 
@@ -214,6 +235,7 @@ class WalkResult:
     ignored: Counter[str] = field(default_factory=Counter)  # reason -> count of paths left out
     examples: dict[str, list[str]] = field(default_factory=dict)  # reason -> a few paths
     captured: dict[str, Captured] = field(default_factory=dict)  # path -> (mode, sha) when blobs are stored
+    too_big: dict[str, TooBig] = field(default_factory=dict)  # files left out for their size (MAX_TOO_BIG)
     complete: bool = True  # False: cut short (entries or time)
     looked_at: set[str] = field(default_factory=set)  # files, and left-out folders as "x/"
     unseen_dirs: set[str] = field(default_factory=set)  # folders ("" the root, "a/b/") not (wholly) listed
@@ -319,8 +341,6 @@ def _visit_file(out: WalkResult, rules: CaptureRules, rel: str, path: str, st: o
         out.leave_out(special_reason(st.st_mode), rel)
         return
     reason = rules.name_reason(rel.rsplit("/", 1)[-1])
-    if reason is None and st.st_size > rules.size_cap_bytes:
-        reason = f"over {rules.size_cap_bytes:,} bytes"
     if reason:
         out.leave_out(reason, rel)
         return
@@ -330,18 +350,42 @@ def _visit_file(out: WalkResult, rules: CaptureRules, rel: str, path: str, st: o
         verdict = known[1]
         seen[rel] = known
     else:
-        read = _read_file(rules, path, store)
+        read = _too_big(path, st) if st.st_size > rules.size_cap_bytes else _read_file(rules, path, store)
         if read is None:
             return
         verdict = read
         if cache is not None and store is not None and st.st_ctime_ns < started_ns - RACY_NS:
             seen[rel] = (key, verdict)
-    if isinstance(verdict, str):
+    if isinstance(verdict, TooBig):
+        out.leave_out(f"over {rules.size_cap_bytes:,} bytes", rel)
+        if len(out.too_big) < MAX_TOO_BIG:
+            out.too_big[rel] = verdict
+    elif isinstance(verdict, str):
         out.leave_out(verdict, rel)
     else:
         out.files.append(rel)
         if store is not None:
             out.captured[rel] = verdict
+
+
+def _too_big(path: str, listed: os.stat_result) -> TooBig | None:
+    """A file over the size cap: its size, and its sha256 if it is at most ``HASH_CAP_BYTES`` (read
+    as every file here is, never waiting on it or following it); None if it vanished meanwhile."""
+    size = listed.st_size
+    if size > HASH_CAP_BYTES:
+        return TooBig(size, None)
+    digest = hashlib.sha256()
+    try:
+        with open_regular(path) as (fh, _):
+            read = 0
+            while chunk := fh.read(min(1 << 20, HASH_CAP_BYTES + 1 - read)):
+                digest.update(chunk)
+                read += len(chunk)
+                if read > HASH_CAP_BYTES:
+                    return TooBig(read, None)
+    except (NotRegular, OSError):
+        return None  # replaced or gone since it was listed: the next snapshot sees what it became
+    return TooBig(read, digest.hexdigest())
 
 
 def _read_file(rules: CaptureRules, path: str, store: Callable[[bytes], str] | None) -> Captured | str | None:

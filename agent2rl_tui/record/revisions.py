@@ -80,6 +80,8 @@ class Revision:
     removed: int
     paths: list[dict[str, Any]]
     ignored: dict[str, int]
+    too_big: list[dict[str, Any]]
+    """Files this snapshot left out for their size: path, size, sha256 (None for a file too big to hash)."""
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Revision:
@@ -87,6 +89,7 @@ class Revision:
             seq=row["seq"], sha=row["sha"], at=row["at"], trigger=row["trigger"],
             files_changed=row["files_changed"], added=row["added"], removed=row["removed"],
             paths=json.loads(row["paths_json"]), ignored=json.loads(row["ignored_json"]),
+            too_big=json.loads(row.get("too_big_json") or "[]"),
         )
 
 
@@ -353,7 +356,8 @@ class Snapshotter:
         sha = repo.run(*args, env={"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp})
         repo.run("update-ref", BRANCH, sha, *([head] if head else []))
         changes = _parse_changes(repo, head or EMPTY_TREE, sha, timeout=max(END_FLOOR_S, ends - time.monotonic()))
-        return _insert_revision(store, sha, at, trigger, changes, dict(result.ignored)), True
+        too_big = [tb.record(path) for path, tb in sorted(result.too_big.items())]
+        return _insert_revision(store, sha, at, trigger, changes, dict(result.ignored), too_big), True
 
     def _write_blob(self, data: bytes) -> str:
         """Store bytes as a loose blob object (git's own format) and give back its sha."""
@@ -408,17 +412,18 @@ class Snapshotter:
 
 
 def _insert_revision(store: RunStore, sha: str, at: float, trigger: str, changes: list[dict[str, Any]],
-                     ignored: dict[str, int]) -> Revision:
+                     ignored: dict[str, int], too_big: list[dict[str, Any]] | None = None) -> Revision:
     """The revisions row of a commit, numbered next in one transaction."""
     added, removed = sum(c["added"] for c in changes), sum(c["removed"] for c in changes)
     with store.transaction() as conn:
         seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM revisions").fetchone()[0]
         conn.execute(
             "INSERT INTO revisions (seq, sha, at, trigger, files_changed, added, removed, paths_json,"
-            " ignored_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (seq, sha, at, trigger, len(changes), added, removed, json.dumps(changes), json.dumps(ignored)),
+            " ignored_json, too_big_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (seq, sha, at, trigger, len(changes), added, removed, json.dumps(changes), json.dumps(ignored),
+             json.dumps(too_big or [])),
         )
-    return Revision(seq, sha, at, trigger, len(changes), added, removed, changes, ignored)
+    return Revision(seq, sha, at, trigger, len(changes), added, removed, changes, ignored, too_big or [])
 
 
 # -- queries (used by the CLI and the TUI) -------------------------------------------------

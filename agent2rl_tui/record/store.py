@@ -23,7 +23,7 @@ from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.summary_parts import Judgement, StrictReading
 from agent2rl_tui.util.timeutil import now
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _LLM_CALLS = """
 CREATE TABLE IF NOT EXISTS llm_calls (
@@ -82,6 +82,8 @@ MIGRATIONS: dict[int, str] = {
     2: _LLM_CALLS,
     # 3 -> 4: the train-environment service's record of every call the agent made to it.
     3: _ENV_CALLS,
+    # 4 -> 5: the files a snapshot left out for their size, by name, size and hash.
+    4: "ALTER TABLE revisions ADD COLUMN too_big_json TEXT;",
 }
 
 class RunStatus(StrEnum):
@@ -173,7 +175,8 @@ CREATE TABLE IF NOT EXISTS revisions (
     added INTEGER NOT NULL,
     removed INTEGER NOT NULL,
     paths_json TEXT NOT NULL,          -- [{path, status, added, removed, old_path?}]
-    ignored_json TEXT NOT NULL         -- {reason: count} of paths left out of this snapshot
+    ignored_json TEXT NOT NULL,        -- {reason: count} of paths left out of this snapshot
+    too_big_json TEXT                  -- [{path, size, sha256}] of the files left out for their size
 );
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -115,6 +117,25 @@ def test_a_file_that_becomes_too_big_leaves_the_snapshot(run_dir: Path) -> None:
     log.write_text("step\n" * 300_000)
     rev, new = snap.snapshot("watch")
     assert new and files_at(run_dir, rev) == [] and rev.ignored == {"over 1,000,000 bytes": 1}
+    # Left out, and still known: its name, size and hash are on the record.
+    content = ("step\n" * 300_000).encode()
+    assert rev.too_big == [{"path": "code/train.log", "size": len(content), "sha256": hashlib.sha256(content).hexdigest()}]
+    assert get_revision(run_dir, rev.seq).too_big == rev.too_big
+
+
+def test_a_code_file_over_the_cap_is_named_with_its_size_and_hash_and_links_are_not_followed(run_dir: Path) -> None:
+    big = code(run_dir) / "solution.py"
+    body = ("ANSWERS = " + repr(list(range(200_000))) + "\n").encode()
+    big.write_bytes(body)
+    (code(run_dir) / "huge.py").write_bytes(b"")
+    os.truncate(code(run_dir) / "huge.py", 300 * 1024 * 1024)  # sparse: over what is hashed
+    (code(run_dir) / "to-big.py").symlink_to(big)  # a link stays a link
+    rev, _ = Snapshotter(run_dir).snapshot("watch")
+    assert rev.too_big == [
+        {"path": "code/huge.py", "size": 300 * 1024 * 1024, "sha256": None},
+        {"path": "code/solution.py", "size": len(body), "sha256": hashlib.sha256(body).hexdigest()},
+    ]
+    assert "code/to-big.py" in files_at(run_dir, rev)
 
 
 def test_a_failed_snapshot_raises_and_the_next_one_recovers(run_dir: Path) -> None:

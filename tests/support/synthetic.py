@@ -102,7 +102,8 @@ def add_revisions(run: Path, files_by_revision: list[dict[str, str]], t0: float 
                      json.dumps({"output/": 1, "data/": 1, "models/": 1})))
         parent = sha
     with RunStore.of_run(run) as store, store.transaction() as conn:
-        conn.executemany("INSERT INTO revisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        conn.executemany("INSERT INTO revisions (seq, sha, at, trigger, files_changed, added, removed, paths_json,"
+                         " ignored_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
 
 def add_transcript(run: Path, lines: list[tuple[str, float]], fmt: str = "claude-stream-json") -> None:

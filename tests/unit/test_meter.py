@@ -652,11 +652,13 @@ def test_a_v2_run_db_is_migrated_and_read(tmp_path: Path) -> None:
     run = make_run(tmp_path, "old")
     db = run / "run.db"
     with RunStore(db) as store:  # made as version 2 made it: no llm_calls
-        store.conn.executescript("DROP TABLE llm_calls; DROP TABLE env_calls; PRAGMA user_version = 2;")
+        store.conn.executescript("DROP TABLE llm_calls; DROP TABLE env_calls; ALTER TABLE revisions DROP COLUMN "
+                                 "too_big_json; PRAGMA user_version = 2;")
     with RunStore(db) as store:
-        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
         assert store.llm_calls() == [] and store.llm_totals().calls == 0
         assert store.env_calls() == [] and store.env_totals().calls == 0  # 3 -> 4 too
+        assert "too_big_json" in {r[1] for r in store.conn.execute("PRAGMA table_info(revisions)")}  # 4 -> 5
         assert store.run().id == "old" and len(store.submissions()) == 3
         store.add_llm_call(at=1.0, protocol="chat", endpoint="generate", method="POST", path="/v1/chat/completions",
                            model="gpt-5", status=200, streamed=1, input_tokens=10, output_tokens=2, cost_usd=0.1,
