@@ -61,6 +61,8 @@ BINARY_SNIFF_BYTES = 8192
 MAX_ENTRIES = 50_000
 HASH_CAP_BYTES = 256 * 1024 * 1024
 """A file over the size cap is hashed whole up to this size; a bigger one is named with its size only."""
+HASH_BUDGET_BYTES = 1024 * 1024 * 1024
+"""What one walk reads to hash files over the size cap; past it they are named with their size only."""
 MAX_TOO_BIG = 200
 """Files over the size cap named per snapshot (the rest are counted)."""
 """Entries (files, folders, links) one walk looks at; a bigger workspace is captured in part."""
@@ -236,6 +238,7 @@ class WalkResult:
     examples: dict[str, list[str]] = field(default_factory=dict)  # reason -> a few paths
     captured: dict[str, Captured] = field(default_factory=dict)  # path -> (mode, sha) when blobs are stored
     too_big: dict[str, TooBig] = field(default_factory=dict)  # files left out for their size (MAX_TOO_BIG)
+    hashed_bytes: int = 0  # read to hash them (HASH_BUDGET_BYTES)
     complete: bool = True  # False: cut short (entries or time)
     looked_at: set[str] = field(default_factory=set)  # files, and left-out folders as "x/"
     unseen_dirs: set[str] = field(default_factory=set)  # folders ("" the root, "a/b/") not (wholly) listed
@@ -350,11 +353,16 @@ def _visit_file(out: WalkResult, rules: CaptureRules, rel: str, path: str, st: o
         verdict = known[1]
         seen[rel] = known
     else:
-        read = _too_big(path, st) if st.st_size > rules.size_cap_bytes else _read_file(rules, path, store)
+        if st.st_size > rules.size_cap_bytes:
+            read: Captured | str | TooBig | None = _too_big(path, st, HASH_BUDGET_BYTES - out.hashed_bytes)
+            out.hashed_bytes += read.size if isinstance(read, TooBig) and read.sha256 else 0
+        else:
+            read = _read_file(rules, path, store)
         if read is None:
             return
         verdict = read
-        if cache is not None and store is not None and st.st_ctime_ns < started_ns - RACY_NS:
+        unhashed = isinstance(read, TooBig) and read.sha256 is None and read.size <= HASH_CAP_BYTES  # budget spent
+        if cache is not None and store is not None and st.st_ctime_ns < started_ns - RACY_NS and not unhashed:
             seen[rel] = (key, verdict)
     if isinstance(verdict, TooBig):
         out.leave_out(f"over {rules.size_cap_bytes:,} bytes", rel)
@@ -368,11 +376,12 @@ def _visit_file(out: WalkResult, rules: CaptureRules, rel: str, path: str, st: o
             out.captured[rel] = verdict
 
 
-def _too_big(path: str, listed: os.stat_result) -> TooBig | None:
-    """A file over the size cap: its size, and its sha256 if it is at most ``HASH_CAP_BYTES`` (read
-    as every file here is, never waiting on it or following it); None if it vanished meanwhile."""
+def _too_big(path: str, listed: os.stat_result, budget: int) -> TooBig | None:
+    """A file over the size cap: its size, and its sha256 if it is at most ``HASH_CAP_BYTES`` and the
+    walk's ``budget`` (read as every file here is, never waiting on it or following it); None if it
+    vanished meanwhile."""
     size = listed.st_size
-    if size > HASH_CAP_BYTES:
+    if size > min(HASH_CAP_BYTES, budget):
         return TooBig(size, None)
     digest = hashlib.sha256()
     try:
