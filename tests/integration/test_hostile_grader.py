@@ -73,7 +73,7 @@ def test_a_hostile_agent_cannot_forge_a_score_or_read_an_evaluation(tiny_model: 
     wait_for(lambda: summarize(run_dir).status not in ACTIVE_STATUSES, timeout=600, what="the run to end")
 
     log = log_path.read_text()
-    assert "submitter done 17" in log, log[-3000:]
+    assert "submitter done 18" in log, log[-3000:]
     got = attacks(log)
     assert got["leak"][:2] == got["solve"][:2] == (200, "scored")  # their templates were never used
     assert got["fifo"] == (422, "-", "not_a_regular_file")
@@ -87,6 +87,7 @@ def test_a_hostile_agent_cannot_forge_a_score_or_read_an_evaluation(tiny_model: 
     assert got["big-body"] == (413, "-", "too_large")
     assert got["gpu-field"] == (400, "-", "unknown_field")
     assert got["greedy"] == (200, "failed", "out_of_memory")
+    assert got["deep"] == (422, "-", "missing_weights")
     beams = json.loads(re.search(r"answer beams: (.*)$", log, re.MULTILINE).group(1))
     assert "generation_config.json: num_beams" in beams["ignored_settings"]
     solve = json.loads(re.search(r"answer solve: (.*)$", log, re.MULTILINE).group(1))

@@ -155,6 +155,18 @@ def test_a_checkpoint_lacking_weights_its_config_declares_is_refused(tiny_model:
     assert rej.status == 422 and rej.code == "missing_weights" and dropped[0] in rej.detail
 
 
+def test_a_config_declaring_layers_its_weights_lack_is_refused_before_any_is_built(tiny_model: Path,
+                                                                                  tmp_path: Path) -> None:
+    """Of the base model's architecture or another, with no base to compare against: 20,000 declared
+    layers over two layers' weights would be built one by one, at random, for the whole eval timeout."""
+    deep = model_folder(tiny_model, tmp_path / "ws" / "deep")
+    config = json.loads((deep / "config.json").read_text())
+    (deep / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 20_000}))
+    for base in (BaseModel.read(tiny_model), None):
+        rej = refused(deep, tmp_path / f"c-{base is None}", base=base)
+        assert rej.status == 422 and rej.code == "missing_weights" and "20,000 layers" in rej.detail
+
+
 def test_decoding_is_the_tasks_on_both_engines(tiny_model: Path, tmp_path: Path) -> None:
     """Beams, sampling, penalties, forced lengths and suppressed tokens in the model folder change nothing."""
     from agent2rl_tui.grader.engines.hf import TransformersEngine
@@ -270,7 +282,8 @@ def test_a_config_that_eats_memory_fails_alone(hostile_grader: LiveGrader) -> No
         "n_layer": 1, "n_head": 2, "vocab_size": 768, "bos_token_id": 0, "eos_token_id": 2}))
     import torch
 
-    save_file({"transformer.wte.weight": torch.zeros(768, 64)}, str(folder / "model.safetensors"))
+    save_file({"transformer.wte.weight": torch.zeros(768, 64), "transformer.h.0.ln_1.weight": torch.ones(64)},
+              str(folder / "model.safetensors"))
     bomb = hostile_grader.client.submit("output/bomb").json()
     assert bomb["status"] == "failed" and bomb["error"] == "out_of_memory", bomb
     fine = hostile_grader.client.submit(model_copy_of(hostile_grader, "fine")).json()  # the run goes on

@@ -36,6 +36,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -324,6 +325,24 @@ def _write(dest: Path, name: str, data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|layer|h|blocks|block)\.(\d{1,9})\.")
+
+
+def check_layers(config: dict[str, Any], tensors: set[str]) -> None:
+    """A config may declare no more layers than its weights hold: transformers builds every declared
+    layer (at random where its weights are missing) before it notices, so 20,000 declared layers over a
+    small model's weights cost the whole eval timeout. Refused at intake, in the time a header takes."""
+    declared = next((config[k] for k in LAYER_COUNT_KEYS if k in config), None)
+    if not isinstance(declared, int) or isinstance(declared, bool):
+        return
+    held = {m.group(1) for name in tensors if (m := LAYER_INDEX.search(name))}
+    if declared > len(held):
+        raise Rejection(422, "missing_weights", f"the config declares {declared:,} layers and the weights hold "
+                        f"{len(held):,}; the missing ones would be initialised at random. Save the full model with "
+                        "save_pretrained(DIR), its config as trained.")
+
+
 def _sanitised_configs(config: dict[str, Any], generation: dict[str, Any] | None) -> tuple[
         dict[str, Any] | None, dict[str, Any], list[str]]:
     """(config.json without decoding keys, or None if it had none; generation_config.json with only its
@@ -456,6 +475,8 @@ def _take(dir_fd: int, dest: Path, budget: _Budget, base: BaseModel | None, star
             raise Rejection(422, "missing_weights", f"the weights lack {len(missing)} tensor(s) the model's config "
                             f"declares (e.g. {missing[0]}); they would be initialised at random. Save the full model "
                             "with save_pretrained(DIR) (merge LoRA adapters first).")
+    if fmt == "safetensors":
+        check_layers(config, tensors)
     left_out = sorted(names - {f.name for f in files} - set(own) - {GENERATION_CONFIG})
     manifest = Manifest(files=files, bytes=sum(f.size for f in files), copy_seconds=time.perf_counter() - started,
                         weights_format=fmt, left_out=left_out[:LEFT_OUT_SHOWN], n_left_out=len(left_out),
