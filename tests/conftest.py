@@ -25,6 +25,15 @@ from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.tasks.registry import load_task
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _roots_list_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The roots the tests' runs are made under are listed in the session's own file, not the user's
+    (``record.root.roots_file``; a test that checks the list sets its own)."""
+    from agent2rl_tui.record.root import ROOTS_FILE_ENV
+
+    os.environ.setdefault(ROOTS_FILE_ENV, str(tmp_path_factory.getbasetemp() / "known-roots"))
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from agent2rl_tui.tasks.tinymodel import build_tiny_model

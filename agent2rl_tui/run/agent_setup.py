@@ -14,7 +14,7 @@ import logging
 import os
 from pathlib import Path
 
-from agent2rl_tui.record.root import default_root
+from agent2rl_tui.record.root import default_root, known_roots
 from agent2rl_tui.record.runconfig import RunConfig
 from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
@@ -93,7 +93,7 @@ def contain(run_dir: Path, store: RunStore, cfg: RunConfig, task: Task, profile:
             run_dir=run_dir, workspace=run_dir / "workspace", runs_root=default_root(), data_cache=cache_root(),
             env=env, writable_paths=(*profile.writable_paths, *cfg.writable_paths),
             read_only_paths=(*profile.read_only_paths, *cfg.read_only_paths),
-            sources=tuple(source_paths(task)),
+            sources=tuple(source_paths(task)), other_roots=tuple(known_roots()),
             executable=profile.executable if profile.executable != "{python}" else None,
         )
     if made.contained:

@@ -16,8 +16,9 @@ command line in /proc, or write ``../run.db`` and the grader's own code. Inside 
   link, its package or install prefix, the interpreter of a script, node for the npm CLIs),
   the ``PATH`` entries under the real home (``~/.local/bin`` → its ``bin`` and ``lib``), the
   profile's ``read_only_paths``, and ``writable_paths`` read-write where a profile asks;
-- the run folder, the runs root, sibling runs and the data cache are empty tmpfs; the workspace
-  is bound back read-write, its ``data/`` and ``models/`` read-only;
+- the run folder, the runs root, sibling runs, every other root runs were made under on this
+  machine (``record.root.known_roots``) and the data cache are empty tmpfs; the workspace is
+  bound back read-write, its ``data/`` and ``models/`` read-only;
 - a private /tmp (the run's ``agent-tmp/``, on disk, emptied when the agent ends), /var/tmp
   and /dev/shm; a minimal /dev with the NVIDIA devices bound in;
 - a new pid namespace with its own /proc (the agent sees its own processes only), a new IPC
@@ -366,6 +367,7 @@ def build(
     writable_paths: tuple[str, ...] = (),
     read_only_paths: tuple[str, ...] = (),
     sources: tuple[Path, ...] = (),
+    other_roots: tuple[Path, ...] = (),
     executable: str | None = None,
     bwrap: str | None = None,
 ) -> Containment:
@@ -396,7 +398,7 @@ def build(
     read_only = list(dict.fromkeys(read_only))
     writable = [_expand(p, real_home) for p in writable_paths]
     keep = [*python_dirs, real_home, *(p for p in read_only + writable if p.exists())]
-    hidden = _hidden_dirs(run_dir, runs_root, data_cache, *(s for s in sources if s.is_dir()), keep=keep)
+    hidden = _hidden_dirs(run_dir, runs_root, data_cache, *(s for s in sources if s.is_dir()), *other_roots, keep=keep)
     hidden_files = [s.resolve() for s in sources if s.is_file()]
 
     keeps_status = _env_sets_signals()

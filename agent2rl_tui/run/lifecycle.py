@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from agent2rl_tui.record.root import RunError, default_root
+from agent2rl_tui.record.root import RunError, default_root, remember_root
 from agent2rl_tui.record.runconfig import SCRIPTED_WORKER_ENV
 from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import ACTIVE_STATUSES, PENDING_SUB_STATUSES, RunStatus, RunStore, SubStatus
@@ -52,6 +52,7 @@ def create_run(req: RunRequest, env: dict[str, str] | None = None) -> Path:
     decoding_row = decoding_row_for(task, req)
     root = (req.root or default_root()).resolve()
     root.mkdir(parents=True, exist_ok=True)
+    remember_root(root)  # every contained agent is kept out of it (run/containment.py)
     stamp = compact_utc(now())
     base = f"{stamp}-{task.name}-{profile.name}"
     run_dir = root / base

@@ -10,14 +10,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import uuid
 from pathlib import Path
 
 import pytest
-from support.paths import FIXTURES, SHARED_DATA
+from support.paths import FIXTURES, REPO, SHARED_DATA
 from support.runs import cli, processes_with
 
+from agent2rl_tui.record.root import ROOTS_FILE_ENV, remember_root
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.review.index import summarize
 from agent2rl_tui.run import containment
@@ -59,11 +61,21 @@ def snapshot_of(folder: Path) -> dict[str, bytes]:
 @pytest.mark.usefixtures("scripted_grading")  # what is tested happens around the evaluations: graded without torch
 @needs_bwrap
 def test_a_contained_agent_cannot_reach_the_eval_split_or_the_record(
-        prepared_data: Path, tiny_model: Path, tmp_path: Path) -> None:
+        prepared_data: Path, tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> None:
     runs = tmp_path / "runs"
     other = runs / "20200101T000000Z-gsm8k-other"  # a sibling run with its eval answers
     (other / "evals" / "0").mkdir(parents=True)
     (other / "evals" / "0" / "results.jsonl").write_text('{"gold": "42"}\n')
+    # A run under another root this machine made runs under: nowhere near this run's folder, and
+    # outside /tmp and $HOME (the sandbox has its own of those anyway): under the checkout's build/.
+    monkeypatch.setenv(ROOTS_FILE_ENV, str(tmp_path / "state" / "roots"))
+    elsewhere = REPO / "build" / f"roots-{uuid.uuid4().hex}" / "runs"
+    request.addfinalizer(lambda: shutil.rmtree(elsewhere.parent, ignore_errors=True))
+    far = elsewhere / "20200101T000000Z-gsm8k-far"
+    (far / "evals" / "0").mkdir(parents=True)
+    (far / "evals" / "0" / "results.jsonl").write_text('{"gold": "43"}\n')
+    remember_root(elsewhere)
     cache_before = snapshot_of(prepared_data)
     package = Path(containment.__file__).resolve().parents[1]
     home_file = Path.home() / f".agent2rl-probe-{uuid.uuid4().hex}"
@@ -73,6 +85,7 @@ def test_a_contained_agent_cannot_reach_the_eval_split_or_the_record(
                           for r in stolen)
     env = {"PROBE_SCRIPT": PROBE.read_text(), "PROBE_PY": sys.executable, "PROBE_PACKAGE": str(package),
            "PROBE_CACHE": str(prepared_data), "PROBE_OTHER_RUN": str(other / "evals" / "0" / "results.jsonl"),
+           "PROBE_OTHER_ROOT_RUN": str(far / "evals" / "0" / "results.jsonl"),
            "PROBE_HOME_FILE": str(home_file), "PROBE_STOLEN": stolen_text,
            "PROBE_SOURCE": str(SHARED_DATA / "gsm8k")}  # where the data cache was prepared from
     proc = cli("run", "start", "--task", "gsm8k", "--agent", "command", "--command", HOSTILE_AGENT,
@@ -85,9 +98,9 @@ def test_a_contained_agent_cannot_reach_the_eval_split_or_the_record(
 
     # Every attempt was refused, and the probe ran to its end.
     attempts = [line.split(" ", 1)[1] for line in log.splitlines() if " refused " in line or " ESCAPED " in line]
-    assert len(attempts) == 17, log
+    assert len(attempts) == 18, log
     assert all(a.startswith("refused") for a in attempts), "\n".join(a for a in attempts if "ESCAPED" in a)
-    assert "probe done 17" in log and "hostile agent done" in log
+    assert "probe done 18" in log and "hostile agent done" in log
 
     # The grader was reachable, and scored a submission from a workspace path.
     assert "submitted: scored" in log
