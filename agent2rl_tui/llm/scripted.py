@@ -17,6 +17,11 @@ In process::
 
 As a process: ``python -m agent2rl_tui.llm.scripted --script s.toml [--port N] [--log calls.jsonl]``
 prints its URL on the first line of stdout and appends one JSON line per call to the log.
+
+Two settings make it behave more like a real API where a test needs that: ``api_key`` (a call
+without that key, in any of the APIs' key headers or ``?key=``, is answered 401 and recorded:
+``--api-key-env VAR`` reads it from a variable, so it is on no command line) and ``pace_s``
+(``--pace``: seconds between a stream's events, as a model's tokens come).
 """
 
 from __future__ import annotations
@@ -24,9 +29,11 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import signal
 import sys
 import threading
+import time
 import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -35,6 +42,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 from agent2rl_tui.llm.intents import Plan, example, plan_step
 from agent2rl_tui.llm.protocols import (
@@ -100,6 +108,8 @@ class ScriptedDriver:
     script: Script
     log: Path | None = None
     calls: list[Served] = field(default_factory=list)
+    api_key: str | None = None  # required of every call when set
+    pace_s: float = 0.0  # between a stream's events
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -110,6 +120,11 @@ class ScriptedDriver:
         seq = self._next()
         route = recognise(method, target)
         path = target.split("?", 1)[0]
+        if self.api_key is not None and not _carries(headers, target, self.api_key):
+            fmt = route.fmt if route is not None else error_format(target, dict(headers))
+            msg = "invalid x-api-key: the scripted driver was started with a key, and this call does not carry it"
+            self._record(Served(seq, _now(), method, path, fmt.name, route.endpoint if route else "", 401, note=msg))
+            return self._error(fmt, 401, msg)
         if route is None:
             if method in ("GET", "HEAD") and path.rstrip("/") in ("", "/health"):
                 return self._plain(200, {"ok": True, "calls": len(self.calls), "steps": len(self.script.steps)})
@@ -187,6 +202,17 @@ class ScriptedDriver:
         return self._plain(status, fmt.error_json(status, message))
 
 
+def _carries(headers: Mapping[str, str], target: str, key: str) -> bool:
+    """Whether a request carries ``key`` where the four APIs take one."""
+    for name, value in headers.items():
+        if name.lower() in ("x-api-key", "x-goog-api-key", "api-key") and value.strip() == key:
+            return True
+        if name.lower() == "authorization" and value.strip().removeprefix("Bearer ").strip() == key:
+            return True
+    query = target.partition("?")[2]
+    return any(k == "key" and v == key for k, v in parse_qsl(query))
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -205,6 +231,7 @@ def _decode(body: bytes, headers: Mapping[str, str]) -> bytes:
 # -- HTTP
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # a reply's head and body go at once, as a real API's do
     server: _Server
 
     def do_POST(self) -> None:
@@ -248,7 +275,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                for chunk in answer.chunks:
+                for n, chunk in enumerate(answer.chunks):
+                    if n and self.server.driver.pace_s:
+                        time.sleep(self.server.driver.pace_s)
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                     self.wfile.flush()
                 self.wfile.write(b"0\r\n\r\n")
@@ -287,10 +316,10 @@ class RunningDriver:
 
 @contextmanager
 def serve(script: Script | str | Path, host: str = "127.0.0.1", port: int = 0,
-          log: str | Path | None = None) -> Iterator[RunningDriver]:
+          log: str | Path | None = None, *, api_key: str | None = None, pace_s: float = 0.0) -> Iterator[RunningDriver]:
     """Run the driver on ``host:port`` (0: any free port) in a thread for the ``with`` block."""
     loaded = script if isinstance(script, Script) else load_script(script)
-    driver = ScriptedDriver(loaded, Path(log) if log else None)
+    driver = ScriptedDriver(loaded, Path(log) if log else None, api_key=api_key, pace_s=pace_s)
     server = _Server((host, port), driver)
     thread = threading.Thread(target=server.serve_forever, name="scripted-driver", daemon=True)
     thread.start()
@@ -315,13 +344,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 (the default) takes a free port")
     parser.add_argument("--log", default="scripted-calls.jsonl", help="JSONL log of the calls served (appended)")
+    parser.add_argument("--api-key-env", metavar="VAR",
+                        help="require of every call the key in this environment variable, as a real API does")
+    parser.add_argument("--pace", type=float, default=0.0, help="seconds between a stream's events")
     args = parser.parse_args(argv)
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env) or None
+        if api_key is None:
+            print(f"error: --api-key-env {args.api_key_env}: the variable is not set", file=sys.stderr)
+            return 2
     try:
         script = load_script(args.script)
     except ScriptError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    driver = ScriptedDriver(script, Path(args.log))
+    driver = ScriptedDriver(script, Path(args.log), api_key=api_key, pace_s=max(0.0, args.pace))
     try:
         server = _Server((args.host, args.port), driver)
     except OSError as exc:

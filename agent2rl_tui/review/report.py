@@ -454,6 +454,11 @@ def usage_lines(u: RunUsage | None) -> list[str]:
         upstream = md_code(str(meter.get("upstream")), in_table=False)
         lines.append(f"- metering: **metered** by the loopback meter, calls to {upstream}; "
                      + (f"caps {', '.join(capped)}" if capped else "no caps"))
+        keys = meter["keys"] if isinstance(meter.get("keys"), dict) else None
+        if keys is not None and keys.get("held"):
+            lines.append("- driver key: held by the meter; the agent had a per-run token valid only there")
+        elif keys is not None:
+            lines.append(f"- driver key: **the agent held its own credential**: {md_escape(str(keys.get('note')))}")
     elif u.not_metered:
         lines.append(f"- metering: **NOT METERED**: {md_escape(u.not_metered)}")
     return lines

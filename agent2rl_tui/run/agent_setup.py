@@ -20,7 +20,7 @@ from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.run import containment
 from agent2rl_tui.run.lifecycle import AGENT_ENV_VAR
-from agent2rl_tui.run.metering import MeterProcess, plan_meter
+from agent2rl_tui.run.metering import MeterProcess, hold_keys, plan_meter
 from agent2rl_tui.run.profiles import AgentProfile, DriverSetup
 from agent2rl_tui.tasks.data import source_paths
 from agent2rl_tui.tasks.registry import Task, cache_root
@@ -28,9 +28,11 @@ from agent2rl_tui.tasks.registry import Task, cache_root
 log = logging.getLogger("agent2rl.supervisor")
 
 
-def meter(run_dir: Path, store: RunStore, cfg: RunConfig, profile: AgentProfile) -> MeterProcess | None:
-    """The meter to put in front of the agent's driver API (``run/metering.py``), not started; None for a
-    run without one, recorded with the reason when the user's setting leaves the calls unmetered."""
+def meter(run_dir: Path, store: RunStore, cfg: RunConfig, profile: AgentProfile,
+          env: dict[str, str]) -> MeterProcess | None:
+    """The meter to put in front of the agent's driver API (``run/metering.py``), not started, holding
+    the key variables of the agent's environment ``env``; None for a run without one, recorded with
+    the reason when the user's setting leaves the calls unmetered."""
     user_env = {**os.environ, **json.loads(os.environ.get(AGENT_ENV_VAR, "{}"))}
     plan = plan_meter(profile, cfg.driver_url, user_env, enabled=cfg.meter)
     if plan is None:
@@ -39,8 +41,11 @@ def meter(run_dir: Path, store: RunStore, cfg: RunConfig, profile: AgentProfile)
         log.warning("the agent's calls are NOT METERED: %s", plan.reason)
         store.event("supervisor", "meter", f"not metered: {plan.reason}", plan.record())
         return None
+    keys = hold_keys(profile, env)
+    if not keys.holds:
+        log.warning("the meter holds no key: %s", keys.note)
     return MeterProcess(run_dir, plan.upstream, max_tokens=cfg.max_tokens, max_cost_usd=cfg.max_cost_usd,
-                        prices=cfg.prices_path)
+                        prices=cfg.prices_path, keys=keys)
 
 
 def agent_env(run: RunRecord, ws: Path, profile: AgentProfile, model: str | None, grader_url: str) -> dict[str, str]:
@@ -66,15 +71,17 @@ def agent_env(run: RunRecord, ws: Path, profile: AgentProfile, model: str | None
     return env
 
 
-def prepare_home(run_dir: Path, store: RunStore, cfg: RunConfig, profile: AgentProfile, setup: DriverSetup) -> None:
+def prepare_home(run_dir: Path, store: RunStore, cfg: RunConfig, profile: AgentProfile, setup: DriverSetup, *,
+                 keys_held: bool = False) -> None:
     """The agent CLI's configuration and login copied into the run's own home (never its
-    history or sessions), and the gateway's settings merged in; recorded by name."""
+    history or sessions; no login when the meter holds the run's keys: the agent has its
+    tokens), and the gateway's settings merged in; recorded by name."""
     if not profile.own_home:
         return
     home = Path(os.environ.get("HOME") or Path.home())
     copied = containment.prepare_home(
         run_dir / containment.AGENT_HOME, home=home, env=dict(os.environ), files=profile.home_files,
-        logins=profile.login_files, config_dirs=profile.config_dirs, settings=setup.files)
+        logins=() if keys_held else profile.login_files, config_dirs=profile.config_dirs, settings=setup.files)
     logins = [n for n in copied if n in profile.login_files]
     log.info("the agent's home is the run's own; copied in: %s", ", ".join(copied) or "nothing")
     store.event("supervisor", "agent_home",

@@ -19,11 +19,18 @@ The meter is a process of its own (its crash cannot take the supervisor or the r
 in the supervisor's process group, outside the agent's sandbox; its log is ``logs/meter.log``.
 One that dies mid-run is started again on the same port (the agent's URL stays right) and the
 record says so (``meter_died``).
+
+The meter holds the driver keys (`hold_keys`): each key variable of the agent's environment
+(``*_API_KEY``, ``*_AUTH_TOKEN``) is given to the meter on its stdin and replaced, for the agent,
+by a per-run token the meter alone accepts; the CLI's login files are then not copied into its
+home. An agent with no key variable signs in with its own login, which the meter cannot hold:
+the record says so.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import select
 import subprocess
 import sys
@@ -32,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from agent2rl_tui.llm.meter.keys import HeldKey, KeyRing, new_token
 from agent2rl_tui.record.root import RunError
 from agent2rl_tui.run.profiles import AgentProfile
 from agent2rl_tui.run.services import ServiceError
@@ -40,6 +48,10 @@ from agent2rl_tui.util import procs
 START_TIMEOUT_S = 30.0
 STOP_GRACE_S = 5.0
 RESTARTS = 3
+
+
+KEY_VARIABLE = re.compile(r"(^|_)(API_KEY|AUTH_TOKEN)$")
+"""The agent's variables that hold a driver credential, which the meter holds in its stead."""
 
 
 class MeterError(ServiceError):
@@ -96,6 +108,18 @@ def plan_meter(profile: AgentProfile, driver_url: str | None, env: dict[str, str
                            "(the API's root) to meter it")
 
 
+def hold_keys(profile: AgentProfile, env: dict[str, str]) -> KeyRing:
+    """The keys the meter holds for an agent whose environment is ``env``: one per key variable
+    set, each with a fresh token (put in the agent's environment in the key's stead)."""
+    held = tuple(HeldKey(name, new_token(), value) for name, value in sorted(env.items())
+                 if KEY_VARIABLE.search(name) and value.strip())
+    if held:
+        return KeyRing(held)
+    return KeyRing(note=f"{profile.name} has no key variable set, so it signs in with a login of its own: its "
+                        "credential is in its sandbox and passes through the meter, and it could call its API "
+                        "around the meter")
+
+
 def check_caps(max_tokens: int | None, max_cost_usd: float | None, plan: MeterPlan | None) -> None:
     """Refuse caps that cannot be enforced: negative, or on a run without the meter."""
     for name, value in (("--max-tokens", max_tokens), ("--max-cost", max_cost_usd)):
@@ -118,9 +142,10 @@ class MeterProcess:
     max_restarts = RESTARTS
 
     def __init__(self, run_dir: Path, upstream: str, *, max_tokens: int | None = None,
-                 max_cost_usd: float | None = None, prices: str | None = None) -> None:
+                 max_cost_usd: float | None = None, prices: str | None = None, keys: KeyRing | None = None) -> None:
         self.run_dir = run_dir
         self.upstream = upstream
+        self.keys = keys or KeyRing()
         self.options: list[str] = []
         if max_tokens is not None:
             self.options += ["--max-tokens", str(max_tokens)]
@@ -145,10 +170,15 @@ class MeterProcess:
             self.popen = subprocess.Popen(
                 [sys.executable, "-m", "agent2rl_tui.llm.meter", "--run-dir", str(self.run_dir),
                  "--upstream", self.upstream, "--port", str(self.port), "--grace", str(STOP_GRACE_S),
-                 *self.options],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, close_fds=True,
+                 "--keys-on-stdin", *self.options],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, close_fds=True,
                 env={k: v for k, v in os.environ.items() if not k.startswith("AGENT2RL_AGENT")})
-        assert self.popen.stdout is not None
+        assert self.popen.stdout is not None and self.popen.stdin is not None
+        try:  # the keys on a pipe, never on its command line
+            self.popen.stdin.write(self.keys.to_line().encode())
+            self.popen.stdin.close()
+        except OSError:
+            pass  # it ended already: its first line says why
         self._stdout = self.popen.stdout
         line = _first_line(self._stdout, self.popen, START_TIMEOUT_S)
         if not line.startswith("http://"):

@@ -204,7 +204,7 @@ class Supervisor:
             env[TRAIN_ENV_URL] = self.start_train_envs()
         # The driver URL as this CLI takes it (a variable, arguments, settings): the meter's, in
         # front of --driver-url or the CLI's own API, else --driver-url itself.
-        agent_url = self.start_meter(profile) or self.cfg.driver_url
+        agent_url = self.start_meter(profile, env) or self.cfg.driver_url
         setup = driver_setup(profile, agent_url, model, env)
         env.update(setup.env)
         if profile.model_env and setup.model:
@@ -219,7 +219,8 @@ class Supervisor:
             {"task": self.run.task, "base_model": self.run.base_model, "start_time": start,
              "timeout_s": self.run.budget_s, "end_time": deadline},
         )
-        agent_setup.prepare_home(self.run_dir, self.store, self.cfg, profile, setup)
+        agent_setup.prepare_home(self.run_dir, self.store, self.cfg, profile, setup,
+                                 keys_held=self.meter is not None and self.meter.keys.holds)
         self.containment = agent_setup.contain(self.run_dir, self.store, self.cfg, self.task, profile, env)
         if profile.own_home and not self.containment.contained:  # its own home all the same
             env["HOME"] = str(self.run_dir / containment.AGENT_HOME)
@@ -254,10 +255,11 @@ class Supervisor:
         self.stop_watcher()
         return reason
 
-    def start_meter(self, profile: AgentProfile) -> str | None:
+    def start_meter(self, profile: AgentProfile, env: dict[str, str]) -> str | None:
         """The meter in front of the agent's driver API (``run/metering.py``); its URL, or None
-        for a run without one (the record says why)."""
-        meter = agent_setup.meter(self.run_dir, self.store, self.cfg, profile)
+        for a run without one (the record says why). The keys it holds leave the agent's
+        environment ``env``: it gets their tokens."""
+        meter = agent_setup.meter(self.run_dir, self.store, self.cfg, profile, env)
         if meter is None:
             return None
         try:
@@ -265,6 +267,7 @@ class Supervisor:
         except (ServiceError, OSError) as exc:
             raise RunFailed(f"the meter did not start: {exc}") from exc
         self.meter = meter
+        env.update({held.name: held.token for held in meter.keys.held})
         log.info("the agent's calls are metered: %s -> %s", url, meter.upstream)
         return url
 

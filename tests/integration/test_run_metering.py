@@ -166,3 +166,108 @@ def test_caps_the_meter_cannot_enforce_are_refused_before_the_run_exists(tmp_pat
         proc = cli("run", "start", "--task", "arith", "--model", str(tiny_model), *args, root=root, env=env)
         assert proc.returncode == 1 and message in proc.stderr, (args, proc.stderr)
     assert not root.exists() or not any(root.iterdir())
+
+
+HOSTILE = """
+import json, os, pathlib, sys, threading, urllib.error, urllib.request
+base = os.environ["ANTHROPIC_BASE_URL"].rstrip("/")
+token = os.environ["ANTHROPIC_API_KEY"]
+upstream = pathlib.Path(sys.argv[1]).read_text().strip()
+
+def call(url, body, key=token, path="/v1/messages", close_early=False):
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={
+        "content-type": "application/json", "x-api-key": key, "anthropic-version": "2023-06-01"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            if close_early:  # the text is here: gone before the usage
+                while b"text_delta" not in r.fp.readline():
+                    pass
+            else:
+                r.read()
+            return r.status, ""
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())["error"]["message"]
+
+ask = {"model": "claude-sonnet-4-5", "max_tokens": 32, "messages": [{"role": "user", "content": "hi"}]}
+print("key is a run token:", token.startswith("a2r-run-"), flush=True)
+print("direct:", call(upstream, ask)[0], flush=True)
+status, message = call(base, {"model": "gpt-3.5-turbo-instruct", "prompt": "x", "max_tokens": 900},
+                       path="/v1/completions")
+print("legacy:", status, message[:60], flush=True)
+print("early close:", call(base, {**ask, "stream": True}, close_early=True)[0], flush=True)
+statuses = []
+threads = [threading.Thread(target=lambda n=n: statuses.append(call(base, {**ask, "messages": [
+    {"role": "user", "content": f"call {n}"}]})[0])) for n in range(24)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("at once:", sorted(set(statuses)), flush=True)
+"""
+
+
+@pytest.fixture
+def keyed_driver(tmp_path: Path):
+    """The scripted driver as a real API: it wants its key, and it streams at a model's pace."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"answer": "Hello there, this is the answer."}]}))
+    proc = subprocess.Popen([sys.executable, "-m", "agent2rl_tui.llm.scripted", "--script", str(script),
+                             "--log", str(tmp_path / "driver-calls.jsonl"), "--api-key-env", "REAL_KEY",
+                             "--pace", "0.2"], stdout=subprocess.PIPE, text=True, env={**os.environ,
+                                                                                       "REAL_KEY": REAL_KEY})
+    url = proc.stdout.readline().strip() if proc.stdout else ""
+    assert url.startswith("http://")
+    yield url, tmp_path / "driver-calls.jsonl"
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+REAL_KEY = "sk-ant-api03-REAL-KEY-of-the-user-0123456789abcdef"
+
+
+@pytest.mark.usefixtures("scripted_grading")
+def test_a_contained_agent_gets_a_token_not_the_key_and_cannot_walk_around_the_meter(tmp_path: Path,
+                                                                                   tiny_model: Path,
+                                                                                   keyed_driver) -> None:
+    url, log = keyed_driver
+    (tmp_path / "upstream.txt").write_text(url)
+    program = tmp_path / "hostile.py"
+    program.write_text(HOSTILE)
+    profiles = tmp_path / "agents.toml"
+    profiles.write_text(f"""[agents.hostile]
+command = ["{sys.executable}", "{program}", "{tmp_path / 'upstream.txt'}"]
+stream_format = "text"
+required_env = [["ANTHROPIC_API_KEY"]]
+env_pass = ["ANTHROPIC_API_KEY"]
+read_only_paths = ["{tmp_path}"]
+gateway = "anthropic"
+""")
+    cap = 600
+    args = ["run", "start", "--task", "arith", "--agent", "hostile", "--profiles", str(profiles), "--model",
+            str(tiny_model), "--budget", "3m", "--grace", "5s", "--detach", "--driver-url", url,
+            "--max-tokens", str(cap)]
+    proc = cli(*args, root=tmp_path / "runs", env={**os.environ, "ANTHROPIC_API_KEY": REAL_KEY}, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = Path(proc.stdout.split("run folder: ")[1].split()[0])
+    report = finished(run)
+    lines = [line.split(" ", 1)[-1] for line in (run / "logs" / "agent.log").read_text().splitlines()]
+    lines = [line for line in lines if line.startswith(("key is", "direct", "legacy", "early", "at once"))]
+    assert lines[0] == "key is a run token: True", (run / "logs" / "agent.log").read_text()
+    assert lines[1] == "direct: 401"  # the token is worth nothing at the API itself
+    assert lines[2].startswith("legacy: 404 agent2rl-tui's meter does not forward POST /v1/completions")
+    assert lines[3] == "early close: 200"
+    assert lines[4] == "at once: [200, 429]"
+    served = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [s["status"] for s in served].count(401) == 1 and all(s["status"] == 200 for s in served[1:])
+    assert all(s["path"] == "/v1/messages" for s in served)  # the legacy route never reached it
+    with RunStore.of_run(run) as store:
+        rows = store.llm_calls()
+        assert store.last_event_data("meter")["keys"]["held"] == ["ANTHROPIC_API_KEY"]
+        assert store.last_event_data("containment")["contained"]
+    (early,) = [r for r in rows if r.streamed]  # recorded once read to its end, while the agent went on
+    (early_served,) = [s for s in served if s["stream"]]
+    assert early.output_tokens == early_served["usage"]["output_tokens"] and not early.complete
+    used = sum((r.input_tokens or 0) + (r.output_tokens or 0) for r in rows)
+    biggest = max((r.input_tokens or 0) + (r.output_tokens or 0) for r in rows)
+    assert used <= cap + biggest and report["usage"]["refused"] > 0
+    blob = b"".join(p.read_bytes() for p in run.rglob("*") if p.is_file() and ".git" not in p.parts)
+    assert REAL_KEY.encode() not in blob
+    assert "driver key: held by the meter" in (run / "report" / "report.md").read_text()

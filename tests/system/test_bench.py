@@ -140,6 +140,11 @@ FIGURES: dict[str, tuple[str, ...]] = {
         r"^  the same (?P<pairs>\d+) pairs again: (?P=pairs) from the cache, 0 calls, {n} s",  # all from the cache
         r"^full grading, {n} items, tiny model \(transformers, CPU, {n} new tokens\), judge concurrency {n}:",
         r"^  render {n} s, generation {n} s \({n} tokens/output\), judging {n} s; score {n} \((?:length_controlled_)?win_rate\)"),
+    "meter": _figures(
+        r"^straight to the driver, whole: {n} ms a call \(median of {n}\)",
+        r"^through an open meter, streamed: {n} ms a call, overhead {n} ms a call",
+        r"^through a run's meter \(key held, token cap\), whole: {n} ms a call, overhead {n} ms a call",
+        r"^{n} calls at once under a {n}-token cap: {n} s, {n} answered, {n} refused"),
     "prompt_profiles": _figures(
         r"^GSM8K, first {n} test problems, tiny model on the transformers engine \(CPU\)",
         r"^  reference +prompt +{n} tokens \(max {n}\), generation +{n} ms/item \(batch {n}\), judging +{n} ms/item, "

@@ -9,9 +9,15 @@ becomes one row of ``llm_calls`` in run.db: protocol, endpoint, model, status, l
 (input, output, cached, cache writes, reasoning), cost from the price table (``prices``),
 whether the reply reached its own end, and why not.
 
-- Headers pass through both ways, hop-by-hop ones dropped; the API key passes through and is
-  written nowhere (paths are recorded without their query, error texts with every key the
-  request carried replaced by ``[key]``). The upstream is asked for identity encoding so the
+- The key (``keys``): the meter holds the run's driver keys and the agent gets a per-run token
+  for each, valid only here; the meter swaps it for the key on the way out and refuses any
+  request without one (401). A run whose agent signs in with a login of its own gives the meter
+  nothing to hold: its credential passes through, and the ``meter`` event says so. No key or
+  token is written (paths are recorded without their query, error texts with every credential
+  replaced by ``[key]``).
+- Routes: the four APIs' generation and token-count calls and model listings are forwarded;
+  any other route is answered 404 naming it, recorded, never forwarded.
+- Headers pass through both ways, hop-by-hop ones dropped. The upstream is asked for identity encoding so the
   usage can be read; a gzip or deflate reply is still read (decompressed beside the bytes that
   pass unchanged).
 - A Chat Completions stream that did not ask for usage is made to (``fmt.ask_for_usage``): its
@@ -24,8 +30,10 @@ whether the reply reached its own end, and why not.
   the cap, each further generation call is answered 429 in the API's own error shape, with
   ``x-should-retry: false`` (the Anthropic and OpenAI SDKs then do not retry; OpenAI's shape
   says ``insufficient_quota``), and recorded as refused. A call's tokens count before its
-  reply's last bytes reach the agent, so the next call is checked against them. Calls already
-  under way finish, so a cap can be passed by what was in flight when it was reached.
+  reply's last bytes reach the agent, so the next call is checked against them; a reply the
+  agent stops reading is read from the upstream to its end and counted all the same. Under
+  concurrency each call reserves its most before it goes (``accounting``): the calls under way
+  never promise more than the room left, and only a call alone can pass a cap.
 - The upstream unreachable: 502 in the API's error shape, recorded.
 - Stopped (SIGTERM, or `Meter.stop`): no new connections; calls under way get a few seconds to
   end, then each is recorded as it stood (tokens as far as the reply came, ``complete`` 0).
@@ -52,7 +60,8 @@ that holds them together, and `serve_meter`), ``__main__`` (the process).
 """
 
 from agent2rl_tui.llm.meter.accounting import Caps
+from agent2rl_tui.llm.meter.keys import KeyRing
 from agent2rl_tui.llm.meter.proxy import Meter, serve_meter
 from agent2rl_tui.llm.meter.upstream import Upstream
 
-__all__ = ["Caps", "Meter", "Upstream", "serve_meter"]
+__all__ = ["Caps", "KeyRing", "Meter", "Upstream", "serve_meter"]

@@ -2,7 +2,9 @@
 
 How the supervisor runs it (run/metering.py): the first line of stdout is the base URL, a line
 per call goes to stderr, SIGTERM or SIGINT stops it (the calls under way get ``--grace``
-seconds), exit 0; 2 for a bad argument or run folder, 1 when it cannot listen.
+seconds), exit 0; 2 for a bad argument or run folder, 1 when it cannot listen. With
+``--keys-on-stdin`` it first reads the keys it holds for the run from stdin (``keys``), so that
+no key is on its command line.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import threading
 from pathlib import Path
 
 from agent2rl_tui.llm.meter.accounting import Caps
+from agent2rl_tui.llm.meter.keys import MAX_LINE, KeyRing
 from agent2rl_tui.llm.meter.proxy import Meter
 from agent2rl_tui.llm.prices import PriceError, load_prices
 from agent2rl_tui.record.store import StoreError
@@ -32,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-cost", type=float, help="refuse generation calls once the run has cost this many USD")
     parser.add_argument("--prices", type=Path, help="a price file over the package's table and the user's own")
     parser.add_argument("--grace", type=float, default=5.0, help="seconds calls under way get when the meter stops")
+    parser.add_argument("--keys-on-stdin", action="store_true",
+                        help="read the keys to hold (one JSON line, KeyRing.to_line) from stdin before listening")
     parser.add_argument("--read-timeout", type=float, default=900.0, help="seconds of silence from the driver API "
                                                                           "before a call is cut")
     return parser
@@ -54,9 +59,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
+        keys = KeyRing.from_line(sys.stdin.readline(MAX_LINE)) if args.keys_on_stdin else KeyRing()
         prices = load_prices(args.prices)
         meter = Meter(args.run_dir / "run.db", args.upstream, caps=Caps(args.max_tokens, args.max_cost),
-                      prices=prices, host=args.host, port=args.port, read_timeout_s=args.read_timeout, log=sys.stderr)
+                      prices=prices, host=args.host, port=args.port, read_timeout_s=args.read_timeout, log=sys.stderr,
+                      keys=keys)
     except (PriceError, ValueError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

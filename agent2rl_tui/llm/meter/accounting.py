@@ -6,6 +6,11 @@ call under way (`Call`) gathers what its row will say; the `Ledger` keeps the ru
 (before its reply's last bytes reach the agent, so the next call is checked against it),
 answers whether a cap is reached, and turns a call into its ``llm_calls`` row with every key
 the request carried scrubbed; the `Recorder` writes rows and events from one thread, in order.
+
+Caps hold under concurrency: a generation call reserves its most (input estimated from its
+body, output the most it asks for) before it is forwarded, and is let go only while the run's
+used and reserved tokens and cost leave room for it; otherwise it waits for the calls under way
+to settle. One call alone may still pass a cap (its reply is what it is), none after it.
 """
 
 from __future__ import annotations
@@ -14,21 +19,26 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import parse_qsl
 
+from agent2rl_tui.llm.meter.keys import SECRET_HEADERS, SECRET_QUERY
 from agent2rl_tui.llm.prices import PriceTable
 from agent2rl_tui.llm.protocols import GENERATE
 from agent2rl_tui.llm.usage import Metered, Usage, UsageReader
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.record.writer import BackgroundWriter
 
-SECRET_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key", "openai-api-key")
-SECRET_QUERY = ("key", "api_key", "api-key")
 NO_REPLY = 0  # the status of a call that ended before any reply reached the agent
 WRITE_ATTEMPTS = 8  # a row or event is tried this often against a locked run.db, then logged and dropped
+BYTES_PER_TOKEN = 2
+"""A request's input tokens are reserved as its body's bytes over this: an over-estimate (text
+runs near four bytes a token, and a body's JSON adds to its bytes), so reservations err on the
+side of the cap."""
+WAKE_S = 0.5  # a call waiting for room under a cap looks again at least this often
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,8 @@ class Call:
     reader: UsageReader | None = None
     metered: Metered | None = None  # the reader's result, once closed before the reply's last bytes
     counted: bool = False  # its tokens and cost already in the run's totals
+    max_output: int | None = None  # the most output tokens the request asks for, when it says
+    reserved: tuple[int, float] | None = None  # tokens and cost held for it under the caps while under way
     request_bytes: int = 0
     response_bytes: int = 0
     done: bool = False
@@ -123,7 +135,11 @@ class Ledger:
         self._tokens = totals.input_tokens + totals.output_tokens
         self._cost = totals.cost_usd or 0.0
         self._calls = 0  # recorded by this meter
+        self._reserved_tokens = 0  # held by calls under way (`admit`)
+        self._reserved_cost = 0.0
+        self._waiting_on = 0  # calls under way that hold a reservation
         self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)
 
     def totals(self) -> tuple[int, int, float]:
         """Calls recorded by this meter, the run's tokens (input + output), its cost (USD)."""
@@ -133,7 +149,10 @@ class Ledger:
     def refusal(self) -> str | None:
         """Why a generation call must be refused now (a cap reached), else None."""
         with self._lock:
-            tokens, cost = self._tokens, self._cost
+            return self._reached()
+
+    def _reached(self) -> str | None:
+        tokens, cost = self._tokens, self._cost
         if self.caps.max_tokens is not None and tokens >= self.caps.max_tokens:
             return (f"agent2rl-tui: this run's token cap is reached ({tokens:,} of {self.caps.max_tokens:,} tokens "
                     "used); no further model calls are allowed in this run")
@@ -141,6 +160,73 @@ class Ledger:
             return (f"agent2rl-tui: this run's cost cap is reached (${cost:.4f} of ${self.caps.max_cost_usd:.4f} "
                     "used); no further model calls are allowed in this run")
         return None
+
+    def admit(self, call: Call, request_bytes: int, gone: Callable[[], bool] = lambda: False) -> str | None:
+        """Let a generation call go under the caps, its most reserved; or say why it is refused.
+
+        It goes at once when the run has no caps, or when its reservation fits the room the used
+        and reserved totals leave; else it waits for calls under way to settle, and goes alone once
+        none is (one call may pass a cap). Refused once a cap is reached, or when ``gone`` says the
+        call was ended while it waited (the meter stopping)."""
+        if self.caps.max_tokens is None and self.caps.max_cost_usd is None:
+            return None
+        tokens = None if call.max_output is None else request_bytes // BYTES_PER_TOKEN + call.max_output
+        cost = None
+        if tokens is not None and call.max_output is not None:
+            cost = self.prices.cost(call.model, Usage(input_tokens=tokens - call.max_output,
+                                                      output_tokens=call.max_output))
+        with self._room:
+            while True:
+                why = self._reached()
+                if why is not None:
+                    return why
+                if gone():
+                    return "the meter stopped before the call could go"
+                if not self._waiting_on or self._fits(tokens, cost, call.model):
+                    break
+                self._room.wait(WAKE_S)
+            held = (tokens if tokens is not None else self._token_room(),
+                    cost if cost is not None else self._cost_room(call.model))
+            call.reserved = held
+            self._reserved_tokens += held[0]
+            self._reserved_cost += held[1]
+            self._waiting_on += 1
+        return None
+
+    def _fits(self, tokens: int | None, cost: float | None, model: str | None) -> bool:
+        if self.caps.max_tokens is not None:
+            if tokens is None or self._tokens + self._reserved_tokens + tokens > self.caps.max_tokens:
+                return False
+        if self.caps.max_cost_usd is not None and self.prices.find(model) is not None:
+            if cost is None or self._cost + self._reserved_cost + cost > self.caps.max_cost_usd:
+                return False
+        return True
+
+    def _token_room(self) -> int:
+        """What is left under the token cap (a call of unknown size holds all of it)."""
+        if self.caps.max_tokens is None:
+            return 0
+        return max(0, self.caps.max_tokens - self._tokens - self._reserved_tokens)
+
+    def _cost_room(self, model: str | None) -> float:
+        if self.caps.max_cost_usd is None or self.prices.find(model) is None:
+            return 0.0
+        return max(0.0, self.caps.max_cost_usd - self._cost - self._reserved_cost)
+
+    def release(self, call: Call) -> None:
+        """Give back what a call held under the caps (once; its actual tokens count instead)."""
+        with self._room:
+            self._release(call)
+
+    def _release(self, call: Call) -> None:
+        if call.reserved is None:
+            return
+        tokens, cost = call.reserved
+        call.reserved = None
+        self._reserved_tokens -= tokens
+        self._reserved_cost -= cost
+        self._waiting_on -= 1
+        self._room.notify_all()
 
     def count(self, call: Call, metered: Metered | None) -> None:
         """Add a call's tokens and cost to the run's totals now, before its reply's last bytes
@@ -178,6 +264,7 @@ class Ledger:
         if call.counted:
             return
         call.counted = True
+        self._release(call)
         if usage is not None:
             self._tokens += usage.input_tokens + usage.output_tokens
         self._cost += cost or 0.0

@@ -2,25 +2,31 @@
 
 Kept apart from the account and the upstream because this is the part that faces untrusted
 bytes: only the run's own user is served (anyone else gets 403 and is never forwarded nor
-counted), a request body is read whole to ``MAX_BODY`` (413 past it), at most ``MAX_CALLS`` calls
-are handled at once, a reply passes in ``READ_SIZE`` reads and an error body is kept to
-``MAX_ERROR_BODY``. Each reply's bytes go to the usage reader before the agent, and the call's
-tokens are counted before its last bytes leave (so a cap sees them at the next call).
+counted), only the routes the meter meters are forwarded (the four APIs' generation and
+token-count calls, and model listings; anything else is 404 naming the route), only with this
+run's token (swapped for the real key, ``keys``; anything else is 401), a request body is read
+whole to ``MAX_BODY`` (413 past it), at most ``MAX_CALLS`` calls are handled at once, a reply
+passes in ``READ_SIZE`` reads and an error body is kept to ``MAX_ERROR_BODY``. Each reply's bytes
+go to the usage reader before the agent, the call's tokens are counted before its last bytes
+leave (so a cap sees them at the next call), and a reply the agent stops reading is still read
+from the upstream to its end and counted (what it cost is billed all the same).
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from agent2rl_tui.llm.meter.accounting import Call, secrets_of
 from agent2rl_tui.llm.meter.bodies import Inflater, error_body, error_message, json_body
+from agent2rl_tui.llm.meter.keys import NotThisRun
 from agent2rl_tui.llm.meter.upstream import HOP_BY_HOP, UpstreamLink, connection_listed, forwarded_headers
 from agent2rl_tui.llm.protocols import (
     COUNT_TOKENS,
@@ -49,6 +55,20 @@ DROPPED = frozenset({"host", "content-length", "accept-encoding", "expect"})
 Framing = Literal["none", "length", "chunked", "close"]
 """How a reply's body goes to the agent: none, to its Content-Length, chunked, or until the
 connection closes (an HTTP/1.0 agent)."""
+LISTING = re.compile(r"^(/v1|/v1beta|/v1alpha)?/models(/[^/:]+)*$")
+"""Model listings (``GET /v1/models``, ``GET /v1beta/models/gemini-2.5-pro``): free, forwarded."""
+
+
+def forwarded_route(method: str, path: str, route: Route | None) -> bool:
+    """Whether the meter forwards ``method path``: a call it meters, or a model listing."""
+    return route is not None or (method in ("GET", "HEAD") and LISTING.match(path.rstrip("/") or "/") is not None)
+
+
+def not_forwarded(method: str, path: str) -> str:
+    """The 404's message: the route, and what the meter does forward."""
+    return (f"agent2rl-tui's meter does not forward {method} {path[:200]}: it forwards only the model calls it "
+            "meters (Anthropic /v1/messages, OpenAI /v1/responses and /v1/chat/completions, Gemini "
+            ":generateContent and :streamGenerateContent, their token counts) and model listings")
 
 
 class _TooLarge(ValueError):
@@ -64,12 +84,13 @@ class _Reply:
     feed: Callable[[bytes], None] | None  # the usage reader's (None: the reply is not read)
     error_buf: bytearray | None  # an error reply's first MAX_ERROR_BODY bytes
     cut: str | None = None  # why the driver API broke the reply off
-    gone: bool = False  # the agent went away, or the stopping meter recorded the call
+    gone: bool = False  # the stopping meter recorded the call
+    left: bool = False  # the agent went away: the rest is read from the upstream and counted, not sent
 
     @property
     def ended(self) -> bool:
         """The reply reached the agent whole (as far as the upstream sent it)."""
-        return self.cut is None and not self.gone
+        return self.cut is None and not self.gone and not self.left
 
     def read(self) -> bytes:
         """The next bytes from the upstream; b"" at the end, or when it broke off (``cut`` says so)."""
@@ -103,8 +124,10 @@ class _Reply:
             error = error_message(bytes(self.error_buf), self.resp.status, self.resp.reason)
         if self.cut is not None:
             return self.cut if error is None else f"{error}; {self.cut}"
+        if self.left:
+            return "the agent closed the connection before the reply ended (read to its end and counted)"
         if self.gone:
-            return "the agent closed the connection before the reply ended"
+            return "the meter was stopped before the reply ended"
         return error
 
 
@@ -129,6 +152,8 @@ def _read_call(call: Call, route: Route, body: bytes, content_encoding: str | No
     obj = json_body(body, content_encoding)
     if obj is None:
         return body, False
+    if route.endpoint == GENERATE:
+        call.max_output = route.fmt.max_output(obj)
     reencoded = route.endpoint == GENERATE and route.fmt.ask_for_usage(obj)
     if reencoded:
         body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
@@ -142,6 +167,7 @@ def _read_call(call: Call, route: Route, body: bytes, content_encoding: str | No
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # a reply's head and body go at once, not 40 ms apart
     server: MeterServer
     _link: UpstreamLink
 
@@ -174,7 +200,8 @@ class Handler(BaseHTTPRequestHandler):
             parts = urlsplit(target)
             target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         headers = list(self.headers.items())
-        call = Call(time.time(), time.monotonic(), self.command, target.split("?", 1)[0], secrets_of(headers, target))
+        call = Call(time.time(), time.monotonic(), self.command, target.split("?", 1)[0],
+                    secrets_of(headers, target) + meter.keys.secrets)
         route = recognise(self.command, target)
         fmt = route.fmt if route is not None else error_format(target, dict(self.headers))
         if route is not None:
@@ -188,17 +215,38 @@ class Handler(BaseHTTPRequestHandler):
         if body is None:
             return
         call.request_bytes = len(body)
+        if not forwarded_route(self.command, call.path, route):
+            self._answer(meter, call, fmt, 404, not_forwarded(self.command, call.path))
+            return
+        try:
+            headers, target = self._with_keys(meter, headers, target)
+        except NotThisRun as exc:
+            self._answer(meter, call, fmt, 401, f"agent2rl-tui's meter: {exc}")
+            return
         drop = set(DROPPED)
         if route is not None and route.endpoint in (GENERATE, COUNT_TOKENS):
             body, reencoded = _read_call(call, route, body, self.headers.get("Content-Encoding"))
             if reencoded:
                 drop.add("content-encoding")
         if route is not None and route.endpoint == GENERATE:
-            why = meter.refusal()
+            why = meter.ledger.admit(call, len(body), gone=lambda: call.done)
             if why is not None:
                 self._answer(meter, call, fmt, 429, why, refused=True)
                 return
         self._forward(meter, call, route, fmt, target, headers, body, drop)
+
+    def _with_keys(self, meter: Meter, headers: list[tuple[str, str]], target: str
+                   ) -> tuple[list[tuple[str, str]], str]:
+        """The headers and target with this run's token swapped for the key the meter holds
+        (``keys.KeyRing``); raises `NotThisRun` for a request without one."""
+        if not meter.keys.holds:
+            return headers, target
+        path, _, query = target.partition("?")
+        pairs = parse_qsl(query, keep_blank_values=True)
+        headers, swapped = meter.keys.swap(headers, pairs)
+        if swapped != pairs:
+            target = f"{path}?{urlencode(swapped)}"
+        return headers, target
 
     def _read_request(self, meter: Meter, call: Call, fmt: WireFormat) -> bytes | None:
         """The request's body; None when it is too large (answered 413) or could not be read
@@ -266,10 +314,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             self.end_headers()
         except OSError:
-            self._link.drop()
-            self.close_connection = True
-            self._finish(meter, call, complete=False, error="the agent closed the connection before the reply began")
-            return
+            reply.left = True  # still read to its end and counted
         self._pass_body(meter, call, reply)
         self._end_reply(meter, call, reply)
         self._finish(meter, call, complete=reply.ended, error=reply.error(), check_end=True)
@@ -303,11 +348,12 @@ class Handler(BaseHTTPRequestHandler):
                 return
             if reply.framing == "length" and reply.resp.length == 0:
                 self._settle(meter, call)  # these are the reply's last bytes
+            if reply.left:
+                continue
             try:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if reply.framing == "chunked" else chunk)
             except OSError:
-                reply.gone = True
-                return
+                reply.left = True
 
     def _end_reply(self, meter: Meter, call: Call, reply: _Reply) -> None:
         """A chunked reply's last chunk (the call counted first); the connections that cannot be kept
@@ -317,7 +363,7 @@ class Handler(BaseHTTPRequestHandler):
             try:
                 self.wfile.write(b"0\r\n\r\n")
             except OSError:
-                reply.gone = True
+                reply.left = True
         lost = not reply.ended or reply.framing == "close"
         if lost or reply.resp.will_close or not reply.resp.isclosed():
             self._link.drop()

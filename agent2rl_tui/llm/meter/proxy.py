@@ -19,6 +19,7 @@ from typing import TextIO
 
 from agent2rl_tui.llm.meter.accounting import Call, Caps, Ledger, Recorder
 from agent2rl_tui.llm.meter.handler import MAX_CALLS, MeterServer
+from agent2rl_tui.llm.meter.keys import KeyRing
 from agent2rl_tui.llm.meter.upstream import Upstream
 from agent2rl_tui.llm.prices import PriceTable, load_prices
 
@@ -28,8 +29,9 @@ class Meter:
 
     def __init__(self, db: Path, upstream: str, *, caps: Caps | None = None, prices: PriceTable | None = None,
                  host: str = "127.0.0.1", port: int = 0, connect_timeout_s: float = 30.0,
-                 read_timeout_s: float = 900.0, log: TextIO | None = None) -> None:
+                 read_timeout_s: float = 900.0, log: TextIO | None = None, keys: KeyRing | None = None) -> None:
         self.upstream = Upstream.parse(upstream)
+        self.keys = keys or KeyRing()
         self.caps = caps or Caps()
         self.prices = prices if prices is not None else load_prices()
         self.connect_timeout_s = connect_timeout_s
@@ -54,7 +56,7 @@ class Meter:
     def start(self) -> str:
         self.recorder.event("meter", f"metering calls to {self.upstream.display} at {self.url}", {
             "metered": True, "url": self.url, "upstream": self.upstream.display, "caps": self.caps.as_json(),
-            "prices": self.prices.files, "pid": os.getpid()})
+            "prices": self.prices.files, "pid": os.getpid(), "keys": self.keys.record()})
         self._thread = threading.Thread(target=self._server.serve_forever, name="meter", daemon=True)
         self._thread.start()
         return self.url
@@ -93,6 +95,7 @@ class Meter:
             try:
                 yield
             finally:
+                self.ledger.release(call)  # whatever ended it: what it held under the caps goes back
                 with self._lock:
                     self._inflight.discard(call)
 
@@ -125,9 +128,10 @@ class Meter:
 
 @contextmanager
 def serve_meter(run_dir: Path, upstream: str, *, caps: Caps | None = None, prices: PriceTable | None = None,
-                host: str = "127.0.0.1", port: int = 0, grace_s: float = 5.0) -> Iterator[Meter]:
+                host: str = "127.0.0.1", port: int = 0, grace_s: float = 5.0,
+                keys: KeyRing | None = None) -> Iterator[Meter]:
     """A meter for ``run_dir`` (its run.db must exist) in this process, for the ``with`` block."""
-    meter = Meter(Path(run_dir) / "run.db", upstream, caps=caps, prices=prices, host=host, port=port)
+    meter = Meter(Path(run_dir) / "run.db", upstream, caps=caps, prices=prices, host=host, port=port, keys=keys)
     meter.start()
     try:
         yield meter

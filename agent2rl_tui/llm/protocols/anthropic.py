@@ -64,6 +64,7 @@ def read_usage(obj: dict[str, Any], into: Usage) -> None:
 class Anthropic(WireFormat):
     name: ClassVar[str] = "anthropic"
     usage_keys: ClassVar[tuple[str, ...]] = ("usage", "model")
+    output_limit_keys: ClassVar[tuple[str, ...]] = ("max_tokens",)  # thinking included
 
     def match(self, method: str, path: str) -> str | None:
         if method != "POST":

@@ -131,6 +131,14 @@ class WireFormat:
     def error_json(self, status: int, message: str) -> dict[str, Any]:
         raise NotImplementedError
 
+    output_limit_keys: ClassVar[tuple[str, ...]] = ()
+    """The request fields that bound a reply's output tokens, in the order the API reads them."""
+
+    def max_output(self, body: dict[str, Any]) -> int | None:
+        """The most output tokens a generation request asks for, None when it sets no bound (the
+        meter then reserves all the room left under a cap)."""
+        return first_count(body, self.output_limit_keys)
+
     def read_object(self, event: str | None, obj: dict[str, Any], metered: Metered) -> None:
         """Read one SSE event's data (``event``: its name) or a whole JSON reply (``event`` None)
         into ``metered``. An object a bounded reader caught holds only ``usage_keys`` and
@@ -171,3 +179,12 @@ def as_dict(value: Any) -> dict[str, Any]:
 
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+def first_count(obj: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    """The first of ``keys`` in ``obj`` that holds a whole number of at least 0."""
+    for key in keys:
+        value = obj.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None

@@ -63,6 +63,7 @@ def read_usage(obj: dict[str, Any]) -> Usage:
 class ChatCompletions(WireFormat):
     name: ClassVar[str] = "chat"
     usage_keys: ClassVar[tuple[str, ...]] = ("usage", "model")
+    output_limit_keys: ClassVar[tuple[str, ...]] = ("max_completion_tokens", "max_tokens")
 
     def match(self, method: str, path: str) -> str | None:
         return GENERATE if method == "POST" and path in ("/v1/chat/completions", "/chat/completions") else None

@@ -27,6 +27,7 @@ from agent2rl_tui.llm.protocols.base import (
     as_dict,
     as_list,
     as_str,
+    first_count,
     pieces,
     text_of,
 )
@@ -74,6 +75,15 @@ def model_of(path: str) -> str:
 class Gemini(WireFormat):
     name: ClassVar[str] = "gemini"
     usage_keys: ClassVar[tuple[str, ...]] = ("usageMetadata", "modelVersion", "finishReason")
+
+    def max_output(self, body: dict[str, Any]) -> int | None:
+        """``generationConfig.maxOutputTokens``, and a thinking budget beside it (counted as output)."""
+        config = as_dict(field(body, "generationConfig"))
+        most = first_count(config, ("maxOutputTokens", "max_output_tokens"))
+        if most is None:
+            return None
+        thinking = first_count(as_dict(field(config, "thinkingConfig")), ("thinkingBudget", "thinking_budget"))
+        return most + (thinking or 0)
 
     def match(self, method: str, path: str) -> str | None:
         m = PATH.match(path)

@@ -55,6 +55,7 @@ def read_usage(obj: dict[str, Any]) -> Usage:
 class Responses(WireFormat):
     name: ClassVar[str] = "responses"
     usage_keys: ClassVar[tuple[str, ...]] = ("usage", "model")
+    output_limit_keys: ClassVar[tuple[str, ...]] = ("max_output_tokens",)
 
     def match(self, method: str, path: str) -> str | None:
         return GENERATE if method == "POST" and path in ("/v1/responses", "/responses") else None
