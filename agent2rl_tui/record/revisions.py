@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,8 +250,9 @@ class Snapshotter:
     """Takes snapshots of one run's workspace into its snapshots.git."""
 
     def __init__(self, run_dir: Path, rules: CaptureRules = DEFAULT_RULES, *,
-                 time_limit_s: float = TIME_LIMIT_S) -> None:
+                 time_limit_s: float = TIME_LIMIT_S, redact: Callable[[bytes], bytes] | None = None) -> None:
         self.run_dir = Path(run_dir)
+        self.redact = redact  # the run's secrets out of every blob before it is written
         self.git_dir = self.run_dir / "snapshots.git"
         self.workspace = self.run_dir / "workspace"
         self.rules = rules
@@ -361,6 +362,8 @@ class Snapshotter:
 
     def _write_blob(self, data: bytes) -> str:
         """Store bytes as a loose blob object (git's own format) and give back its sha."""
+        if self.redact is not None:
+            data = self.redact(data)
         header = b"blob %d\0" % len(data)
         digest = hashlib.sha1(header)  # noqa: S324 - git's object name, not security
         digest.update(data)

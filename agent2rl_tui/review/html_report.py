@@ -86,6 +86,8 @@ def _summary(r: Report) -> str:
         pairs.append(("error", f'<span class="bad">{text(r.error)}</span>'))
     pairs.append(("containment", f'<span class="good">contained</span> by {text(c.reason)}' if c.contained
                   else f'<span class="bad">NOT CONTAINED</span>: {text(c.reason)}'))
+    if r.redactions is not None:
+        pairs.append(("secrets", text(r.redactions.line())))
     pairs.append(("contamination", _contamination_line(r.contamination_found)))
     if r.usage is not None:
         u = r.usage

@@ -63,6 +63,7 @@ from agent2rl_tui.review.report_model import (
     Containment,
     Metrics,
     Paired,
+    Redactions,
     Report,
     Resolution,
     RevisionsSummary,
@@ -150,6 +151,12 @@ def containment_of(store: RunStore) -> Containment:
                                  or {"contained": False, "reason": NO_CONTAINMENT_RECORD})
 
 
+def redactions_of(store: RunStore) -> Redactions | None:
+    """What the supervisor's sweep replaced (``redactions`` event), None for a run without one."""
+    data = store.last_event_data("redactions")
+    return Redactions.from_json(data) if data else None
+
+
 def warning_events(store: RunStore) -> list[WarningEvent]:
     return [
         WarningEvent(at=iso(e["at"]), source=e["source"], kind=e["kind"], message=e["message"])
@@ -170,6 +177,7 @@ class RecordFacts:
     warnings: list[WarningEvent]
     containment: Containment
     sessions: SessionFiles | None
+    redactions: Redactions | None
 
 
 def read_facts(run_dir: Path) -> RecordFacts:
@@ -177,7 +185,7 @@ def read_facts(run_dir: Path) -> RecordFacts:
         return RecordFacts(run=store.run(), baseline=store.baseline(), subs=store.submissions(kind="agent"),
                            revisions=store.revision_rows(), transcript=transcript_totals(store), usage=run_usage(store),
                            warnings=warning_events(store), containment=containment_of(store),
-                           sessions=session_files(run_dir, store))
+                           sessions=session_files(run_dir, store), redactions=redactions_of(store))
 
 
 def baseline_part(baseline: Submission | None) -> Baseline:
@@ -283,7 +291,8 @@ def build_report(run_dir: Path) -> Report:
         narrative=read_narrative(run_dir), metrics=compute_metrics(run, subs, baseline),
         revisions=revisions_summary(facts.revisions), transcript=TranscriptTotals.from_json(facts.transcript),
         agent_sessions=facts.sessions, usage=facts.usage, vitals=Vitals.from_json(summarize_samples(run_dir)),
-        warnings=facts.warnings, containment=facts.containment, contamination=read_contamination(run_dir),
+        warnings=facts.warnings, containment=facts.containment, redactions=facts.redactions,
+        contamination=read_contamination(run_dir),
         generated_at=iso(now()),
     )
 
@@ -351,6 +360,8 @@ def head_lines(r: Report) -> list[str]:
     c = r.containment
     lines.append(f"- containment: **contained** by {_e(c.reason)}" if c.contained
                  else f"- containment: **NOT CONTAINED**: {_e(c.reason)}")
+    if r.redactions is not None:
+        lines.append(f"- secrets: {r.redactions.line()}")
     lines.append(_contamination_line(r.contamination_found))
     return lines + usage_lines(r.usage)
 

@@ -64,6 +64,9 @@ from agent2rl_tui.review.typed_json import (
 
 REPORT_VERSION = 1
 """The version of report.json this code writes (a file without a ``version`` key is version 1)."""
+OPTIONAL_KEYS = ("redactions",)
+"""Keys added since version 1 that change no other key's meaning: a report made in code writes
+each only when it has a value, so a run without it keeps version 1's bytes."""
 _TEXT_ITEM = scalar(str, nullable=False)
 _NUM_ITEM = scalar(int, float, nullable=False)
 
@@ -362,6 +365,28 @@ class Containment(Node):
 
 
 @dataclass(kw_only=True)
+class Redactions(Node):
+    """How the run's secrets were kept out of its record (the supervisor's ``redactions`` event):
+    how many were known, and how many times one was replaced as the record was written, in files
+    swept at the end, and in run.db's values."""
+
+    secrets: int | None = key(INT)
+    total: int | None = key(INT)
+    while_written: int | None = key(INT)
+    in_files: int | None = key(INT)
+    files_changed: int | None = key(INT)
+    run_db_values: int | None = key(INT)
+
+    def line(self) -> str:
+        """One line for a reader: what was replaced where (numbers and our words only)."""
+        if not self.total:
+            return f"none of the run's {self.secrets or 0} secret(s) was found in its record"
+        return (f"{self.total:,} replaced: {self.while_written or 0:,} as the record was written, "
+                f"{self.in_files or 0:,} in {self.files_changed or 0:,} file(s) swept at the end, "
+                f"{self.run_db_values or 0:,} value(s) in run.db ({self.secrets or 0} secret(s) known)")
+
+
+@dataclass(kw_only=True)
 class Report(Node):
     """report.json: the run, its result, each submission, the iterations, the process metrics,
     the record's totals, containment, contamination and warnings."""
@@ -403,6 +428,7 @@ class Report(Node):
     vitals: Vitals = key(part(Vitals, optional=False), factory=Vitals)
     warnings: list[WarningEvent] = key(parts(WarningEvent), factory=list)
     containment: Containment = key(part(Containment, optional=False), factory=Containment)
+    redactions: Redactions | None = key(part(Redactions))
     contamination: ContaminationResult | None = key(foreign(contamination_from_json, ContaminationResult.to_dict))
     generated_at: str | None = key(TEXT)
 
@@ -417,6 +443,9 @@ class Report(Node):
     def to_json(self) -> dict[str, Any]:
         """report.json's object: as read, or (made in code) today's keys in today's order."""
         out = super().to_json()
+        for name in OPTIONAL_KEYS:  # added since version 1 without changing a key: written only when known
+            if self.order is None and getattr(self, name) is None:
+                out.pop(name, None)
         if self.version > 1 and "version" not in out:
             out = {"version": self.version, **out}
         return out
@@ -430,7 +459,7 @@ class Report(Node):
         return contamination_found(self.rest.get("contamination"))
 
 
-__all__ = ["REPORT_VERSION", "Baseline", "Best", "Containment", "GpuPeak", "Metrics", "Paired", "Report", "Resolution",
+__all__ = ["REPORT_VERSION", "Baseline", "Best", "Containment", "GpuPeak", "Metrics", "Paired", "Redactions", "Report", "Resolution",
            "RevisionsSummary", "SubmissionEntry", "TranscriptTotals", "Vitals", "WarningEvent", "as_written",
            "comparison_from_json", "contamination_found", "iteration_from_json", "judgement_from_json",
            "narrative_json", "usage_from_json"]

@@ -12,7 +12,8 @@ a whole tool output) is handled whole; a longer one is streamed piece by piece i
 agent.log (and agent.jsonl), whole and unbroken (the other stream's reader waits for its
 end, so no line is interleaved into it), and the transcript gets its first ``HEAD_BYTES``
 with a marker giving its length and where it is kept. Output with no newline at all is
-such a line, so it never grows memory either. The supervisor records its own peak
+such a line, so it never grows memory either. Every byte passes the run's redactor first
+(``record.redact``): a key the agent prints is in none of the three. The supervisor records its own peak
 resident memory at the end of the run (``record_peak_memory``), for a reader to check.
 """
 
@@ -23,6 +24,7 @@ import threading
 from pathlib import Path
 from typing import IO
 
+from agent2rl_tui.record.redact import Redactor
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.record.transcripts import TranscriptRecorder
 from agent2rl_tui.run.streams import make_normalizer
@@ -37,7 +39,8 @@ HEAD_BYTES = 2000
 
 
 class AgentOutput:
-    def __init__(self, run_dir: Path, stream_format: str) -> None:
+    def __init__(self, run_dir: Path, stream_format: str, redactor: Redactor | None = None) -> None:
+        self.redactor = redactor or Redactor()
         logs = run_dir / "logs"
         self.log = (logs / "agent.log").open("ab")
         self.raw = (logs / "agent.jsonl").open("ab") if stream_format != "text" else None
@@ -58,7 +61,7 @@ class AgentOutput:
         while piece := stream.readline(LINE_BYTES + 1):  # a line of LINE_BYTES and its newline
             at = now()
             if piece.endswith(b"\n") or len(piece) <= LINE_BYTES:  # a whole line (or the last, unended)
-                line = piece.rstrip(b"\r\n")
+                line = self.redactor.data(piece.rstrip(b"\r\n"))
                 with self.lock:
                     self._write_start(at, is_err)
                     self._write(line, is_err)
@@ -76,7 +79,7 @@ class AgentOutput:
 
     def _long_line(self, stream: IO[bytes], piece: bytes, at: float, is_err: bool) -> str:
         """Stream a line longer than LINE_BYTES into the logs; the transcript's capped text."""
-        head = piece[:HEAD_BYTES]
+        head = self.redactor.data(piece[:HEAD_BYTES])
         size = 0
         held = b""  # trailing carriage returns, written only if more of the line follows
         with self.lock:
@@ -88,7 +91,7 @@ class AgentOutput:
                 if not ended and len(data) - len(body) > 64:  # a run of them is content, not a line end
                     body = data
                 held = b"" if ended else data[len(body):]
-                self._write(body, is_err)
+                self._write(self.redactor.data(body), is_err)
                 size += len(body)
                 if ended:
                     break

@@ -22,6 +22,7 @@ from agent2rl_tui.run import containment
 from agent2rl_tui.run.lifecycle import AGENT_ENV_VAR
 from agent2rl_tui.run.metering import MeterProcess, hold_keys, plan_meter
 from agent2rl_tui.run.profiles import AgentProfile, DriverSetup
+from agent2rl_tui.run.run_secrets import login_secrets, secret_values
 from agent2rl_tui.tasks.data import source_paths
 from agent2rl_tui.tasks.registry import Task, cache_root
 
@@ -46,6 +47,18 @@ def meter(run_dir: Path, store: RunStore, cfg: RunConfig, profile: AgentProfile,
         log.warning("the meter holds no key: %s", keys.note)
     return MeterProcess(run_dir, plan.upstream, max_tokens=cfg.max_tokens, max_cost_usd=cfg.max_cost_usd,
                         prices=cfg.prices_path, keys=keys)
+
+
+def user_secrets() -> list[str]:
+    """The secrets of the supervisor's environment and the run's ``--env`` (judge, search, driver keys)."""
+    return secret_values(os.environ) + secret_values(json.loads(os.environ.get(AGENT_ENV_VAR, "{}")))
+
+
+def agent_secrets(profile: AgentProfile, env: dict[str, str]) -> list[str]:
+    """The secrets the agent's environment and its CLI's login files (in the user's home) hold."""
+    home = Path(os.environ.get("HOME") or Path.home())
+    sources = [containment.home_source(name, home, dict(os.environ), profile.config_dirs) for name in profile.login_files]
+    return secret_values(env) + login_secrets(sources)
 
 
 def agent_env(run: RunRecord, ws: Path, profile: AgentProfile, model: str | None, grader_url: str) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """What the supervisor does once the agent's phase is over, to close the record.
 
-Each step is never fatal: the contamination check (record/contamination/), the report with its
+Each step is never fatal: the contamination check (record/contamination/), the sweep that keeps
+the run's secrets out of its record (record/redact.py), the report with its
 result line in the supervisor's log, and the optional narrative (``--summarizer-*``) followed by
 the report again with it. Whatever fails becomes an event in the record, and the run's status
 is written after them all, so whoever sees the run ended finds its report.
@@ -12,6 +13,7 @@ import logging
 from pathlib import Path
 
 from agent2rl_tui.record.contamination import check_run, write_contamination
+from agent2rl_tui.record.redact import Redactor, Swept, redact_db, redact_file, redact_tree
 from agent2rl_tui.record.runconfig import RunConfig
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.review.report import write_report
@@ -77,3 +79,44 @@ def write_run_narrative(run_dir: Path, store: RunStore, cfg: RunConfig, status: 
         log.exception("could not write the narrative")
         store.event("supervisor", "narrative_failed",
                     f"could not write report/narrative.json: {type(exc).__name__}: {exc}")
+
+
+KEPT_APART = ("snapshots.git", "run.db", "run.db-wal", "run.db-shm", "run.db-journal")
+"""What the end's sweep of the run folder leaves to others: snapshots.git (its blobs were written
+through the redactor) and run.db (swept value by value, ``redact_db``)."""
+
+
+def redact_record(run_dir: Path, store: RunStore, redactor: Redactor) -> None:
+    """Sweep the run's secrets out of what its processes wrote, once they have ended (the
+    workspace and the agent's home it keeps, the logs, the evaluations, run.db), and record how
+    many were replaced; never fatal."""
+    while_written = redactor.count
+    swept = Swept()
+    try:
+        for entry in sorted(run_dir.iterdir()):
+            if entry.name in KEPT_APART or entry.is_symlink():
+                continue
+            if entry.is_dir():
+                part = redact_tree(entry, redactor)
+                swept.files += part.files
+                swept.changed += part.changed
+                swept.redactions += part.redactions
+                swept.too_large += part.too_large
+            elif entry.is_file():
+                n = redact_file(entry, redactor)
+                swept.files += 1
+                swept.redactions += n
+                swept.changed += bool(n)
+        db_values = redact_db(run_dir / "run.db", redactor)
+    except Exception as exc:  # noqa: BLE001 - the record closes whatever the sweep does
+        log.exception("the sweep for secrets failed")
+        store.event("supervisor", "redaction_failed", f"the sweep for secrets failed: {exc}")
+        return
+    total = while_written + swept.redactions + db_values
+    if total:
+        log.warning("%d secret(s) kept out of the record (%d as written, %d in files, %d run.db values)", total,
+                    while_written, swept.redactions, db_values)
+    store.event("supervisor", "redactions", f"{total} secret(s) replaced in the record", {
+        "secrets": len(redactor.secrets), "total": total, "while_written": while_written,
+        "in_files": swept.redactions, "files_changed": swept.changed, "run_db_values": db_values,
+        "files_swept": swept.files, "too_large": swept.too_large})

@@ -25,6 +25,7 @@ from functools import cached_property
 from pathlib import Path
 
 from agent2rl_tui.grader.client import GraderUnavailable
+from agent2rl_tui.record.redact import Redactor, redact_logging
 from agent2rl_tui.record.revisions import SnapshotError, Snapshotter
 from agent2rl_tui.record.runconfig import RunConfig
 from agent2rl_tui.record.store import RunStatus, RunStore, SubStatus
@@ -75,7 +76,8 @@ class Supervisor:
         self.agent: subprocess.Popen[bytes] | None = None
         self.grader_url: str | None = None
         self.results = ResultLog(self.store)
-        self.snapshotter = Snapshotter(self.run_dir)
+        self.redactor = Redactor(agent_setup.user_secrets())  # more as the run makes them
+        self.snapshotter = Snapshotter(self.run_dir, redact=self.redactor.data)
         self.watcher: RevisionWatcher | None = None
         self.output: AgentOutput | None = None
         self.vitals = VitalsSampler(self.run_dir)
@@ -102,6 +104,7 @@ class Supervisor:
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         subreaper = procs.become_subreaper()
+        redact_logging(self.redactor)  # logs/supervisor.log holds no secret either
         self.store.update_run(supervisor_pid=os.getpid(), status=RunStatus.PREPARING, heartbeat_at=now())
         self.store.event("supervisor", "start", f"supervisor started (pid {os.getpid()})",
                          {"subreaper": subreaper})
@@ -139,6 +142,7 @@ class Supervisor:
             self.vitals.stop()
             self.fail_unfinished()
             closing.check_contamination(self.run_dir, self.store, self.task)
+            closing.redact_record(self.run_dir, self.store, self.redactor)  # before the report reads it
             AgentOutput.record_peak_memory(self.store)  # bounded whatever the agent printed
             self.store.update_run(ended_at=now(), error=error, heartbeat_at=now())
             self.store.event("supervisor", "end", f"run {final_status}", {"error": error})
@@ -172,6 +176,7 @@ class Supervisor:
         self.grader = service = GraderService(self.run_dir, self.cfg.gpus)
         self.grader_url = service.start()
         assert service.process is not None
+        self.redactor.add(service.process.secret)
         grader, port = service.process.popen, service.process.port
         self.store.update_run(grader_pid=grader.pid, grader_port=port)
         log.info("grader started (pid %s, port %s); scoring the baseline", grader.pid, port)
@@ -200,6 +205,7 @@ class Supervisor:
         self.profile = profile
         assert self.grader_url is not None
         env = agent_setup.agent_env(self.run, self.ws, profile, model, self.grader_url)
+        self.redactor.add(*agent_setup.agent_secrets(profile, env))
         if self.task.level == 3:  # the agent plays its train games through the service
             env[TRAIN_ENV_URL] = self.start_train_envs()
         # The driver URL as this CLI takes it (a variable, arguments, settings): the meter's, in
@@ -231,7 +237,7 @@ class Supervisor:
         shown = " ".join("PROMPT" if a == prompt else a for a in argv)
         log.info("starting agent %s: %s (budget %s, deadline %s)", profile.name, shown,
                  human_duration(self.run.budget_s), iso(deadline))
-        output = AgentOutput(self.run_dir, profile.stream_format)
+        output = AgentOutput(self.run_dir, profile.stream_format, self.redactor)
         self.output = output
         self.agent = subprocess.Popen(
             argv,
@@ -268,6 +274,7 @@ class Supervisor:
             raise RunFailed(f"the meter did not start: {exc}") from exc
         self.meter = meter
         env.update({held.name: held.token for held in meter.keys.held})
+        self.redactor.add(*meter.keys.secrets)
         log.info("the agent's calls are metered: %s -> %s", url, meter.upstream)
         return url
 
@@ -279,6 +286,7 @@ class Supervisor:
             url = service.start()
         except ServiceError as exc:
             raise RunFailed(f"the train-environment service did not start: {exc}") from exc
+        self.redactor.add(url.rstrip("/").rsplit("/", 1)[-1])  # its secret path
         log.info("train environments served at 127.0.0.1:%s (pid %s)", url.split(":")[2].split("/")[0], service.pid)
         self.store.event("supervisor", "train_envs", f"train-environment service started (pid {service.pid})",
                          {"pid": service.pid})

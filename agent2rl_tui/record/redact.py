@@ -1,0 +1,229 @@
+"""The run's secrets kept out of its record: each replaced, wherever it would be written.
+
+A run folder is made to be handed to others, and what the agent prints, writes in ``code/`` or
+leaves in its home is hostile: it may print its key, copy a login file into its code, or echo
+the grader's URL. Every secret the run knows (the driver, judge and search keys, the tokens of
+the CLI's login files, the grader's, the train-environment service's and the meter's own) is
+given to one `Redactor`, which the writers call before they write (the agent's output, the
+revisions' blobs, the supervisor's log); once the run's processes have ended, what the others
+wrote (run.db, the logs, the evaluations, the workspace and the agent's home the run folder
+keeps) is swept with it in place (`redact_tree`, `redact_db`). The count of redactions goes
+into the record and the report.
+
+A secret is replaced by a mask of its own length (``[REDACTED--…]``), so a file's size and
+every offset in it stay as they were (a binary file stays readable by its reader). Values
+shorter than ``MIN_SECRET`` are not secrets worth the false hits (``1234``, ``true``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sqlite3
+import stat
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+MIN_SECRET = 8
+FILE_CAP = 64 << 20
+"""Files larger than this are not swept (a model's weights); what they hold is the agent's."""
+MAX_ENTRIES = 200_000
+"""The most entries one sweep looks at."""
+SKIPPED_DIRS = frozenset({"snapshots.git"})
+"""Written through the redactor as it went (its objects are compressed: a sweep cannot read them)."""
+
+
+def mask(length: int) -> str:
+    """A mask as long as the secret it replaces."""
+    if length < 10:
+        return "*" * length
+    return "[REDACTED" + "-" * (length - 10) + "]"
+
+
+class Redactor:
+    """Replaces each of a run's secrets in text and bytes, counting what it replaced."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._lock = threading.Lock()
+        self._secrets: set[str] = set()
+        self._text: re.Pattern[str] | None = None
+        self._bytes: re.Pattern[bytes] | None = None
+        self._masks: dict[str, str] = {}
+        self._masks_b: dict[bytes, bytes] = {}
+        self.count = 0
+        self.add(*secrets)
+
+    def add(self, *secrets: str | None) -> None:
+        """More secrets (a service started, a token made); short or empty ones are left out."""
+        fresh = {s for s in secrets if s and len(s) >= MIN_SECRET} - self._secrets
+        if not fresh:
+            return
+        with self._lock:
+            self._secrets |= fresh
+            ordered = sorted(self._secrets, key=len, reverse=True)  # the longest first: a key inside a key
+            self._text = re.compile("|".join(re.escape(s) for s in ordered))
+            self._bytes = re.compile(b"|".join(re.escape(s.encode()) for s in ordered))
+            self._masks = {s: mask(len(s)) for s in ordered}
+            self._masks_b = {s.encode(): mask(len(s.encode())).encode() for s in ordered}
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        with self._lock:
+            return tuple(sorted(self._secrets, key=len, reverse=True))
+
+    def found_in(self, data: bytes) -> bool:
+        """Whether any secret is in ``data`` (a plain search: faster than the pattern on large data)."""
+        return any(s in data for s in self._masks_b)
+
+    def __bool__(self) -> bool:
+        return bool(self._secrets)
+
+    def text(self, value: str) -> str:
+        pattern = self._text
+        if pattern is None:
+            return value
+        out, n = pattern.subn(lambda m: self._masks[m.group(0)], value)
+        if n:
+            self._counted(n)
+        return out
+
+    def data(self, value: bytes) -> bytes:
+        pattern = self._bytes
+        if pattern is None:
+            return value
+        out, n = pattern.subn(lambda m: self._masks_b[m.group(0)], value)
+        if n:
+            self._counted(n)
+        return out
+
+    def _counted(self, n: int) -> None:
+        with self._lock:
+            self.count += n
+
+
+@dataclass
+class Swept:
+    """What a sweep did: files looked at, files changed, secrets replaced, files too large to read."""
+
+    files: int = 0
+    changed: int = 0
+    redactions: int = 0
+    too_large: int = 0
+
+
+def redact_file(path: Path, redactor: Redactor) -> int:
+    """Replace the secrets in one regular file in place (never through a link); how many."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return 0
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > FILE_CAP:
+            return 0
+        data = b""
+        while len(data) < info.st_size:
+            piece = os.pread(fd, info.st_size - len(data), len(data))
+            if not piece:
+                break
+            data += piece
+        if not redactor.found_in(data):
+            return 0
+        before = redactor.count
+        out = redactor.data(data)
+        n = redactor.count - before
+        if n:
+            os.pwrite(fd, out, 0)  # the same length: the masks are as long as the secrets
+        return n
+    finally:
+        os.close(fd)
+
+
+def redact_tree(root: Path, redactor: Redactor, skip: frozenset[str] = SKIPPED_DIRS) -> Swept:
+    """Every regular file under ``root`` swept in place; links are never followed."""
+    swept = Swept()
+    if not redactor or not root.is_dir() or root.is_symlink():
+        return swept
+    seen = 0
+    stack = [root]
+    while stack and seen < MAX_ENTRIES:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in skip:
+                        stack.append(Path(entry.path))
+                    continue
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                if entry.stat(follow_symlinks=False).st_size > FILE_CAP:
+                    swept.too_large += 1
+                    continue
+            except OSError:
+                continue
+            swept.files += 1
+            n = redact_file(Path(entry.path), redactor)
+            if n:
+                swept.changed += 1
+                swept.redactions += n
+    return swept
+
+
+def redact_db(db: Path, redactor: Redactor) -> int:
+    """Every text and blob value of every table in ``db`` with the secrets replaced; the freed
+    pages zeroed (``secure_delete``) and the write-ahead log emptied, so the old values are gone
+    from the file too. How many values changed."""
+    secrets = redactor.secrets
+    if not secrets or not db.is_file():
+        return 0
+    changed = 0
+    conn = sqlite3.connect(db, timeout=30)
+    try:
+        conn.execute("PRAGMA secure_delete=ON")
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                             "AND name NOT LIKE 'sqlite_%'")]
+        with conn:
+            for table in tables:
+                columns = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+                for column in columns:
+                    for secret in secrets:
+                        cur = conn.execute(
+                            f'UPDATE "{table}" SET "{column}" = replace("{column}", ?, ?) '
+                            f'WHERE typeof("{column}") = \'text\' AND instr("{column}", ?) > 0',
+                            (secret, mask(len(secret)), secret))
+                        changed += cur.rowcount
+        if changed:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    return changed
+
+
+class RedactingFilter(logging.Filter):
+    """A log handler's filter that writes each record, and its traceback, with the secrets replaced."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.redactor:
+            return True
+        record.msg, record.args = self.redactor.text(record.getMessage()), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.redactor.text(logging.Formatter().formatException(record.exc_info))
+        return True
+
+
+def redact_logging(redactor: Redactor, logger: logging.Logger | None = None) -> None:
+    """Every handler of ``logger`` (the root's by default) writes through ``redactor``."""
+    for handler in (logger or logging.getLogger()).handlers:
+        handler.addFilter(RedactingFilter(redactor))
