@@ -178,9 +178,9 @@ def redact_tree(root: Path, redactor: Redactor, skip: frozenset[str] = SKIPPED_D
 
 
 def redact_db(db: Path, redactor: Redactor) -> int:
-    """Every text and blob value of every table in ``db`` with the secrets replaced; the freed
-    pages zeroed (``secure_delete``) and the write-ahead log emptied, so the old values are gone
-    from the file too. How many values changed."""
+    """Every text value of every table in ``db`` with the secrets replaced (one pass over each
+    table); the freed pages zeroed (``secure_delete``) and the write-ahead log emptied, so the old
+    values are gone from the file too. How many rows changed."""
     secrets = redactor.secrets
     if not secrets or not db.is_file():
         return 0
@@ -192,19 +192,31 @@ def redact_db(db: Path, redactor: Redactor) -> int:
                                              "AND name NOT LIKE 'sqlite_%'")]
         with conn:
             for table in tables:
-                columns = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
-                for column in columns:
-                    for secret in secrets:
-                        cur = conn.execute(
-                            f'UPDATE "{table}" SET "{column}" = replace("{column}", ?, ?) '
-                            f'WHERE typeof("{column}") = \'text\' AND instr("{column}", ?) > 0',
-                            (secret, mask(len(secret)), secret))
-                        changed += cur.rowcount
+                columns = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')
+                           if not str(r[2]).upper().startswith(("INT", "REAL", "FLOAT", "DOUBLE", "NUM", "BOOL"))]
+                if columns:
+                    changed += _redact_table(conn, table, columns, secrets)
         if changed:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()
     return changed
+
+
+def _redact_table(conn: sqlite3.Connection, table: str, columns: list[str], secrets: tuple[str, ...]) -> int:
+    """One UPDATE over ``table``: each text value of ``columns`` with every secret replaced."""
+    params: list[str] = []
+    sets = []
+    for column in columns:
+        expr = f'"{column}"'
+        for secret in secrets:
+            expr = f"replace({expr}, ?, ?)"
+            params += [secret, mask(len(secret))]
+        sets.append(f'"{column}" = CASE WHEN typeof("{column}") = \'text\' THEN {expr} ELSE "{column}" END')
+    found = " OR ".join(f'instr("{column}", ?) > 0' for column in columns for _ in secrets)
+    params += [secret for _ in columns for secret in secrets]
+    cur = conn.execute(f'UPDATE "{table}" SET {", ".join(sets)} WHERE {found}', params)
+    return cur.rowcount
 
 
 class RedactingFilter(logging.Filter):

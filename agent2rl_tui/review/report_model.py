@@ -459,7 +459,7 @@ class Report(Node):
         return contamination_found(self.rest.get("contamination"))
 
 
-__all__ = ["REPORT_VERSION", "Baseline", "Best", "Containment", "GpuPeak", "Metrics", "Paired", "Redactions", "Report", "Resolution",
-           "RevisionsSummary", "SubmissionEntry", "TranscriptTotals", "Vitals", "WarningEvent", "as_written",
+__all__ = ["REPORT_VERSION", "Baseline", "Best", "Containment", "GpuPeak", "Metrics", "Paired", "Redactions", "Report",
+           "Resolution", "RevisionsSummary", "SubmissionEntry", "TranscriptTotals", "Vitals", "WarningEvent", "as_written",
            "comparison_from_json", "contamination_found", "iteration_from_json", "judgement_from_json",
            "narrative_json", "usage_from_json"]

@@ -90,7 +90,7 @@ gateway = "anthropic"
     blob = all_bytes(run)
     for secret in (LOGIN_TOKEN, REFRESH, SEARCH_KEY):
         assert secret.encode() not in blob, f"{secret} is in the record"
-    env_line = next(line for line in log.splitlines() if " env: " in line)
+    env_line = next(line for line in log.splitlines() if " env: {" in line)
     printed = json.loads(env_line.split(" env: ", 1)[1])
     grader_secret = printed["GRADING_SERVER_URL"].rsplit("/", 1)[1]
     assert grader_secret == mask(len(grader_secret)) and grader_secret.startswith("[REDACTED")
