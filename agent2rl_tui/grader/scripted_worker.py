@@ -96,8 +96,14 @@ def answer(job: EvalJob, script: ScriptedWorker) -> WorkerSummary:
             fh.write(row.to_line() + "\n")
     made = EvalSummary.made_with(evaluator=ENGINE, engine_choice=ENGINE, engine_load=ENGINE, inference={},
                                  engine_settings={"engine": ENGINE}, details={})
+    from agent2rl_tui.tasks.modelfiles import weights_hash  # the real hash: a copy of the base model is told apart
+
+    try:
+        digest: str | None = weights_hash(Path(job.model_path), job.weight_files)
+    except (OSError, ValueError):
+        digest = None
     return WorkerSummary(ok=True, submission_id=sub_id, score=score, n_items=script.items, n_correct=correct,
-                         weights_hash=None, engine=ENGINE, settings=made, timings={"worker_start": 0.0})
+                         weights_hash=digest, engine=ENGINE, settings=made, timings={"worker_start": 0.0})
 
 
 def serve(jobs: TextIO, answers: TextIO, script: ScriptedWorker) -> None:

@@ -315,7 +315,8 @@ class WorkerSummary:
             if not isinstance(score, int | float) or isinstance(score, bool):
                 raise TypeError(f"score is {type(score).__name__}")
             return cls(ok=True, submission_id=sub_id, score=score, n_items=int(data["n_items"]),
-                       n_correct=int(data["n_correct"]), weights_hash=str(data["weights_hash"]),
+                       n_correct=int(data["n_correct"]),
+                       weights_hash=None if data.get("weights_hash") is None else str(data["weights_hash"]),
                        engine=str(data["engine"]), settings=EvalSummary.from_json(data.get("settings")),
                        timings=dict(timings))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

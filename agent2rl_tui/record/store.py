@@ -662,6 +662,12 @@ class RunStore:
         rows = self.conn.execute("SELECT * FROM env_calls ORDER BY id LIMIT ? OFFSET ?", (limit, offset))
         return [dict(r) for r in rows]
 
+    def env_step_times(self) -> list[float]:
+        """When each step the train-environment service played for the agent was asked for."""
+        if not self.has_table("env_calls"):
+            return []
+        return [r[0] for r in self.conn.execute("SELECT at FROM env_calls WHERE op = 'step' AND status = 200 ORDER BY at")]
+
     def env_totals(self) -> EnvTotals:
         if not self.has_table("env_calls"):
             return EnvTotals()

@@ -20,6 +20,14 @@ budget's start, each next one at the submission before). For each, without any L
 A stretch after the last submission becomes an iteration of its own when something failed
 or trained there (work that never reached the grader), and a run without a submission is one
 failed iteration. ``route`` says the whole run in a line: "SFT → GRPO (online, 3 iterations)".
+
+Claims only from what ran: the code says what a submission's training *would* be; that it ran
+is taken only from the processes the supervisor sampled outside the sandbox (``agent_processes``:
+command lines and CPU time), never from a file existing or a line the agent printed. An
+iteration whose code no sampled process ran (with at least ``MIN_CPU_S``) is "written, not seen
+running" (or, when it logged a failure, neither seen nor denied: a crash can end a process between
+two samples), and never online; on a task with a train-environment service, "online" also needs steps
+the service played in that stretch. A run recorded before processes were sampled says neither.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from typing import Any
 
 from agent2rl_tui.record.revisions import GitRepo, SnapshotError
 from agent2rl_tui.record.runrecord import RunRecord
+from agent2rl_tui.record.seen_processes import processes_between
 from agent2rl_tui.record.store import RunStore, Submission, SubStatus
 from agent2rl_tui.review.agent_summary import read_summary, sections_about
 from agent2rl_tui.review.codefacts import (
@@ -57,6 +66,8 @@ TRAINING_SCRIPT = re.compile(r"train|sft|grpo|ppo|dpo|finetun|rlhf|rollout", re.
 LAUNCHER = re.compile(r"^\s*(torchrun|accelerate\s+launch|deepspeed)\b")
 EVAL_SCRIPT = re.compile(r"eval|bench", re.I)
 CONSTRUCTS = re.compile(r"\w(Trainer|Config)\s*\(")
+MIN_CPU_S = 2.0
+"""A sampled process that used at least this much CPU ran its code (an import or ``--help`` does not)."""
 GPU_BUSY_PCT = 30.0
 """A GPU at least this busy in the vitals, the grader not evaluating, counts as the agent training."""
 TIME_KINDS = ("training_s", "evaluating_s", "thinking_s", "commands_s", "idle_s")
@@ -101,10 +112,13 @@ class Iteration:
     time: dict[str, float] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     failure_evidence: list[Signal] = field(default_factory=list)
+    observed: bool | None = None  # its code seen running in a sampled process (None: no process record)
+    seen_running: list[str] = field(default_factory=list)  # those processes' command lines
     significance: str | None = None  # vs the baseline: better, worse, within noise
     agent_summary: str | None = None  # the sections of the agent's summary.md about this iteration (its words)
 
     def as_json(self) -> dict[str, Any]:
+        seen = {} if self.observed is None else {"observed": self.observed, "seen_running": self.seen_running}
         return {
             "iteration": self.iteration, "timestamp": self.timestamp, "duration_s": round(self.duration_s, 3),
             "status": self.status, "exit_code": self.exit_code, "score": self.score,
@@ -122,7 +136,7 @@ class Iteration:
             "failure_evidence": [s.as_json() for s in self.failure_evidence],
             "significance": self.significance,
             "agent_summary": self.agent_summary,
-        }
+        } | seen
 
 
 @dataclass
@@ -259,16 +273,20 @@ def changes_between(revisions: list[dict[str, Any]], after: int | None, upto: in
 
 
 def route_of(iterations: list[Iteration]) -> str:
-    """The run in a line: consecutive iterations of one training type folded into one stage."""
+    """The run in a line: consecutive iterations of one training type folded into one stage; a
+    type whose code was never seen running says so."""
     stages: list[tuple[str, bool, int]] = []
     for it in iterations:
         if it.submission_id is None and it.train_type == UNKNOWN:
             continue
-        if stages and stages[-1][0] == it.train_type:
-            kind, online, n = stages[-1]
+        kind = it.train_type
+        if it.observed is False and kind not in (UNKNOWN, COPY):
+            kind = f"{kind} (written, not seen running)"
+        if stages and stages[-1][0] == kind:
+            _, online, n = stages[-1]
             stages[-1] = (kind, online or it.online, n + 1)
         else:
-            stages.append((it.train_type, it.online, 1))
+            stages.append((kind, it.online, 1))
     if not stages:
         return "no submission"
 
@@ -329,6 +347,9 @@ def build_iterations(run_dir: Path, significance: dict[int, str] | None = None) 
         logs = scan(store.step_lines())
         llm = store.llm_intervals()
         gpu_busy = store.gpu_busy_intervals(GPU_BUSY_PCT)
+        processes = store.last_event_data("agent_processes")
+        env_steps = store.env_step_times()
+        has_envs = store.last_event_data("train_envs") is not None
     reader = CodeReader(run_dir)
     shas = {r["seq"]: r["sha"] for r in revisions}
     start = run.budget_start or run.created_at or 0.0
@@ -361,6 +382,7 @@ def build_iterations(run_dir: Path, significance: dict[int, str] | None = None) 
         facts, files = _facts_for(reader, shas.get(sub.revision_seq) if sub.revision_seq else None, cmds, changed)
         failures = logs.failures_in(prev_end, sub.received_at)
         it = _iteration(n, sub, base_score, base_hash, facts, files, failures)
+        _what_ran(it, processes, files, prev_end, sub.received_at, env_steps if has_envs else None)
         it.duration_s, it.elapsed_s = sub.received_at - prev_end, round(sub.received_at - start, 3)
         it.changes, it.commands, it.time = changed, cmds[-10:], time
         it.significance = labels.get(sub.id)
@@ -372,12 +394,32 @@ def build_iterations(run_dir: Path, significance: dict[int, str] | None = None) 
     tail = _tail(run, logs, training, revisions, reader, shas, prev_end, prev_rev, agent_end, window,
                  len(iterations) + 1, no_submission=not subs)
     if tail is not None:
+        _what_ran(tail, processes, reader.files(shas[tail.revision]) if tail.revision in shas else {}, prev_end,
+                  prev_end + tail.duration_s, env_steps if has_envs else None)
         tail.best = dict(best) if best else None
         iterations.append(tail)
     summary = read_summary(run_dir)
     for it in iterations:
         it.agent_summary = sections_about(summary, it.iteration)
     return Diagnosis(iterations, route_of(iterations))
+
+
+def _what_ran(it: Iteration, processes: dict[str, Any] | None, files: dict[str, str], start: float, end: float,
+              env_steps: list[float] | None) -> None:
+    """Whether the iteration's code was seen running (``observed``) by the processes sampled in
+    [start, end], and so whether it can be online; nothing is changed for a run without a record."""
+    if processes is None:
+        return
+    ran = processes_between(processes, start, end, MIN_CPU_S)
+    code = {p: t for p, t in files.items() if is_code_path(p)}
+    seen = [cmd for cmd in ran if scripts_run(code, [cmd])]
+    it.observed, it.seen_running = bool(seen), [one_line(c) for c in seen[:5]]
+    if not seen:
+        it.online = False
+        if it.failure_evidence:  # it may have run and died between two samples: not claimed either way
+            it.observed = None
+    elif env_steps is not None and not any(start <= t <= end for t in env_steps):
+        it.online = False  # its code plays, but the service played nothing for it
 
 
 def _iteration(n: int, sub: Submission, base_score: float | None, base_hash: str | None, facts: CodeFacts,

@@ -515,12 +515,18 @@ def iteration_lines(report: Report) -> list[str]:
     for it in report.iterations:
         t = it.time
         out.append(f"| {it.iteration} | {_fmt(it.submission_id)} | {_e(it.status)} | {_fmt(it.score)} | "
-                   f"{_fmt(it.improvement)} | {_e(it.train_type)}{' (online)' if it.online else ''} | "
+                   f"{_fmt(it.improvement)} | {_e(it.train_type)}{_ran_note(it)} | "
                    f"{_e(it.failure_type or '-')} | {_fmt(t.get('training_s'), 0)} | {_fmt(t.get('evaluating_s'), 0)} | "
                    f"{_fmt(t.get('idle_s'), 0)} |")
     for it in report.iterations:
         out += iteration_detail(it)
     return out
+
+
+def _ran_note(it: Iteration) -> str:
+    if it.observed is False and it.train_type not in ("unknown", "copy_model"):
+        return " (written, not seen running)"
+    return " (online)" if it.online else ""
 
 
 def iteration_detail(it: Iteration) -> list[str]:
@@ -533,6 +539,10 @@ def iteration_detail(it: Iteration) -> list[str]:
     if it.train_evidence:
         ev = it.train_evidence[0]
         out.append(f"- trained as **{_e(it.train_type)}**: {_at(ev)} {md_code(ev.text, in_table=False)}")
+    if it.observed is False and it.train_type not in ("unknown", "copy_model"):
+        out.append("- **written, not seen running**: no process sampled in the sandbox ran this code")
+    elif it.seen_running:
+        out.append(f"- seen running: {md_code(it.seen_running[0], in_table=False)}")
     if it.online and it.online_evidence:
         ev = it.online_evidence[0]
         out.append(f"- online rollouts: {_at(ev)} {md_code(ev.text, in_table=False)}")

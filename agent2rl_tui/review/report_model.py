@@ -200,7 +200,8 @@ def iteration_from_json(raw: Any) -> Iteration:
         key_code=items_of(d.get("key_code"), _evidence), commands=items_of(d.get("commands"), _TEXT_ITEM.read),
         time=_table_of(d.get("time"), _NUM_ITEM.read), problems=items_of(d.get("problems"), _TEXT_ITEM.read),
         failure_evidence=items_of(d.get("failure_evidence"), _signal), significance=opt(d, "significance", TEXT),
-        agent_summary=opt(d, "agent_summary", TEXT))
+        agent_summary=opt(d, "agent_summary", TEXT), observed=opt(d, "observed", BOOL),
+        seen_running=items_of(d.get("seen_running"), _TEXT_ITEM.read))
 
 
 COMPARISON = foreign(comparison_from_json, Comparison.as_json)

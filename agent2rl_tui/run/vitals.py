@@ -5,7 +5,8 @@ A thread in the supervisor samples every few seconds: per-GPU utilisation and me
 folder, and the agent group's process count and resident memory (CPU, RAM and processes
 through psutil). It records an event when something is wrong: GPU memory nearly full,
 disk nearly full, the agent's process group gone. On a machine without a GPU the GPU part
-reads "no GPU".
+reads "no GPU". Each sample also notes the agent's processes (``record.seen_processes``): their
+command lines and CPU time, written every minute and at the end as the ``agent_processes`` event.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import psutil
 
+from agent2rl_tui.record.seen_processes import ProcessLog
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.util.gpus import Gpus, GpuSample
 from agent2rl_tui.util.procs import group_members
@@ -28,6 +30,8 @@ log = logging.getLogger("agent2rl.vitals")
 GPU_MEM_ALERT = 0.95
 DISK_ALERT_FRACTION = 0.05
 DISK_ALERT_BYTES = 2 << 30
+PROCESSES_EVERY = 12
+"""Samples between two ``agent_processes`` events (a minute at the default interval)."""
 
 
 @dataclass
@@ -109,10 +113,14 @@ class VitalsSampler:
         self.gpus = Gpus()
         self.cpu = CpuMeter()
         self._alerted: set[str] = set()
+        self.processes = ProcessLog()
+        self._samples = 0
 
     def take(self) -> Sample:
         used, total = memory()
         st = os.statvfs(self.run_dir)
+        if self.agent_pgid:
+            self.processes.update(group_members(self.agent_pgid), now())
         procs, rss = group_usage(self.agent_pgid)
         try:
             gpus = self.gpus.sample()
@@ -128,6 +136,15 @@ class VitalsSampler:
                          disk_total=s.disk_total, agent_procs=s.agent_procs, agent_rss=s.agent_rss,
                          gpus=[asdict(g) for g in s.gpus], gpu_note=s.gpu_note)
         self._check(store, s)
+        self._samples += 1
+        if self._samples % PROCESSES_EVERY == 0:
+            self.write_processes(store)
+
+    def write_processes(self, store: RunStore) -> None:
+        """The processes seen so far as the ``agent_processes`` event (when there are new ones)."""
+        if self.processes.seen:
+            store.event("processes", "agent_processes", f"{len(self.processes.seen)} agent process(es) seen",
+                        self.processes.record())
 
     def _alert(self, store: RunStore, key: str, active: bool, message: str, data: dict[str, Any]) -> None:
         """One event when a condition starts; none again until it has cleared."""
@@ -170,4 +187,8 @@ class VitalsSampler:
                 if self.stop_event.wait(self.interval_s):
                     return
         finally:
+            try:
+                self.write_processes(store)
+            except Exception:  # noqa: BLE001
+                log.exception("could not record the agent's processes")
             store.close()

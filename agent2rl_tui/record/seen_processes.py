@@ -1,0 +1,76 @@
+"""What the agent's processes ran: each command line seen in its sandbox, when, and its CPU time.
+
+The diagnosis says a submission was trained with GRPO, or online, only with evidence that such
+code ran (``review.iterations``): a file that exists, or a line the agent printed, is not that
+evidence (an agent can write a GRPO script it never runs, or print a trainer's log lines). The
+vitals sampler (``run.vitals``) hands this log the agent's process group at each sample; the
+log keeps, per process, its command line (capped), when it was first and last seen and its CPU
+seconds, and the sampler writes the heaviest ones to run.db as the ``agent_processes`` event.
+It is sampled by the supervisor outside the sandbox, so the agent cannot forge it; a process
+that lives less than a sample's interval may be missed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+CMDLINE_CAP = 400
+KEPT = 300
+"""The most processes the event lists (the most CPU first); the rest are counted."""
+
+
+@dataclass
+class SeenProcess:
+    cmd: str
+    first: float
+    last: float
+    cpu_s: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {"cmd": self.cmd, "first": round(self.first, 3), "last": round(self.last, 3),
+                "cpu_s": round(self.cpu_s, 2)}
+
+
+class ProcessLog:
+    """The agent's processes seen so far, by (pid, start time)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[int, float], SeenProcess] = {}
+
+    def update(self, members: list[psutil.Process], at: float) -> None:
+        for proc in members:
+            try:
+                with proc.oneshot():
+                    key = (proc.pid, proc.create_time())
+                    times = proc.cpu_times()
+                    cpu = times.user + times.system
+                    entry = self.seen.get(key)
+                    if entry is None:
+                        cmd = " ".join(proc.cmdline())[:CMDLINE_CAP] or f"[{proc.name()}]"
+                        self.seen[key] = SeenProcess(cmd, at, at, cpu)
+                    else:
+                        entry.last, entry.cpu_s = at, max(entry.cpu_s, cpu)
+            except (psutil.Error, OSError):
+                continue
+
+    def record(self) -> dict[str, Any]:
+        """The ``agent_processes`` event's data: the heaviest processes first, and how many more."""
+        ordered = sorted(self.seen.values(), key=lambda p: p.cpu_s, reverse=True)
+        return {"processes": [p.as_json() for p in ordered[:KEPT]], "more": max(0, len(ordered) - KEPT)}
+
+
+def processes_between(data: dict[str, Any] | None, start: float, end: float, min_cpu_s: float) -> list[str]:
+    """Command lines of the recorded processes alive in [start, end] that used at least ``min_cpu_s``."""
+    out = []
+    for p in (data or {}).get("processes") or []:
+        if not isinstance(p, dict) or not isinstance(p.get("cmd"), str):
+            continue
+        first, last, cpu = p.get("first"), p.get("last"), p.get("cpu_s")
+        if not (isinstance(first, int | float) and isinstance(last, int | float) and isinstance(cpu, int | float)):
+            continue
+        if first <= end and last >= start and cpu >= min_cpu_s:
+            out.append(p["cmd"])
+    return out
