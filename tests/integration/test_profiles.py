@@ -122,7 +122,7 @@ pathlib.Path("code/seen.json").write_text(json.dumps({{
     "claude_md": pathlib.Path("CLAUDE.md").read_text() == prompt,
     "is_sandbox": os.environ.get("IS_SANDBOX"),
     "model": sys.argv[sys.argv.index("--model") + 1] if "--model" in sys.argv else None,
-    "key_len": len(os.environ.get("ANTHROPIC_API_KEY", "")),
+    "key_prefix": os.environ.get("ANTHROPIC_API_KEY", "")[:8],
     "openai_key": "OPENAI_API_KEY" in os.environ,
     "extra": len(os.environ.get("LLM_AUTH", "")),
 }}))
@@ -163,7 +163,8 @@ def test_a_cli_profile_runs_end_to_end_with_its_transcript(tmp_path: Path, tiny_
     run = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
     seen = json.loads((run / "workspace" / "code" / "seen.json").read_text())
     assert seen == {"prompt_has_task": True, "claude_md": True, "is_sandbox": "1", "model": "claude-opus-4-1",
-                    "key_len": len("sk-ant-supersecret"), "openai_key": False, "extra": len("tok-supersecret")}
+                    "key_prefix": "a2r-run-",  # the meter holds the key: the CLI has its run's token
+                    "openai_key": False, "extra": len("tok-supersecret")}
     with RunStore.of_run(run) as store:
         assert store.run().driver == "claude-opus-4-1"
         steps = [dict(r) for r in store.conn.execute("SELECT * FROM steps ORDER BY seq")]
