@@ -38,13 +38,17 @@ VERDICT = re.compile(r"Gold answer: (.*)\n\s*Predicted answer: (.*)\n")
 NARRATE = "You summarise one iteration"
 ITERATION = re.compile(r'"iteration": (\d+)')
 TRAIN_TYPE = re.compile(r'"train_type": "([^"]*)"')
-NOTES = re.compile(r"<notes>\n(.*)")
+NOTES = re.compile(r"<notes>\n(.*)\n</notes>")
 
 
 def narrate(prompt: str) -> str:
     """A narrative answer built from the prompt: the iteration, its train type, its notes' first line."""
     found = [rx.search(prompt) for rx in (ITERATION, TRAIN_TYPE, NOTES)]
-    n, train, notes = (m.group(1) if m else "?" for m in found)
+    n, train, quoted = (m.group(1) if m else "?" for m in found)
+    try:  # the notes come as one JSON string
+        notes = (json.loads(quoted) or "?").splitlines()[0]
+    except (ValueError, IndexError):
+        notes = "?"
     return f"Iteration {n}: the agent ran {train}. Its notes begin: {notes}"
 
 
