@@ -25,9 +25,11 @@ Claims only from what ran: the code says what a submission's training *would* be
 is taken only from the processes the supervisor sampled outside the sandbox (``agent_processes``:
 command lines and CPU time), never from a file existing or a line the agent printed. An
 iteration whose code no sampled process ran (with at least ``MIN_CPU_S``) is "written, not seen
-running" (or, when it logged a failure, neither seen nor denied: a crash can end a process between
-two samples), and never online; on a task with a train-environment service, "online" also needs steps
-the service played in that stretch. A run recorded before processes were sampled says neither.
+running" (or, when it logged a failure or the train-environment service played steps in that
+stretch, neither seen nor denied: a process can end between two samples). "Online" needs code that
+rolls out and either a sampled process that ran it or steps the service played in that stretch (an
+agent may roll out with the play kit in its own process). A run recorded before processes were
+sampled says neither.
 """
 
 from __future__ import annotations
@@ -66,8 +68,9 @@ TRAINING_SCRIPT = re.compile(r"train|sft|grpo|ppo|dpo|finetun|rlhf|rollout", re.
 LAUNCHER = re.compile(r"^\s*(torchrun|accelerate\s+launch|deepspeed)\b")
 EVAL_SCRIPT = re.compile(r"eval|bench", re.I)
 CONSTRUCTS = re.compile(r"\w(Trainer|Config)\s*\(")
-MIN_CPU_S = 2.0
-"""A sampled process that used at least this much CPU ran its code (an import or ``--help`` does not)."""
+MIN_CPU_S = 0.0
+"""A sampled process naming a code file ran it, however little CPU it had used when sampled (a
+training process sampled once, early, under load has used little yet)."""
 GPU_BUSY_PCT = 30.0
 """A GPU at least this busy in the vitals, the grader not evaluating, counts as the agent training."""
 TIME_KINDS = ("training_s", "evaluating_s", "thinking_s", "commands_s", "idle_s")
@@ -413,13 +416,15 @@ def _what_ran(it: Iteration, processes: dict[str, Any] | None, files: dict[str, 
     ran = processes_between(processes, start, end, MIN_CPU_S)
     code = {p: t for p, t in files.items() if is_code_path(p)}
     seen = [cmd for cmd in ran if scripts_run(code, [cmd])]
-    it.observed, it.seen_running = bool(seen), [one_line(c) for c in seen[:5]]
-    if not seen:
-        it.online = False
-        if it.failure_evidence:  # it may have run and died between two samples: not claimed either way
-            it.observed = None
-    elif env_steps is not None and not any(start <= t <= end for t in env_steps):
-        it.online = False  # its code plays, but the service played nothing for it
+    served = env_steps is not None and any(start <= t <= end for t in env_steps)
+    it.seen_running = [one_line(c) for c in seen[:5]]
+    if seen:
+        it.observed = True
+    elif served or it.failure_evidence:  # played through the service, or died between two samples
+        it.observed = None
+    else:
+        it.observed = False
+    it.online = it.online and bool(seen or served)  # rollouts in a process that ran, or steps the service played
 
 
 def _iteration(n: int, sub: Submission, base_score: float | None, base_hash: str | None, facts: CodeFacts,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.paths import FIXTURES
-from support.runs import cli, wait_for
+from support.runs import cli, processes_with, wait_for
 
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
 from agent2rl_tui.review.index import summarize
@@ -35,6 +35,12 @@ def attacks(log: str) -> dict[str, tuple[int, str, str]]:
     """NAME -> (HTTP status, submission status, error code) from the agent's log."""
     found = re.findall(r" attack (\S+): (\d+) (\S+) (\S+)$", log, re.MULTILINE)
     return {name: (int(code), status, error) for name, code, status, error in found}
+
+
+def leaked_url() -> str:
+    """The grader URL another user reads off the agent's process list (``ps``)."""
+    (pid,) = processes_with("leaked-url-holder")
+    return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[4].decode()
 
 
 def eval_questions(run_dir: Path) -> list[str]:
@@ -54,8 +60,9 @@ def test_a_hostile_agent_cannot_forge_a_score_or_read_an_evaluation(tiny_model: 
     run_dir = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
     log_path = run_dir / "logs" / "agent.log"
     try:
-        url = wait_for(lambda: log_path.exists() and (m := re.search(r"leaked URL: (\S+)", log_path.read_text()))
-                       and m.group(1), timeout=480, what="the agent to leak its URL")
+        wait_for(lambda: log_path.exists() and "leaked URL: on the command line" in log_path.read_text(),
+                 timeout=480, what="the agent to leak its URL")
+        url = leaked_url()
     except AssertionError as exc:  # say where it stood
         logs = {name: (run_dir / "logs" / name).read_text()[-3000:] for name in ("agent.log", "grader.log")
                 if (run_dir / "logs" / name).exists()}
