@@ -26,6 +26,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import AnyStr
 
 MIN_SECRET = 8
 FILE_CAP = 64 << 20
@@ -82,19 +83,15 @@ class Redactor:
         return bool(self._secrets)
 
     def text(self, value: str) -> str:
-        pattern = self._text
-        if pattern is None:
-            return value
-        out, n = pattern.subn(lambda m: self._masks[m.group(0)], value)
-        if n:
-            self._counted(n)
-        return out
+        return self._replace(self._text, self._masks, value)
 
     def data(self, value: bytes) -> bytes:
-        pattern = self._bytes
+        return self._replace(self._bytes, self._masks_b, value)
+
+    def _replace(self, pattern: re.Pattern[AnyStr] | None, masks: dict[AnyStr, AnyStr], value: AnyStr) -> AnyStr:
         if pattern is None:
             return value
-        out, n = pattern.subn(lambda m: self._masks_b[m.group(0)], value)
+        out, n = pattern.subn(lambda m: masks[m.group(0)], value)
         if n:
             self._counted(n)
         return out
