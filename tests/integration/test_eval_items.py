@@ -102,7 +102,7 @@ task = load_task(os.environ["TASK"])
 json.dump(task.load_split("eval"), open("output/guessed_eval.json", "w"))
 '
 if [ -f data/play.py ]; then
-  for game in test:20000 dev:10000 test:5 train:3; do
+  for game in test:20000 dev:10000 test:5 train:3 train:20005; do
     if "$PY" data/play.py show "$game" > output/show.txt 2>&1; then echo "PLAYED $game"
     else echo "REFUSED $game: $(tail -1 output/show.txt)"; fi
   done
@@ -180,7 +180,8 @@ def test_the_play_kit_refuses_the_graders_fold_inside_the_sandbox(snoop_runs: di
     log = (run / "logs" / "agent.log").read_text()
     assert "snoop done" in log and "SAW" not in log, log
     assert "PLAYED train:3" in log, log
-    for game in ("test:20000", "dev:10000", "test:5", "test:20001 through play.play"):
+    # train:20005 is of the train fold but not of the split: for the coin game it is the test fold's game 20005.
+    for game in ("test:20000", "dev:10000", "test:5", "train:20005", "test:20001 through play.play"):
         line = next(line for line in log.splitlines() if f"REFUSED {game}" in line or f"PLAYED {game}" in line)
         assert f"REFUSED {game}" in line and "train-fold games only" in line, line
     assert "PLAYED test" not in log and "PLAYED dev" not in log

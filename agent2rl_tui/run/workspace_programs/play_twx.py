@@ -10,7 +10,9 @@ collect trajectories for training:
     python data/play.py expert --out expert.jsonl [--limit N]   # gold paths of the train games
     python data/play.py show train:0                            # one game's first prompt
 
-It plays train-fold games only (``train:<seed>``): the grader's games come from the test fold.
+It plays the train split's games only (the ids in ``train.jsonl`` beside it): the grader's games
+come from the test fold, and some games (the coin collector's) are the same in every fold, so a
+train-fold seed outside the split may be one of them.
 
 or import it (``sys.path.insert(0, "data")``; ``import play``) and call
 ``play.play(generate, games)`` with ``generate(prompts: list[str]) -> list[str]``: every live
@@ -61,15 +63,28 @@ PLAYABLE_FOLD = "train"
 
 
 class NotATrainGame(ValueError):
-    """A game outside the train fold: the grader draws its games from the test fold."""
+    """A game outside the train split: the grader draws its games from the test fold."""
+
+
+def train_split() -> set[str]:
+    """The ids of the train split's games (``train.jsonl`` beside this file; none elsewhere)."""
+    path = HERE / "train.jsonl"
+    if not path.exists():
+        return set()
+    return {str(json.loads(line)["game"]) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
+
+
+_TRAIN: list[set[str]] = []
 
 
 def train_game(game: str) -> tuple[str, int]:
-    """``"train:<seed>"`` → ``("train", seed)``; any other fold (``test``, ``dev``) is refused."""
+    """``"train:<seed>"`` of the train split → ``("train", seed)``; any other game is refused."""
+    if not _TRAIN:
+        _TRAIN.append(train_split())
     fold, _, seed = str(game).partition(":")
-    if fold != PLAYABLE_FOLD or not seed.isdigit():
+    if fold != PLAYABLE_FOLD or not seed.isascii() or not seed.isdigit() or str(game) not in _TRAIN[0]:
         raise NotATrainGame(
-            f"{game!r}: this kit plays train-fold games only (\"train:<seed>\"); the "
+            f"{game!r}: this kit plays train-fold games only, those of the train split (train.jsonl); the "
             "grader draws each run's games from the test fold, which is not for training")
     return fold, int(seed)
 
