@@ -33,8 +33,9 @@ FILE_CAP = 64 << 20
 """Files larger than this are not swept (a model's weights); what they hold is the agent's."""
 MAX_ENTRIES = 200_000
 """The most entries one sweep looks at."""
-SKIPPED_DIRS = frozenset({"snapshots.git"})
-"""Written through the redactor as it went (its objects are compressed: a sweep cannot read them)."""
+SCAN_FIRST = 64 << 10
+"""Values at least this long are searched for each secret before the pattern runs: a plain search
+is about 7 times faster on a 1 MiB line that holds none (the common case), slower on short ones."""
 
 
 def mask(length: int) -> str:
@@ -75,10 +76,6 @@ class Redactor:
         with self._lock:
             return tuple(sorted(self._secrets, key=len, reverse=True))
 
-    def found_in(self, data: bytes) -> bool:
-        """Whether any secret is in ``data`` (a plain search: faster than the pattern on large data)."""
-        return any(s in data for s in self._masks_b)
-
     def __bool__(self) -> bool:
         return bool(self._secrets)
 
@@ -89,7 +86,7 @@ class Redactor:
         return self._replace(self._bytes, self._masks_b, value)
 
     def _replace(self, pattern: re.Pattern[AnyStr] | None, masks: dict[AnyStr, AnyStr], value: AnyStr) -> AnyStr:
-        if pattern is None:
+        if pattern is None or (len(value) >= SCAN_FIRST and not any(s in value for s in masks)):
             return value
         out, n = pattern.subn(lambda m: masks[m.group(0)], value)
         if n:
@@ -127,8 +124,6 @@ def redact_file(path: Path, redactor: Redactor) -> int:
             if not piece:
                 break
             data += piece
-        if not redactor.found_in(data):
-            return 0
         before = redactor.count
         out = redactor.data(data)
         n = redactor.count - before
@@ -139,9 +134,11 @@ def redact_file(path: Path, redactor: Redactor) -> int:
         os.close(fd)
 
 
-def redact_tree(root: Path, redactor: Redactor, skip: frozenset[str] = SKIPPED_DIRS) -> Swept:
-    """Every regular file under ``root`` swept in place; links are never followed."""
+def redact_tree(root: Path, redactor: Redactor, skip: Iterable[str] = ()) -> Swept:
+    """Every regular file under ``root`` swept in place but the entries of ``root`` named in ``skip``
+    (at the top only: a folder of the agent's may take any name); links are never followed."""
     swept = Swept()
+    skip = frozenset(skip)
     if not redactor or not root.is_dir() or root.is_symlink():
         return swept
     seen = 0
@@ -154,10 +151,11 @@ def redact_tree(root: Path, redactor: Redactor, skip: frozenset[str] = SKIPPED_D
             continue
         for entry in entries:
             seen += 1
+            if folder is root and entry.name in skip:
+                continue
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in skip:
-                        stack.append(Path(entry.path))
+                    stack.append(Path(entry.path))
                     continue
                 if not entry.is_file(follow_symlinks=False):
                     continue

@@ -62,15 +62,13 @@ class ProcessLog:
         return {"processes": [p.as_json() for p in ordered[:KEPT]], "more": max(0, len(ordered) - KEPT)}
 
 
-def processes_between(data: dict[str, Any] | None, start: float, end: float, min_cpu_s: float) -> list[str]:
-    """Command lines of the recorded processes alive in [start, end] that used at least ``min_cpu_s``."""
+def processes_between(data: dict[str, Any] | None, start: float, end: float) -> list[str]:
+    """Command lines of the recorded processes seen alive in [start, end]."""
     out = []
     for p in (data or {}).get("processes") or []:
         if not isinstance(p, dict) or not isinstance(p.get("cmd"), str):
             continue
-        first, last, cpu = p.get("first"), p.get("last"), p.get("cpu_s")
-        if not (isinstance(first, int | float) and isinstance(last, int | float) and isinstance(cpu, int | float)):
-            continue
-        if first <= end and last >= start and cpu >= min_cpu_s:
+        first, last = p.get("first"), p.get("last")
+        if isinstance(first, int | float) and isinstance(last, int | float) and first <= end and last >= start:
             out.append(p["cmd"])
     return out

@@ -24,7 +24,7 @@ failed iteration. ``route`` says the whole run in a line: "SFT → GRPO (online,
 Claims only from what ran: the code says what a submission's training *would* be; that it ran
 is taken only from the processes the supervisor sampled outside the sandbox (``agent_processes``:
 command lines and CPU time), never from a file existing or a line the agent printed. An
-iteration whose code no sampled process ran (with at least ``MIN_CPU_S``) is "written, not seen
+iteration whose code no sampled process ran is "written, not seen
 running" (or, when it logged a failure or the train-environment service played steps in that
 stretch, neither seen nor denied: a process can end between two samples). "Online" needs code that
 rolls out and either a sampled process that ran it or steps the service played in that stretch (an
@@ -68,9 +68,6 @@ TRAINING_SCRIPT = re.compile(r"train|sft|grpo|ppo|dpo|finetun|rlhf|rollout", re.
 LAUNCHER = re.compile(r"^\s*(torchrun|accelerate\s+launch|deepspeed)\b")
 EVAL_SCRIPT = re.compile(r"eval|bench", re.I)
 CONSTRUCTS = re.compile(r"\w(Trainer|Config)\s*\(")
-MIN_CPU_S = 0.0
-"""A sampled process naming a code file ran it, however little CPU it had used when sampled (a
-training process sampled once, early, under load has used little yet)."""
 GPU_BUSY_PCT = 30.0
 """A GPU at least this busy in the vitals, the grader not evaluating, counts as the agent training."""
 TIME_KINDS = ("training_s", "evaluating_s", "thinking_s", "commands_s", "idle_s")
@@ -351,8 +348,7 @@ def build_iterations(run_dir: Path, significance: dict[int, str] | None = None) 
         llm = store.llm_intervals()
         gpu_busy = store.gpu_busy_intervals(GPU_BUSY_PCT)
         processes = store.last_event_data("agent_processes")
-        env_steps = store.env_step_times()
-        has_envs = store.last_event_data("train_envs") is not None
+        env_steps = store.env_step_times()  # none on a task without the service
     reader = CodeReader(run_dir)
     shas = {r["seq"]: r["sha"] for r in revisions}
     start = run.budget_start or run.created_at or 0.0
@@ -385,7 +381,7 @@ def build_iterations(run_dir: Path, significance: dict[int, str] | None = None) 
         facts, files = _facts_for(reader, shas.get(sub.revision_seq) if sub.revision_seq else None, cmds, changed)
         failures = logs.failures_in(prev_end, sub.received_at)
         it = _iteration(n, sub, base_score, base_hash, facts, files, failures)
-        _what_ran(it, processes, files, prev_end, sub.received_at, env_steps if has_envs else None)
+        _what_ran(it, processes, files, prev_end, sub.received_at, env_steps)
         it.duration_s, it.elapsed_s = sub.received_at - prev_end, round(sub.received_at - start, 3)
         it.changes, it.commands, it.time = changed, cmds[-10:], time
         it.significance = labels.get(sub.id)
@@ -398,7 +394,7 @@ def build_iterations(run_dir: Path, significance: dict[int, str] | None = None) 
                  len(iterations) + 1, no_submission=not subs)
     if tail is not None:
         _what_ran(tail, processes, reader.files(shas[tail.revision]) if tail.revision in shas else {}, prev_end,
-                  prev_end + tail.duration_s, env_steps if has_envs else None)
+                  prev_end + tail.duration_s, env_steps)
         tail.best = dict(best) if best else None
         iterations.append(tail)
     summary = read_summary(run_dir)
@@ -408,15 +404,17 @@ def build_iterations(run_dir: Path, significance: dict[int, str] | None = None) 
 
 
 def _what_ran(it: Iteration, processes: dict[str, Any] | None, files: dict[str, str], start: float, end: float,
-              env_steps: list[float] | None) -> None:
+              env_steps: list[float]) -> None:
     """Whether the iteration's code was seen running (``observed``) by the processes sampled in
-    [start, end], and so whether it can be online; nothing is changed for a run without a record."""
+    [start, end] (a process naming a code file ran it, however little CPU it had used when sampled:
+    under load a training process may be sampled once, early), and so whether it can be online;
+    nothing is changed for a run without a record."""
     if processes is None:
         return
-    ran = processes_between(processes, start, end, MIN_CPU_S)
+    ran = processes_between(processes, start, end)
     code = {p: t for p, t in files.items() if is_code_path(p)}
     seen = [cmd for cmd in ran if scripts_run(code, [cmd])]
-    served = env_steps is not None and any(start <= t <= end for t in env_steps)
+    served = any(start <= t <= end for t in env_steps)
     it.seen_running = [one_line(c) for c in seen[:5]]
     if seen:
         it.observed = True

@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 
 from agent2rl_tui.record.contamination import check_run, write_contamination
-from agent2rl_tui.record.redact import Redactor, Swept, redact_db, redact_file, redact_tree
+from agent2rl_tui.record.redact import Redactor, redact_db, redact_tree
 from agent2rl_tui.record.runconfig import RunConfig
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.review.report import write_report
@@ -91,22 +91,8 @@ def redact_record(run_dir: Path, store: RunStore, redactor: Redactor) -> None:
     workspace and the agent's home it keeps, the logs, the evaluations, run.db), and record how
     many were replaced; never fatal."""
     while_written = redactor.count
-    swept = Swept()
     try:
-        for entry in sorted(run_dir.iterdir()):
-            if entry.name in KEPT_APART or entry.is_symlink():
-                continue
-            if entry.is_dir():
-                part = redact_tree(entry, redactor)
-                swept.files += part.files
-                swept.changed += part.changed
-                swept.redactions += part.redactions
-                swept.too_large += part.too_large
-            elif entry.is_file():
-                n = redact_file(entry, redactor)
-                swept.files += 1
-                swept.redactions += n
-                swept.changed += bool(n)
+        swept = redact_tree(run_dir, redactor, skip=KEPT_APART)
         db_values = redact_db(run_dir / "run.db", redactor)
     except Exception as exc:  # noqa: BLE001 - the record closes whatever the sweep does
         log.exception("the sweep for secrets failed")

@@ -31,7 +31,9 @@ GPU_MEM_ALERT = 0.95
 DISK_ALERT_FRACTION = 0.05
 DISK_ALERT_BYTES = 2 << 30
 PROCESSES_EVERY = 12
-"""Samples between two ``agent_processes`` events (a minute at the default interval)."""
+"""Samples between two ``agent_processes`` events when new processes were seen (a minute at the
+default interval); ``PROCESSES_ANYWAY`` when none were (their last-seen times move on)."""
+PROCESSES_ANYWAY = 120
 
 
 @dataclass
@@ -87,11 +89,8 @@ def memory() -> tuple[int, int]:
     return vm.total - vm.available, vm.total
 
 
-def group_usage(pgid: int | None) -> tuple[int, int]:
-    """(process count, resident bytes) of a process group's live (non-zombie) processes."""
-    if not pgid:
-        return 0, 0
-    procs = group_members(pgid)
+def group_usage(procs: list[psutil.Process]) -> tuple[int, int]:
+    """(process count, resident bytes) of a process group's live members (``group_members``)."""
     rss = 0
     for proc in procs:
         try:
@@ -115,13 +114,14 @@ class VitalsSampler:
         self._alerted: set[str] = set()
         self.processes = ProcessLog()
         self._samples = 0
+        self._written = (0, 0)  # (processes, sample) at the last ``agent_processes`` event
 
     def take(self) -> Sample:
         used, total = memory()
         st = os.statvfs(self.run_dir)
-        if self.agent_pgid:
-            self.processes.update(group_members(self.agent_pgid), now())
-        procs, rss = group_usage(self.agent_pgid)
+        members = group_members(self.agent_pgid) if self.agent_pgid else []  # one walk of /proc a sample
+        self.processes.update(members, now())
+        procs, rss = group_usage(members)
         try:
             gpus = self.gpus.sample()
             note = self.gpus.note
@@ -137,14 +137,17 @@ class VitalsSampler:
                          gpus=[asdict(g) for g in s.gpus], gpu_note=s.gpu_note)
         self._check(store, s)
         self._samples += 1
-        if self._samples % PROCESSES_EVERY == 0:
+        seen, since = len(self.processes.seen), self._samples - self._written[1]
+        if since >= PROCESSES_ANYWAY or (since >= PROCESSES_EVERY and seen > self._written[0]):
             self.write_processes(store)
 
     def write_processes(self, store: RunStore) -> None:
-        """The processes seen so far as the ``agent_processes`` event (when there are new ones)."""
+        """The processes seen so far as the ``agent_processes`` event (the last one is what counts:
+        a run of hours writes one a minute only while new processes appear, not a copy a minute)."""
         if self.processes.seen:
             store.event("processes", "agent_processes", f"{len(self.processes.seen)} agent process(es) seen",
                         self.processes.record())
+        self._written = (len(self.processes.seen), self._samples)
 
     def _alert(self, store: RunStore, key: str, active: bool, message: str, data: dict[str, Any]) -> None:
         """One event when a condition starts; none again until it has cleared."""

@@ -28,6 +28,15 @@ def test_a_sweep_masks_in_place_keeps_sizes_and_never_follows_a_link(tmp_path: P
     assert (tree / "sub" / "b.bin").read_bytes() == b"\x00\x01[REDACTED----------]\xff" * 3  # the same size
     assert outside.read_text() == "sk-secret-0123456789"  # never through a link
     assert redact_file(tree / "a.txt", redactor) == 0
+    # What is kept apart is kept apart at the top only: the agent's own folder of that name is swept.
+    for folder in (tree / "snapshots.git", tree / "sub" / "snapshots.git"):
+        folder.mkdir()
+        (folder / "k").write_text("sk-secret-0123456789")
+    assert redact_tree(tree, redactor, skip=("snapshots.git",)).redactions == 1
+    assert (tree / "snapshots.git" / "k").read_text() == "sk-secret-0123456789"
+    assert (tree / "sub" / "snapshots.git" / "k").read_text() == mask(20)
+    big = b"x" * (1 << 20) + b"sk-secret-0123456789"  # past the plain search, still found
+    assert redactor.data(big).endswith(mask(20).encode()) and redactor.data(b"y" * (1 << 20)) == b"y" * (1 << 20)
 
 
 def test_run_db_values_are_masked_and_gone_from_the_file(tmp_path: Path) -> None:

@@ -170,10 +170,11 @@ class Ledger:
         call was ended while it waited (the meter stopping)."""
         if self.caps.max_tokens is None and self.caps.max_cost_usd is None:
             return None
-        tokens = None if call.max_output is None else request_bytes // BYTES_PER_TOKEN + call.max_output
-        cost = None
-        if tokens is not None and call.max_output is not None:
-            cost = self.prices.cost(call.model, Usage(input_tokens=tokens - call.max_output,
+        tokens: int | None = None
+        cost: float | None = None
+        if call.max_output is not None:
+            tokens = request_bytes // BYTES_PER_TOKEN + call.max_output
+            cost = self.prices.cost(call.model, Usage(input_tokens=request_bytes // BYTES_PER_TOKEN,
                                                       output_tokens=call.max_output))
         with self._room:
             while True:
