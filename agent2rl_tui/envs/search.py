@@ -14,11 +14,11 @@ offline use.
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import os
 import re
-import urllib.error
 import urllib.parse
 import urllib.request
 from collections import Counter
@@ -92,7 +92,7 @@ class HTTPSearch:
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 data = json.loads(response.read().decode("utf-8"))
-        except (urllib.error.URLError, TimeoutError, ValueError) as exc:
+        except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError, timeouts, resets
             raise EnvError(f"search {self.url}: {exc}") from exc
         return [Hit(str(r.get("title", "")), str(r.get("snippet", "")), str(r.get("link", "")))
                 for r in data.get("organic_results", [])[:k]]

@@ -22,9 +22,9 @@ itself is kept, so success at 1.0 (WebShop's) is reported too.
 
 from __future__ import annotations
 
+import http.client
 import json
 import sys
-import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
@@ -78,7 +78,7 @@ class RemoteWebShop:
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 return json.loads(response.read().decode("utf-8"))
-        except (urllib.error.URLError, TimeoutError, ValueError) as exc:
+        except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError, timeouts, resets
             raise EnvError(f"WebShop server {url}: {exc}") from exc
 
     def reset(self, session: int) -> str:

@@ -1,13 +1,15 @@
 """A chat-completions client for OpenAI-compatible judges, with retries and backoff.
 
 Standard library only (``urllib``): the grader's worker calls it from a thread pool, one
-request per judgement. Connection errors, timeouts, HTTP 429 and 5xx are retried with
+request per judgement. Connection errors (refused, reset, closed without an answer), timeouts,
+HTTP 429 and 5xx are retried with
 exponential backoff; other HTTP errors (a wrong model name, a bad key) are not, since
 asking again gets the same answer.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import urllib.error
@@ -55,6 +57,8 @@ class JudgeClient:
             raise JudgeError(f"no answer within {self.settings.timeout_s:g} s") from None
         except urllib.error.URLError as exc:
             raise JudgeError(f"cannot reach {self.url}: {exc.reason}") from None
+        except (ConnectionError, http.client.HTTPException) as exc:  # reset or closed while answering
+            raise JudgeError(f"the connection to {self.url} broke: {exc or type(exc).__name__}") from None
         except ValueError as exc:
             raise JudgeError(f"the judge's answer is not JSON: {exc}") from None
 

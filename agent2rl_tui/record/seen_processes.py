@@ -7,11 +7,12 @@ vitals sampler (``run.vitals``) hands this log the agent's process group at each
 log keeps, per process, its command line (capped), when it was first and last seen and its CPU
 seconds, and the sampler writes the heaviest ones to run.db as the ``agent_processes`` event.
 It is sampled by the supervisor outside the sandbox, so the agent cannot forge it; a process
-that lives less than a sample's interval may be missed.
+that lives less than the watch's interval (a second) may be missed.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,8 +40,13 @@ class ProcessLog:
 
     def __init__(self) -> None:
         self.seen: dict[tuple[int, float], SeenProcess] = {}
+        self.lock = threading.Lock()  # updated by the watch, read by whoever writes the event
 
     def update(self, members: list[psutil.Process], at: float) -> None:
+        with self.lock:
+            self._update(members, at)
+
+    def _update(self, members: list[psutil.Process], at: float) -> None:
         for proc in members:
             try:
                 with proc.oneshot():
@@ -58,8 +64,12 @@ class ProcessLog:
 
     def record(self) -> dict[str, Any]:
         """The ``agent_processes`` event's data: the heaviest processes first, and how many more."""
-        ordered = sorted(self.seen.values(), key=lambda p: p.cpu_s, reverse=True)
-        return {"processes": [p.as_json() for p in ordered[:KEPT]], "more": max(0, len(ordered) - KEPT)}
+        with self.lock:
+            ordered = sorted(self.seen.values(), key=lambda p: p.cpu_s, reverse=True)
+            return {"processes": [p.as_json() for p in ordered[:KEPT]], "more": max(0, len(ordered) - KEPT)}
+
+    def __len__(self) -> int:
+        return len(self.seen)
 
 
 def processes_between(data: dict[str, Any] | None, start: float, end: float) -> list[str]:

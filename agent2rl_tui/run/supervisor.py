@@ -139,7 +139,7 @@ class Supervisor:
             self.stop_train_envs()
             self.stop_watcher()
             self.stop_grader()
-            self.vitals.stop()
+            self.vitals.stop(self.store)
             self.fail_unfinished()
             closing.check_contamination(self.run_dir, self.store, self.task)
             closing.redact_record(self.run_dir, self.store, self.redactor)  # before the report reads it

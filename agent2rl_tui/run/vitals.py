@@ -5,8 +5,12 @@ A thread in the supervisor samples every few seconds: per-GPU utilisation and me
 folder, and the agent group's process count and resident memory (CPU, RAM and processes
 through psutil). It records an event when something is wrong: GPU memory nearly full,
 disk nearly full, the agent's process group gone. On a machine without a GPU the GPU part
-reads "no GPU". Each sample also notes the agent's processes (``record.seen_processes``): their
-command lines and CPU time, written every minute and at the end as the ``agent_processes`` event.
+reads "no GPU". A second thread, the process watch, looks at the agent's process group every
+second (a walk of /proc, well under a millisecond for a few hundred processes) and notes each
+process (``record.seen_processes``): command line, when seen, CPU time. It is apart from the
+sampler so that a sample waiting on run.db's lock cannot make it miss a short training process;
+the log is written as the ``agent_processes`` event while new processes appear (a minute apart at
+most) and, by ``stop``, once more at the end.
 """
 
 from __future__ import annotations
@@ -103,12 +107,14 @@ def group_usage(procs: list[psutil.Process]) -> tuple[int, int]:
 class VitalsSampler:
     """Samples every ``interval_s`` into run.db's samples table, raising events on trouble."""
 
-    def __init__(self, run_dir: Path, interval_s: float = 5.0) -> None:
+    def __init__(self, run_dir: Path, interval_s: float = 5.0, process_interval_s: float = 1.0) -> None:
         self.run_dir = run_dir
         self.interval_s = interval_s
+        self.process_interval_s = process_interval_s
         self.agent_pgid: int | None = None
         self.stop_event = threading.Event()
         self.thread: threading.Thread | None = None
+        self.watch: threading.Thread | None = None
         self.gpus = Gpus()
         self.cpu = CpuMeter()
         self._alerted: set[str] = set()
@@ -119,9 +125,7 @@ class VitalsSampler:
     def take(self) -> Sample:
         used, total = memory()
         st = os.statvfs(self.run_dir)
-        members = group_members(self.agent_pgid) if self.agent_pgid else []  # one walk of /proc a sample
-        self.processes.update(members, now())
-        procs, rss = group_usage(members)
+        procs, rss = group_usage(group_members(self.agent_pgid) if self.agent_pgid else [])
         try:
             gpus = self.gpus.sample()
             note = self.gpus.note
@@ -137,17 +141,17 @@ class VitalsSampler:
                          gpus=[asdict(g) for g in s.gpus], gpu_note=s.gpu_note)
         self._check(store, s)
         self._samples += 1
-        seen, since = len(self.processes.seen), self._samples - self._written[1]
+        seen, since = len(self.processes), self._samples - self._written[1]
         if since >= PROCESSES_ANYWAY or (since >= PROCESSES_EVERY and seen > self._written[0]):
             self.write_processes(store)
 
     def write_processes(self, store: RunStore) -> None:
         """The processes seen so far as the ``agent_processes`` event (the last one is what counts:
         a run of hours writes one a minute only while new processes appear, not a copy a minute)."""
-        if self.processes.seen:
-            store.event("processes", "agent_processes", f"{len(self.processes.seen)} agent process(es) seen",
-                        self.processes.record())
-        self._written = (len(self.processes.seen), self._samples)
+        seen = len(self.processes)
+        if seen:
+            store.event("processes", "agent_processes", f"{seen} agent process(es) seen", self.processes.record())
+        self._written = (seen, self._samples)
 
     def _alert(self, store: RunStore, key: str, active: bool, message: str, data: dict[str, Any]) -> None:
         """One event when a condition starts; none again until it has cleared."""
@@ -172,12 +176,36 @@ class VitalsSampler:
 
     def start(self) -> None:
         self.thread = threading.Thread(target=self._loop, name="vitals", daemon=True)
+        self.watch = threading.Thread(target=self._watch, name="process-watch", daemon=True)
         self.thread.start()
+        self.watch.start()
 
-    def stop(self) -> None:
+    def stop(self, store: RunStore | None = None) -> None:
+        """Stop both threads, then write the processes seen, with ``store`` (the caller's) or a
+        store of its own: written here, not by the sampler's thread, so that a sampler still
+        waiting on the record cannot leave the last processes out of it."""
         self.stop_event.set()
-        if self.thread:
-            self.thread.join(timeout=10)
+        for thread in (self.thread, self.watch):
+            if thread:
+                thread.join(timeout=10)
+        try:
+            if store is not None:
+                self.write_processes(store)
+            else:
+                with RunStore.of_run(self.run_dir) as own:
+                    self.write_processes(own)
+        except Exception:  # noqa: BLE001 - the record's trouble must not stop the run's end
+            log.exception("could not record the agent's processes")
+
+    def _watch(self) -> None:
+        while not self.stop_event.is_set():
+            pgid = self.agent_pgid
+            if pgid:
+                try:
+                    self.processes.update(group_members(pgid), now())
+                except Exception:  # noqa: BLE001 - best effort, like the samples
+                    log.exception("process watch failed")
+            self.stop_event.wait(self.process_interval_s)
 
     def _loop(self) -> None:
         store = RunStore.of_run(self.run_dir)
@@ -190,8 +218,4 @@ class VitalsSampler:
                 if self.stop_event.wait(self.interval_s):
                     return
         finally:
-            try:
-                self.write_processes(store)
-            except Exception:  # noqa: BLE001
-                log.exception("could not record the agent's processes")
             store.close()

@@ -157,6 +157,11 @@ def test_a_failing_judge_is_retried_then_the_item_counts_as_failed(alpaca_data: 
     assert all(r.extra["preference"] is not None for r in results)
     assert results[0].extra["judge_attempts"] == 4  # three HTTP 500s, then an answer
 
+    reset = judge_server("--reset-first", "2")  # connections reset without an answer are retried too
+    results = make_evaluator(reset, "ranking", concurrency=1).judge_all(items, ["p"] * 5, ["a reset answer"] * 5)
+    assert all(r.extra["preference"] is not None for r in results)
+    assert results[0].extra["judge_attempts"] == 3
+
     marker = items[1]["instruction"][:40]
     slow = items[2]["instruction"][:40]
     odd = items[3]["instruction"][:40]

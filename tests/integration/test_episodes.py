@@ -346,7 +346,11 @@ def test_the_coin_demo_runs_the_online_route_on_the_coin_task(tmp_path: Path) ->
 
     # The diagnosis recognises the route, each stage with its learning rate (tests/integration/test_iterations.py has more).
     report = json.loads((run_dir / "report" / "report.json").read_text())
-    assert report["route"] == "SFT → GRPO (online)"
+    with RunStore.of_run(run_dir) as store:  # what the diagnosis went by, shown if it reads otherwise
+        seen = [(p["first"], p["last"], p["cmd"][:60]) for p in (store.last_event_data("agent_processes") or {})
+                .get("processes", [])]
+        received = [s.received_at for s in store.submissions()]
+    assert report["route"] == "SFT → GRPO (online)", (seen, received)
     sft, grpo = report["iterations"]
     assert (sft["train_type"], sft["online"], sft["key_config"]["lr"]["value"]) == ("SFT", False, "0.003")
     assert (grpo["train_type"], grpo["online"], grpo["key_config"]["lr"]["value"]) == ("GRPO", True, "0.0003")

@@ -6,7 +6,8 @@ of the length difference in characters / ``--scale``). A ``weighted`` request (l
 top_logprobs) gets one token with the top-5 logprobs; a request with a tool gets a
 ``make_partial_leaderboard`` tool call; without logprobs support (``--no-logprobs``) the
 logprobs are left out, as from a judge that has none. Faults for the retry tests:
-``--fail-first N`` answers the first N requests with HTTP 500, ``--fail-on TEXT`` always
+``--fail-first N`` answers the first N requests with HTTP 500, ``--reset-first N`` resets the
+connection of the first N (a TCP RST, no answer, as an overloaded API's load balancer may), ``--fail-on TEXT`` always
 fails requests whose prompt holds TEXT, ``--slow-on TEXT`` answers those after
 ``--delay`` seconds, ``--garbage-on TEXT`` answers them with prose. ``--key K`` requires
 ``Authorization: Bearer K``. ``GET /stats`` counts the chat requests; ``--log F`` appends each
@@ -26,6 +27,8 @@ import argparse
 import json
 import math
 import re
+import socket
+import struct
 import threading
 import time
 from http.server import BaseHTTPRequestHandler
@@ -125,6 +128,11 @@ def make_handler(judge: Judge) -> type[BaseHTTPRequestHandler]:
                 with args.log.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps({k: v for k, v in body.items() if k != "messages"}) + "\n")
             prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+            if n <= args.reset_first:  # close with SO_LINGER 0: the client reads "connection reset by peer"
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.close_connection = True
+                self.connection.close()
+                return
             if n <= args.fail_first or (args.fail_on and args.fail_on in prompt):
                 self._send(500, {"error": {"message": "judge overloaded"}})
                 return
@@ -161,6 +169,7 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=40.0)
     parser.add_argument("--no-logprobs", action="store_true")
     parser.add_argument("--fail-first", type=int, default=0)
+    parser.add_argument("--reset-first", type=int, default=0)
     parser.add_argument("--fail-on")
     parser.add_argument("--slow-on")
     parser.add_argument("--garbage-on")

@@ -24,9 +24,13 @@ def send_json(handler: BaseHTTPRequestHandler, data: object, code: int = 200) ->
     handler.wfile.write(raw)
 
 
+class Server(ThreadingHTTPServer):
+    request_queue_size = 128  # the listen backlog: an API takes more than the default 5 waiting connections
+
+
 def serve(handler: type[BaseHTTPRequestHandler], port_file: Path) -> None:
     """Serve on a free 127.0.0.1 port, announced in ``port_file``, until killed."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = Server(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     tmp = port_file.with_suffix(".tmp")
     tmp.write_text(str(server.server_address[1]))

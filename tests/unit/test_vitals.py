@@ -62,3 +62,27 @@ def test_samples_go_to_run_db_and_trouble_becomes_one_event(run_dir: Path, monke
     assert summary["samples"] == len(rows)
     assert summary["agent_procs_max"] == 0
     assert summary["gpus"] == "no GPU" or isinstance(summary["gpus"], dict)
+
+
+def test_a_process_shorter_than_a_sample_interval_is_in_the_record(run_dir: Path) -> None:
+    """A training process that lives three seconds between two five-second samples is seen by
+    the process watch and is in the ``agent_processes`` event written at the end."""
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], process_group=0)
+    sampler = VitalsSampler(run_dir)  # the defaults: a sample every 5 s, the watch every second
+    try:
+        sampler.agent_pgid = holder.pid
+        sampler.start()  # the first sample is taken now, before the short process exists
+        time.sleep(0.5)
+        short = subprocess.run([sys.executable, "-c", "import time; time.sleep(3)", "short-train-step"],
+                               process_group=holder.pid, check=True)
+        assert short.returncode == 0
+    finally:
+        sampler.stop()
+        holder.kill()
+        holder.wait()
+    with RunStore.of_run(run_dir) as store:
+        seen = store.last_event_data("agent_processes")
+        samples = latest_samples(run_dir, limit=100)
+    assert len(samples) <= 2  # the samples alone could not have seen it
+    assert seen is not None
+    assert any("short-train-step" in p["cmd"] for p in seen["processes"]), seen
