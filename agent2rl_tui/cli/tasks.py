@@ -1,4 +1,4 @@
-"""``tasks``, ``data prepare|status``, ``prompt`` and ``tiny-model``: the tasks, their data, the
+"""``tasks``, ``data prepare|status|eval-space``, ``prompt`` and ``tiny-model``: the tasks, their data, the
 prompt every agent gets, and the tiny model."""
 
 from __future__ import annotations
@@ -65,6 +65,24 @@ def data_prepare(task: str, source: tuple[Path, ...]) -> None:
     if "lc_source" in meta:
         click.echo(f"length-controlled win rate data: {meta['lc_source']}")
     click.echo(f"in {task_cache(t)}")
+
+
+@data_group.command("eval-space")
+@click.argument("task")
+def data_eval_space(task: str) -> None:
+    """Write TASK's eval_space.json: the test-fold games no train-fold game matches (TextWorldExpress tasks)."""
+    from agent2rl_tui.envs.base import EnvError
+    from agent2rl_tui.envs.held_out import write_task_file
+
+    try:
+        path, held = write_task_file(load_task(task))
+    except (*USER_ERRORS, EnvError) as exc:
+        _fail(exc)
+    fold = held.test_fold[1] - held.test_fold[0] + 1
+    click.echo(f"{held.game} {held.params!r} (textworld-express {held.simulator}): the train fold holds "
+               f"{held.train_contents} different games, the test fold {held.test_contents}; {held.shared_games} of "
+               f"the test fold's {fold} games are a train-fold game, {len(held.games)} are not")
+    click.echo(f"a run is graded on those {len(held.games)}: {path}")
 
 
 @data_group.command("status")

@@ -71,10 +71,9 @@ def arith_eval_space(seed: int, params: dict[str, Any]) -> Split:
     return _arith_train_and_pool(seed, params)[1]
 
 
-def draw_arith_eval(seed: int, params: dict[str, Any], eval_seed: int) -> Split:
+def draw_arith_eval(space: Split, params: dict[str, Any], eval_seed: int) -> Split:
     """A run's ``eval_size`` questions, drawn with its eval seed from the eval space."""
-    _, pool, eval_size = _arith_train_and_pool(seed, params)
-    return random.Random(eval_seed).sample(pool, eval_size)
+    return random.Random(eval_seed).sample(space, int(params.get("eval_size", 100)))
 
 
 TWX_FOLDS = {"train": 0, "dev": 10000, "test": 20000}
@@ -105,23 +104,25 @@ def generate_twx_games(seed: int, params: dict[str, Any]) -> tuple[Split, Split]
 
 
 def twx_eval_space(seed: int, params: dict[str, Any]) -> Split:
-    """Every game a run's eval draw can hold: the whole test fold."""
+    """The test fold, in seed order: what a run's eval draw may hold once the games a train-fold
+    game matches are taken out (the task's list: ``tasks.held_out``)."""
     _twx_sizes(seed, params)
     return [{"game": f"test:{TWX_FOLDS['test'] + i}"} for i in range(TWX_FOLD_SIZE)]
 
 
-def draw_twx_eval(seed: int, params: dict[str, Any], eval_seed: int) -> Split:
-    """A run's ``eval_games`` test-fold games, drawn with its eval seed, in seed order."""
-    _, n_eval = _twx_sizes(seed, params)
-    seeds = random.Random(eval_seed).sample(range(TWX_FOLD_SIZE), n_eval)
-    return [{"game": f"test:{TWX_FOLDS['test'] + i}"} for i in sorted(seeds)]
+def draw_twx_eval(space: Split, params: dict[str, Any], eval_seed: int) -> Split:
+    """A run's ``eval_games`` games of the eval space, drawn with its eval seed, in seed order."""
+    n_eval = int(params.get("eval_games", 50))
+    if n_eval > len(space):
+        raise TaskError(f"twx_games: eval_games ({n_eval}) is more than the {len(space)} games a run may be graded on")
+    return [space[i] for i in sorted(random.Random(eval_seed).sample(range(len(space)), n_eval))]
 
 
 GENERATORS: dict[str, Callable[[int, dict[str, Any]], tuple[Split, Split]]] = {
     "arith": generate_arith,
     "twx_games": generate_twx_games,
 }
-EVAL_DRAWS: dict[str, Callable[[int, dict[str, Any], int], Split]] = {
+EVAL_DRAWS: dict[str, Callable[[Split, dict[str, Any], int], Split]] = {
     "arith": draw_arith_eval,
     "twx_games": draw_twx_eval,
 }
@@ -130,3 +131,6 @@ EVAL_SPACES: dict[str, Callable[[int, dict[str, Any]], Split]] = {
     "arith": arith_eval_space,
     "twx_games": twx_eval_space,
 }
+HELD_OUT_GAMES = {"twx_games"}
+"""Generators whose eval space leaves out the games a train-fold game matches, as the task's
+``eval_space.json`` lists them (``tasks.held_out``)."""

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agent2rl_tui.tasks.errors import TaskError as TaskError
-from agent2rl_tui.tasks.generators import EVAL_DRAWS, EVAL_SPACES, GENERATORS
+from agent2rl_tui.tasks.generators import EVAL_DRAWS, EVAL_SPACES, GENERATORS, HELD_OUT_GAMES
+from agent2rl_tui.tasks.held_out import read_held_out
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 BUILTIN_TASKS_DIR = PACKAGE_ROOT / "tasks"
@@ -384,14 +385,24 @@ class Task:
         """
         if eval_seed is None or not self.draws_eval:
             return self.load_split("eval")
-        name = self._generator_name()
-        return EVAL_DRAWS[name](int(self.data.get("seed", 0)), dict(self.data.get("params", {})), int(eval_seed))
+        return EVAL_DRAWS[self._generator_name()](self.eval_space(), dict(self.data.get("params", {})),
+                                                  int(eval_seed))
 
     def eval_space(self) -> list[dict[str, Any]]:
-        """Every item a run's eval draw can hold (a drawing task), else the fixed eval split."""
+        """Every item a run's eval draw can hold (a drawing task), else the fixed eval split.
+
+        A TextWorldExpress task's space is the test fold's games less those a train-fold game
+        matches (``tasks.held_out``: the list in its folder's ``eval_space.json``)."""
         if not self.draws_eval:
             return self.load_split("eval")
-        return EVAL_SPACES[self._generator_name()](int(self.data.get("seed", 0)), dict(self.data.get("params", {})))
+        name = self._generator_name()
+        space = EVAL_SPACES[name](int(self.data.get("seed", 0)), dict(self.data.get("params", {})))
+        if name in HELD_OUT_GAMES:
+            env = self.env_table
+            held = set(read_held_out(self.folder, str(env.get("game", "")), str(env.get("params", "")),
+                                     self.name).games)
+            space = [row for row in space if row["game"] in held]
+        return space
 
     def _generator_name(self) -> str:
         name = str(self.data.get("generator", self.name))
@@ -411,7 +422,9 @@ class Task:
         if source == "generator":
             gen = GENERATORS[self._generator_name()]
             train, evals = gen(int(self.data.get("seed", 0)), dict(self.data.get("params", {})))
-            return train if split == "train" else evals
+            if split == "train":
+                return train
+            return self.eval_space()[: len(evals)] if self.draws_eval else evals  # the default draw
         if source == "prepared":
             if not prepared(self):
                 raise not_prepared_error(self)

@@ -27,7 +27,6 @@ from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.record.writer import BackgroundWriter
 from agent2rl_tui.tasks.registry import Task, load_task, task_cache
 from agent2rl_tui.trainenv import DEFAULT_MAX_ENVS, default_max_envs, rewards
-from agent2rl_tui.util.numbers import is_digits
 
 MAX_TEXT = 16_384
 """Characters of a completion or an action the service takes (a turn's completion is at most the
@@ -36,7 +35,6 @@ RECORDED_TEXT = 500
 """Characters of an action kept in ``env_calls``."""
 REFUSALS_RECORDED = 10_000
 """Refused calls recorded one row each; past this, one in a hundred (a flood must not fill run.db)."""
-TRAIN_FOLD = "train"
 
 
 class Refusal(Exception):
@@ -140,9 +138,8 @@ class TrainEnvs:
 
     # -- what the agent may play ------------------------------------------------------------
     def is_train_game(self, game: str) -> bool:
-        if self.spec.kind == "textworld-express":  # any seed of the train fold, as the workspace's kit plays
-            fold, _, seed = game.partition(":")
-            return fold == TRAIN_FOLD and is_digits(seed) and len(seed) <= 9
+        """Only the train split's games: a train-fold seed outside it may be a test-fold game (the coin
+        collector's ``train:20700`` is ``test:20700``), as the workspace's play kit knows too."""
         return game in self.train
 
     def describe(self) -> dict[str, Any]:

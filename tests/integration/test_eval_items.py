@@ -67,7 +67,7 @@ def test_the_train_split_never_meets_any_draw_and_a_draw_is_a_small_part_of_its_
     space = {key(r) for r in task.eval_space()}
     assert not train & space
     n = len(task.load_split("eval"))
-    assert len(space) >= 6 * n  # arith: 100 of 600 questions; twc: 50 of the 1,000 test-fold games
+    assert len(space) >= 4 * n  # arith: 100 of 600 questions; coin: 100 of 480 games; twc: 50 of 1,000
     seen: set[str] = set()
     for _ in range(200):
         draw = {key(r) for r in task.eval_items(draw_eval_seed())}
@@ -117,6 +117,37 @@ except ValueError as exc:
     print("REFUSED test:20001 through play.play:", exc)
 '
 fi
+"$PY" - <<'REACH'
+# Everything this workspace can reach of the task: the train split's rows, each train game's first
+# prompt through the play kit, and whatever the train-environment service plays when asked for
+# the grader's folds or a train-fold seed outside the split.
+import json, os, sys, urllib.error, urllib.request
+sys.path.insert(0, "data")
+rows = [json.loads(line) for line in open("data/train.jsonl") if line.strip()]
+reached = [r["question"] for r in rows if "question" in r]
+if os.path.exists("data/play.py"):
+    import play
+    env = play.make_env()
+    reached += [play.reset(env, r["game"])[0] for r in rows]
+url = os.environ.get("TRAIN_ENV_URL")
+if url:
+    def call(path, body):
+        request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=120) as answer:
+                return answer.status, json.load(answer)
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.load(exc)
+    env_id = call("/envs", {})[1]["env_id"]
+    for game in ["test:20000", "test:20700", "train:20700", "dev:10000", *[r["game"] for r in rows[:2]]]:
+        status, answer = call(f"/envs/{env_id}/reset", {"game": game})
+        print(("SERVICE PLAYED" if status == 200 else "SERVICE REFUSED") + f" {game}: {status}")
+        if status == 200:
+            reached.append(answer["prompt"])
+json.dump(reached, open("output/reached.json", "w"))
+print(f"reached {len(reached)}")
+REACH
 echo "snoop done"
 """
 
@@ -125,10 +156,11 @@ echo "snoop done"
 def snoop_runs(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> dict[str, list[Path]]:
     """Two contained arith runs and a contained twc run of an agent that looks for its eval items."""
     root = tmp_path_factory.mktemp("eval-items-runs")
-    runs: dict[str, list[Path]] = {"arith": [], "twc": []}
-    for name in ("arith", "arith", "twc"):
+    runs: dict[str, list[Path]] = {"arith": [], "twc": [], "coin": []}
+    limits = {"arith": "100", "twc": "4", "coin": "24"}  # 24 coin games: 24 of the old fold's 52% shared
+    for name in ("arith", "arith", "twc", "coin"):
         proc = cli("run", "start", "--task", name, "--agent", "command", "--command", SNOOP, "--model",
-                   str(tiny_model), "--budget", "5m", "--grace", "2s", "--eval-limit", "4" if name == "twc" else "100",
+                   str(tiny_model), "--budget", "5m", "--grace", "2s", "--eval-limit", limits[name],
                    "--env", f"PY={sys.executable}", root=root, timeout=600)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         runs[name].append(Path(re.search(r"run folder: (\S+)", proc.stdout).group(1)))
@@ -190,6 +222,39 @@ def test_the_play_kit_refuses_the_graders_fold_inside_the_sandbox(snoop_runs: di
 
 
 @needs_bwrap
+@pytest.mark.parametrize("name", DRAWING)
+def test_nothing_the_sandbox_reaches_is_an_item_its_run_is_graded_on(snoop_runs: dict[str, list[Path]],
+                                                                      name: str) -> None:
+    """Every generated task, tried from inside the sandbox: the agent collects what it can reach
+    of the task (the train split; each train game's first prompt through the play kit; what the
+    train-environment service plays when asked for the test fold, the dev fold or a train-fold
+    seed outside the split) and none of it is an item the grader scored in its run, compared by
+    content: an arith question, a game's first prompt as the grader showed it. For the coin game
+    the test fold holds the train fold's games too (520 of 1,000): those are not drawn."""
+    run = snoop_runs[name][0]
+    log = (run / "logs" / "agent.log").read_text()
+    assert "snoop done" in log and "reached " in log, log
+    reached_list = json.loads((run / "workspace" / "output" / "reached.json").read_text())
+    task = load_task(name)
+    assert len(reached_list) >= len(task.load_split("train"))  # the snoop reached the whole train split
+    reached = set(reached_list)
+    with RunStore.of_run(run) as store:
+        baseline = store.baseline()
+    assert baseline is not None and baseline.status == "scored", baseline
+    lines = [json.loads(x) for x in (run / "evals" / str(baseline.id) / "results.jsonl").read_text().splitlines()]
+    if name == "arith":
+        graded = {r["question"] for r in run_eval_items(run, task)[: len(lines)]}
+        assert all(q in x["prompt"] for q, x in zip([r["question"] for r in run_eval_items(run, task)], lines))
+    else:
+        graded = {x["prompt"].split("\n>", 1)[0] + "\n>" for x in lines}  # the first prompt of each episode
+        assert all(p.startswith("Your task: ") for p in graded | reached)
+        for game in ("test:20000", "test:20700", "train:20700", "dev:10000"):
+            assert f"SERVICE REFUSED {game}: 403" in log, log
+        assert log.count("SERVICE PLAYED train:") == 2, log
+    assert len(graded) >= (1 if name == "coin" else 4) and not graded & reached, graded & reached
+
+
+@needs_bwrap
 def test_the_grader_scores_the_runs_own_draw(snoop_runs: dict[str, list[Path]]) -> None:
     """The baseline's graded items are the run's draw, the one its record re-derives."""
     for name, runs in snoop_runs.items():
@@ -201,7 +266,7 @@ def test_the_grader_scores_the_runs_own_draw(snoop_runs: dict[str, list[Path]]) 
             assert baseline is not None and baseline.status == "scored", baseline
             lines = [json.loads(x) for x in (run / "evals" / str(baseline.id) / "results.jsonl").read_text().splitlines()]
             own = run_eval_items(run, task)[:limit]
-            if name == "twc":
+            if name != "arith":
                 assert [x["extra"]["game"] for x in lines] == [r["game"] for r in own]
             else:
                 assert len(lines) == len(own)
