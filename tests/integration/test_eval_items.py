@@ -157,7 +157,7 @@ def snoop_runs(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> di
     """Two contained arith runs and a contained twc run of an agent that looks for its eval items."""
     root = tmp_path_factory.mktemp("eval-items-runs")
     runs: dict[str, list[Path]] = {"arith": [], "twc": [], "coin": []}
-    limits = {"arith": "100", "twc": "4", "coin": "24"}  # 24 coin games: 24 of the old fold's 52% shared
+    limits = {"arith": "100", "twc": "4", "coin": "100"}  # coin: the whole draw, in seed order
     for name in ("arith", "arith", "twc", "coin"):
         proc = cli("run", "start", "--task", name, "--agent", "command", "--command", SNOOP, "--model",
                    str(tiny_model), "--budget", "5m", "--grace", "2s", "--eval-limit", limits[name],
