@@ -15,6 +15,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent2rl_tui.util.procs import DIE_WITH_ENV
+
 SECRET_ENV = "AGENT2RL_GRADER_SECRET"
 
 
@@ -29,17 +31,20 @@ class GraderProcess:
 
 
 def spawn_grader(run_dir: Path, log_path: Path, *, keep_socket: bool = False, gpus: str | None = None,
-                 successor_of: GraderProcess | None = None) -> GraderProcess:
+                 successor_of: GraderProcess | None = None, die_with_us: bool = False) -> GraderProcess:
     """Start a grader; ``successor_of`` a dead one: the same socket and secret, so the agent's
     URL keeps working (connections made meanwhile wait in the socket's backlog)."""
     return spawn_service("agent2rl_tui.grader.server", SECRET_ENV, run_dir, log_path, keep_socket=keep_socket,
-                         gpus=gpus, successor_of=successor_of)
+                         gpus=gpus, successor_of=successor_of, die_with_us=die_with_us)
 
 
 def spawn_service(module: str, secret_env: str, run_dir: Path, log_path: Path, *, keep_socket: bool = False,
-                  gpus: str | None = None, successor_of: GraderProcess | None = None) -> GraderProcess:
+                  gpus: str | None = None, successor_of: GraderProcess | None = None,
+                  die_with_us: bool = False) -> GraderProcess:
     """Start ``python -m MODULE --run-dir RUN --fd N`` on a loopback socket bound here, its secret in
-    ``secret_env``: the grader, and the train-environment service beside it (``trainenv``)."""
+    ``secret_env``: the grader, and the train-environment service beside it (``trainenv``).
+    ``die_with_us``: it ends when this process dies, however it dies (``procs.die_with_launcher``;
+    call from the main thread)."""
     if successor_of is not None and successor_of.sock is not None:
         sock, secret = successor_of.sock, successor_of.secret
     else:
@@ -49,6 +54,8 @@ def spawn_service(module: str, secret_env: str, run_dir: Path, log_path: Path, *
         secret = secrets.token_urlsafe(16)
     keep = keep_socket or successor_of is not None
     env = {**os.environ, secret_env: secret}
+    if die_with_us:
+        env[DIE_WITH_ENV] = str(os.getpid())
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = gpus  # the run's GPUs only, not every GPU of the machine
     try:

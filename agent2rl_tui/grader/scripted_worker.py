@@ -121,7 +121,8 @@ def serve(jobs: TextIO, answers: TextIO, script: ScriptedWorker) -> None:
 
 
 def main() -> int:
-    from agent2rl_tui.grader.worker import die_with_parent, protocol_channel
+    from agent2rl_tui.grader.worker import protocol_channel
+    from agent2rl_tui.util.procs import die_with_parent
 
     die_with_parent()
     answers = protocol_channel()

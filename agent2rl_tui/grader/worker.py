@@ -150,21 +150,6 @@ def _evaluate(job: EvalJob, keeper: EngineKeeper, worker_start: float, phase: li
                          settings=made, timings=timings)
 
 
-def die_with_parent() -> None:
-    """SIGKILL this worker when the grader dies, however it dies (Linux; set here rather than
-    in a ``preexec_fn``, which forces the slow fork path and is not thread-safe)."""
-    import ctypes
-    import signal
-
-    parent = os.getppid()
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the grader died before the line above
-        os._exit(1)
-
-
 def protocol_channel() -> TextIO:
     """The stdout we were started with, for answers only; fd 1 then goes to the log (stderr),
     so nothing a library prints can be mistaken for an answer."""
@@ -207,8 +192,10 @@ def serve(jobs: TextIO, answers: TextIO, started: float, ready: float) -> None:
 
 
 def main() -> int:
+    from agent2rl_tui.util.procs import die_with_parent
+
     started = time.time()
-    die_with_parent()
+    die_with_parent()  # the grader's death, however it comes, ends its workers
     answers = protocol_channel()
     # Pay the heavy imports before the job arrives: this is what "warm" means here. The
     # model classes and generation code are most of it (~1.5 s of the ~3 s on a CPU box).

@@ -58,6 +58,8 @@ class RunSummary:
     prompt_profile: str | None = None
     """How the grader prompted and read answers (``store.prompt_profile_of``); scores under two
     profiles are two measurements."""
+    agent_ended_at: float | None = None
+    heartbeat_at: float | None = None
     usage: RunUsage | None = None
     """The run's tokens and cost (``review.run_usage.run_usage``: metered, else from the agent's stream)."""
 
@@ -81,8 +83,20 @@ class RunSummary:
     def budget_used_s(self) -> float | None:
         if self.budget_start is None:
             return None
-        end = self.ended_at or now()
-        return min(end - self.budget_start, self.budget_s)
+        end = budget_end(self.budget_start, self.agent_ended_at, self.ended_at, self.heartbeat_at,
+                         live=self.status in ACTIVE_STATUSES)
+        return min((now() if end is None else end) - self.budget_start, self.budget_s)
+
+
+def budget_end(start: float, agent_ended_at: float | None, ended_at: float | None, heartbeat_at: float | None,
+               *, live: bool) -> float | None:
+    """When a run's budget clock stopped: the agent's end, else the run's; for a lost run (not live,
+    never closed) its last heartbeat, the last sign of life; None while it runs. The CLI, the Runs
+    list and the Run screen all read the clock here, so they agree."""
+    end = agent_ended_at or ended_at
+    if end is None and not live:
+        end = heartbeat_at or start
+    return end
 
 
 def effective_status(run: RunRecord) -> str:
@@ -135,6 +149,8 @@ def summarize(run_dir: Path) -> RunSummary:
         created_at=run["created_at"],
         budget_start=run["budget_start"],
         ended_at=run["ended_at"],
+        agent_ended_at=run["agent_ended_at"],
+        heartbeat_at=run["heartbeat_at"],
         baseline=run["baseline_score"],
         best=run["best_score"],
         n_submissions=run["n_submissions"],

@@ -24,7 +24,7 @@ from agent2rl_tui.record.store import (
     prompt_profile_of,
     scored_score,
 )
-from agent2rl_tui.review.index import effective_status
+from agent2rl_tui.review.index import budget_end, effective_status
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,7 @@ class RunView:
         scoring = sum(s.eval_seconds or 0.0 for s in self.submissions)
         if start is None:
             return Budget(False, self.live, 0.0, total, 0.0, scoring, total)
-        end = run.agent_ended_at or run.ended_at
-        if end is None and not self.live:  # lost: the last sign of life is the end
-            end = run.heartbeat_at or start
+        end = budget_end(start, run.agent_ended_at, run.ended_at, run.heartbeat_at, live=self.live)
         elapsed = max(0.0, min(t - start, total) if end is None else end - start)
         return Budget(True, self.live and end is None, elapsed, max(0.0, total - elapsed),
                       min(1.0, elapsed / total) if total else 1.0, scoring, total)

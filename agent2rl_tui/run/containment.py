@@ -425,7 +425,8 @@ def build(
         if (workspace / sub).is_dir():
             args += ["--ro-bind", str(workspace / sub), str(workspace / sub)]
     args += ["--chdir", str(workspace), "--setenv", "TMPDIR", "/tmp",
-             "--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL", "--"]
+             "--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL",
+             "--die-with-parent", "--"]  # a supervisor killed with kill -9 takes the whole sandbox along
     if keeps_status:
         args += ["env", "--default-signal=TERM"]
     return Containment(

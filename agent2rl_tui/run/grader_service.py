@@ -50,7 +50,7 @@ class GraderService:
         return self.process.url if self.process is not None else None
 
     def start(self) -> str:
-        self.process = spawn_grader(self.run_dir, self.log_path, keep_socket=True, gpus=self.gpus)
+        self.process = spawn_grader(self.run_dir, self.log_path, keep_socket=True, gpus=self.gpus, die_with_us=True)
         return self.process.url
 
     def wait_ready(self, timeout_s: float, alive: Callable[[], bool]) -> dict[str, Any]:
@@ -66,7 +66,8 @@ class GraderService:
     def restart(self) -> str:
         """Its eval workers died with it (PR_SET_PDEATHSIG); the successor re-queues whatever was
         queued or being evaluated, so a submission the agent made is scored, not lost."""
-        self.process = spawn_grader(self.run_dir, self.log_path, successor_of=self.process, gpus=self.gpus)
+        self.process = spawn_grader(self.run_dir, self.log_path, successor_of=self.process, gpus=self.gpus,
+                                    die_with_us=True)
         return self.process.url
 
     def stop(self) -> list[int]:

@@ -28,7 +28,7 @@ from agent2rl_tui.run.request import RunRequest
 from agent2rl_tui.run.workspace import make_run_folder
 from agent2rl_tui.tasks.registry import Task, TaskError, draw_eval_seed, load_task
 from agent2rl_tui.util import procs
-from agent2rl_tui.util.timeutil import compact_utc, now
+from agent2rl_tui.util.timeutil import compact_utc, iso, now
 
 AGENT_ENV_VAR = "AGENT2RL_AGENT_ENV"  # carries RunRequest.agent_env to the supervisor
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
@@ -235,9 +235,17 @@ def _is_supervisor_of(pid: int, run_dir: Path) -> bool:
     )
 
 
-def reconcile(run_dir: Path, *, gone: str | None = None) -> str:
+def lost_without_a_word(run_dir: Path, run: RunRecord) -> str:
+    """Why a run is lost when nothing saw its supervisor die: when it was last heard from."""
+    heard = f", last heard from at {iso(run.heartbeat_at)}" if run.heartbeat_at else ""
+    return (f"the supervisor (pid {run.supervisor_pid}) stopped without closing the run{heard}: it was killed or "
+            f"crashed, and its guard did not close the record either (see {run_dir / 'logs' / 'supervisor.log'})")
+
+
+def reconcile(run_dir: Path, *, gone: str | None = None, why: str | None = None) -> str:
     """Close the record of a run whose supervisor died: end its leftovers, mark it lost. ``gone``:
-    the caller knows it died, and why (its Slurm job ended): its pids, another host's, are not looked at."""
+    the caller knows it died, and why (its Slurm job ended): its pids, another host's, are not looked at.
+    ``why``: what the caller knows of its death (the run's guard: when, and what it ended)."""
     with RunStore.of_run(run_dir) as store:
         run = store.run()
         if run.status not in ACTIVE_STATUSES or (gone is None and procs.pid_alive(run.supervisor_pid)):
@@ -254,7 +262,7 @@ def reconcile(run_dir: Path, *, gone: str | None = None) -> str:
         store.update_run(
             status="lost",
             ended_at=run.heartbeat_at or now(),
-            error=run.error or gone or "the supervisor stopped without closing the run",
+            error=run.error or gone or why or lost_without_a_word(run_dir, run),
         )
         store.event("cli", "reconciled", "run marked lost; leftovers ended")
     write_report(run_dir)

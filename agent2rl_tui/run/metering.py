@@ -172,7 +172,8 @@ class MeterProcess:
                  "--upstream", self.upstream, "--port", str(self.port), "--grace", str(STOP_GRACE_S),
                  "--keys-on-stdin", *self.options],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, close_fds=True,
-                env={k: v for k, v in os.environ.items() if not k.startswith("AGENT2RL_AGENT")})
+                env={**{k: v for k, v in os.environ.items() if not k.startswith("AGENT2RL_AGENT")},
+                     procs.DIE_WITH_ENV: str(os.getpid())})  # it ends with the supervisor, however that ends
         assert self.popen.stdout is not None and self.popen.stdin is not None
         try:  # the keys on a pipe, never on its command line
             self.popen.stdin.write(self.keys.to_line().encode())

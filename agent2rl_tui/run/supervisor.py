@@ -32,6 +32,7 @@ from agent2rl_tui.record.store import RunStatus, RunStore, SubStatus
 from agent2rl_tui.run import agent_end, agent_setup, closing, containment, services
 from agent2rl_tui.run.agent_output import AgentOutput
 from agent2rl_tui.run.grader_service import GraderService
+from agent2rl_tui.run.guard import Guard
 from agent2rl_tui.run.metering import MeterProcess
 from agent2rl_tui.run.profiles import AgentProfile, driver_setup, get_profile
 from agent2rl_tui.run.progress import ResultLog, heartbeat
@@ -85,6 +86,7 @@ class Supervisor:
         self.profile: AgentProfile | None = None
         self.meter: MeterProcess | None = None
         self.train_envs: TrainEnvProcess | None = None
+        self.guard: Guard | None = None
 
     # -- signals and heartbeat --------------------------------------------------------
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -103,6 +105,7 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        self.guard = guard = Guard(self.run_dir)  # first: whatever happens to us from here, the run is closed
         subreaper = procs.become_subreaper()
         redact_logging(self.redactor)  # logs/supervisor.log holds no secret either
         self.store.update_run(supervisor_pid=os.getpid(), status=RunStatus.PREPARING, heartbeat_at=now())
@@ -152,6 +155,7 @@ class Supervisor:
             self.store.update_run(status=final_status, heartbeat_at=now())
             self.done.set()
             self.store.close()
+            guard.release()
         return 0 if final_status in (RunStatus.FINISHED, RunStatus.STOPPED) else 1
 
     @cached_property
@@ -365,7 +369,8 @@ class Supervisor:
         return reason
 
     def _service_pids(self) -> set[int]:
-        return {pid for attr in SERVICES if (s := getattr(self, attr)) is not None and (pid := s.pid) is not None}
+        return {pid for attr in (*SERVICES, "guard") if (s := getattr(self, attr)) is not None
+                and (pid := s.pid) is not None}  # the guard too: in a session of its own, it is no stray
 
     def _popen_pids(self) -> set[int]:
         return self._service_pids() | ({self.agent.pid} if self.agent is not None else set())

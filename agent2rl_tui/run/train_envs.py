@@ -54,7 +54,7 @@ class TrainEnvProcess:
     def start(self) -> str:
         """Start it (on the last one's socket, if any) and wait until it answers; its URL."""
         self.process = spawn_service("agent2rl_tui.trainenv", SECRET_ENV, self.run_dir, self.log_path,
-                                     keep_socket=True, successor_of=self.process)
+                                     keep_socket=True, successor_of=self.process, die_with_us=True)
         self._wait_ready()
         assert self.process is not None
         return self.process.url

@@ -34,6 +34,7 @@ from agent2rl_tui.util.inert import one_line
 from agent2rl_tui.util.logsetup import configure_logging
 from agent2rl_tui.util.numbers import is_digits
 from agent2rl_tui.util.peer import is_owner
+from agent2rl_tui.util.procs import die_with_launcher
 
 log = logging.getLogger("agent2rl.trainenv")
 MAX_BODY = 64 << 10
@@ -205,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--fd", type=int, help="an inherited listening socket")
     where.add_argument("--port", type=int, help="bind 127.0.0.1:PORT (0 picks a free one)")
     args = parser.parse_args(argv)
+    die_with_launcher()  # a supervisor killed with kill -9 takes its service along
     configure_logging(sys.stderr, "%(levelname)s %(name)s: %(message)s")
     secret = os.environ.get(SECRET_ENV)
     if not secret:

@@ -24,7 +24,37 @@ from typing import Any
 import psutil
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
 ZOMBIE = psutil.STATUS_ZOMBIE
+DIE_WITH_ENV = "AGENT2RL_DIE_WITH"
+"""Set by a launcher to its own pid: the program it starts dies with it (``die_with_launcher``)."""
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Get ``sig`` when the parent dies, however it dies (Linux's PR_SET_PDEATHSIG; set in the
+    child after exec rather than in a ``preexec_fn``, which forces the slow fork path and is not
+    thread-safe). The signal comes when the parent's *thread* that started us ends: launchers
+    start such children from their main thread."""
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+
+def die_with_launcher() -> None:
+    """Die with the process that started us if it asked, by putting its pid in ``DIE_WITH_ENV``
+    (taken out of our environment, so our own children do not read it): a run's grader, meter and
+    train-environment service end within a second of a supervisor killed with ``kill -9``,
+    instead of running on, a GPU's memory held, until someone closes the record."""
+    launcher = os.environ.pop(DIE_WITH_ENV, None)
+    if not launcher:
+        return
+    if launcher != str(os.getppid()):  # it is gone already
+        os._exit(1)
+    die_with_parent()
 
 
 def become_subreaper() -> bool:

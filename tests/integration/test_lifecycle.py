@@ -157,6 +157,75 @@ def test_a_run_whose_supervisor_dies_is_lost_and_reconciled(tmp_path: Path, tiny
     assert read_report(run_dir)["status"] == "lost"
 
 
+# An agent with a child in its group, both asleep: what a kill -9 of the supervisor leaves behind.
+FAMILY = (
+    "import subprocess, sys, time\n"
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600.25)'])\n"
+    "print('family up', flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+@pytest.mark.parametrize("contain", ["contained", "--no-contain"])
+def test_a_supervisor_killed_hard_takes_every_process_of_its_run_and_the_record_says_why(
+        tmp_path: Path, tiny_model: Path, contain: str) -> None:
+    """Issue 41 (1): a coin run (the train-environment service) of a metered agent (the meter),
+    graded by the grader and its eval worker; ``kill -9`` of its supervisor and nobody closes
+    the record: within seconds no process of the run is left, contained or not, and run.db
+    reads ``lost`` with when and why, written by the run's guard."""
+    if contain == "contained" and containment_probe() is not None:
+        pytest.skip(f"containment unavailable: {containment_probe()}")
+    program = tmp_path / "agent.py"
+    program.write_text(FAMILY)
+    profiles = tmp_path / "agents.toml"
+    profiles.write_text(f"""[agents.family]
+command = ["{sys.executable}", "{program}"]
+stream_format = "text"
+required_env = [["ANTHROPIC_API_KEY"]]
+env_pass = ["ANTHROPIC_API_KEY"]
+read_only_paths = ["{tmp_path}"]
+gateway = "anthropic"
+""")
+    proc = cli("run", "start", "--task", "coin", "--agent", "family", "--profiles", str(profiles), "--model",
+               str(tiny_model), "--budget", "10m", "--detach", "--driver-url", "http://127.0.0.1:9/",
+               *([contain] if contain.startswith("--") else []), root=tmp_path / "runs",
+               env={**SCRIPTED, "ANTHROPIC_API_KEY": "sk-family"}, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = run_dir_of(proc.stdout)
+    wait_for(lambda: (run_dir / "logs" / "agent.log").exists() and "family up" in (run_dir / "logs" / "agent.log")
+             .read_text(), timeout=300, what="the agent and its child")
+    with RunStore.of_run(run_dir) as store:
+        run = store.run()
+    family = procs.descendants(run.supervisor_pid)  # grader, eval worker, meter, service, agent, guard
+    commands = " ".join(" ".join(psutil_cmdline(p)) for p in family)
+    for part in ("agent2rl_tui.grader.server", "agent2rl_tui.llm.meter", "agent2rl_tui.trainenv",
+                 "agent2rl_tui.run.guard", "time.sleep(600.25)"):
+        assert part in commands, (part, commands)
+    os.kill(run.supervisor_pid, signal.SIGKILL)
+    try:
+        wait_for(lambda: not [p for p in family if procs.pid_alive(p)], timeout=60,
+                 what="every process of the run to end by itself")
+    finally:  # a failure leaves nothing running either
+        for pid in family:
+            if procs.pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    with RunStore.of_run(run_dir) as store:
+        closed = store.run()
+    assert closed.status == "lost"  # stored, not only how a reader sees a silent run
+    assert f"the supervisor (pid {run.supervisor_pid}) died at" in closed.error
+    assert "the run's guard ended what it had started" in closed.error, closed.error
+    assert read_report(run_dir)["status"] == "lost"
+
+
+def psutil_cmdline(pid: int) -> list[str]:
+    import psutil
+
+    try:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return []
+
+
 # An agent that makes a model, waits for the test to kill the grader, then submits.
 SUBMIT_AFTER_GO = (
     "import json, os, pathlib, shutil, time, urllib.request\n"

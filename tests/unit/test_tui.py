@@ -47,6 +47,7 @@ from agent2rl_tui.ui.screens.items import ItemsScreen
 from agent2rl_tui.ui.screens.new_run import NewRunScreen
 from agent2rl_tui.ui.screens.run import RunScreen
 from agent2rl_tui.ui.screens.runs import RunsScreen
+from agent2rl_tui.ui.widgets.budget import BudgetHeader
 from agent2rl_tui.ui.widgets.diff_view import SIDE_BY_SIDE_MIN_WIDTH, DiffView
 from agent2rl_tui.ui.widgets.log_view import LogView
 from agent2rl_tui.ui.widgets.steps_view import StepsView
@@ -533,6 +534,11 @@ async def test_a_lost_runs_record_can_be_closed_from_its_run_screen(review_root:
         await settle(pilot, lambda: run_screen_ready(app), what="the Run screen")
         run: RunScreen = app.screen
         assert run.view.status == "lost" and run.view.run.ended_at is None
+        header = plain(run.query_one(BudgetHeader))
+        assert "without closing the run: s closes its record" in header, header  # what happened, what to do
+        used = run.view.budget(time.time()).elapsed_s
+        assert used == run.view.budget(time.time() + 3600).elapsed_s  # its clock stopped at the last heartbeat
+        assert summarize(run_dir).budget_used_s == pytest.approx(min(used, run.view.run.budget_s))  # as in the list
         await pilot.press("s")
         await settle(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
         assert "Close the record of lost run" in app.screen.question

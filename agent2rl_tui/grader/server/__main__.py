@@ -14,6 +14,7 @@ import sys
 from agent2rl_tui.grader.launch import SECRET_ENV
 from agent2rl_tui.grader.server.config import GraderConfig, build_parser, secret_from_env
 from agent2rl_tui.util.logsetup import configure_logging
+from agent2rl_tui.util.procs import die_with_launcher
 
 log = logging.getLogger("agent2rl.grader")
 GRACEFUL_SHUTDOWN_S = 3
@@ -52,6 +53,7 @@ def serve(config: GraderConfig, secret: str, sock: socket.socket) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    die_with_launcher()  # a supervisor killed with kill -9 takes its grader (and so its workers) along
     configure_logging(sys.stderr, "%(levelname)s %(name)s: %(message)s")
     secret = secret_from_env()
     if not secret:

@@ -20,6 +20,7 @@ from agent2rl_tui.llm.meter.keys import MAX_LINE, KeyRing
 from agent2rl_tui.llm.meter.proxy import Meter
 from agent2rl_tui.llm.prices import PriceError, load_prices
 from agent2rl_tui.record.store import StoreError
+from agent2rl_tui.util.procs import die_with_launcher
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,6 +55,7 @@ def _problem(args: argparse.Namespace) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    die_with_launcher()  # started by a run's supervisor: ends when it does, however it ends
     problem = _problem(args)
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)

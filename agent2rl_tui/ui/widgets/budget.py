@@ -10,10 +10,11 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
+from agent2rl_tui.record.store import RunStatus
 from agent2rl_tui.review.runview import RunView
 from agent2rl_tui.ui.format import fmt_score, status_text
 from agent2rl_tui.util.inert import one_line
-from agent2rl_tui.util.timeutil import human_duration
+from agent2rl_tui.util.timeutil import human_duration, iso
 
 BAR_WIDTH = 40
 
@@ -51,7 +52,11 @@ class BudgetHeader(Static):
             ("  Δ ", "dim"), (fmt_score(delta, signed=True), "bold green" if delta and delta > 0 else ""),
             ("  ·  ", "dim"), f"{len(view.submissions)} submissions, {len(view.revisions)} revisions",
         )
-        if run.error:
+        if view.status == RunStatus.LOST and run.ended_at is None:  # lost, its record not closed yet
+            since = f" at {iso(run.heartbeat_at)[11:19]} UTC" if run.heartbeat_at else ""
+            result.append(f"  ·  its supervisor stopped{since} without closing the run: s closes its record",
+                          style="red")
+        elif run.error:
             result.append(f"  ·  {one_line(run.error[:80])}", style="red")
         if b.started:
             budget = Text.assemble(
