@@ -15,10 +15,13 @@ or the campaigns (tests/unit/test_cli_startup.py). What the commands share is in
 from __future__ import annotations
 
 import importlib
+import sqlite3
 import sys
 from pathlib import Path
 
 import click
+
+from agent2rl_tui.util.diskfull import disk_full_message, is_disk_full
 
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "agents": ("agents", "agents_cmd",
@@ -78,6 +81,18 @@ class LazyGroup(click.Group):
             super().format_commands(ctx, formatter)
         finally:
             self._listing = False
+
+    def invoke(self, ctx: click.Context) -> object:
+        """Any command: a full disk is said in one line that names it, not with a traceback."""
+        try:
+            return super().invoke(ctx)
+        except (OSError, sqlite3.Error) as exc:
+            if not is_disk_full(exc):
+                raise
+            from agent2rl_tui.record.root import default_root
+
+            where = (ctx.obj or {}).get("root") or default_root()
+            raise click.ClickException(f"{disk_full_message(Path(where))}: free some space and try again") from None
 
     def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
         try:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.util.diskfull import disk_full_message, is_disk_full
 
 STEP_KINDS = ("message", "reasoning", "tool_call", "tool_result", "error", "usage", "result",
               "system", "raw")
@@ -52,6 +53,8 @@ class StepSource(Protocol):
 
 BATCH = 200
 FLUSH_S = 0.5
+RETRY_S = 5.0
+"""How often steps the database refused are tried again."""
 _COLUMNS = ("at", "kind", "role", "tool", "call_id", "text", "args_json", "size", "tokens_in", "tokens_out",
             "cost_usd", "line")
 
@@ -95,6 +98,9 @@ class TranscriptRecorder:
         self.pending_bytes = 0  # length of the lines the pending steps came from
         self.last_flush = time.monotonic()
         self.stderr_lines = 0
+        self.refused_since: float | None = None  # the database refuses writes (locked, disk full) since then
+        self.finished = False  # the normalizer's last steps taken
+        self.run_dir = run_dir
 
     def stdout_line(self, line: str, at: float) -> None:
         with self.lock:
@@ -119,8 +125,11 @@ class TranscriptRecorder:
             self._maybe_flush()
 
     def _maybe_flush(self) -> None:
-        if (len(self.pending) >= BATCH or self.pending_bytes >= FLUSH_BYTES
-                or time.monotonic() - self.last_flush >= FLUSH_S):
+        waited = time.monotonic() - self.last_flush
+        if self.refused_since is not None:  # refused: try again every few seconds, not at every line
+            if waited >= RETRY_S:
+                self._flush()
+        elif len(self.pending) >= BATCH or self.pending_bytes >= FLUSH_BYTES or waited >= FLUSH_S:
             self._flush()
 
     def _flush(self) -> None:
@@ -137,12 +146,19 @@ class TranscriptRecorder:
             rows = [_row(s) for s in self.pending]
             with self.store.transaction() as conn:
                 conn.executemany(sql, rows)
+            if self.refused_since is not None:
+                log.info("the transcript is written again (%d steps had waited %.0f s)", len(rows),
+                         time.monotonic() - self.refused_since)
+                self.refused_since = None
             self.pending.clear()
             self.pending_bytes = 0
             return
         except (sqlite3.OperationalError, sqlite3.DatabaseError) as exc:
             if isinstance(exc, sqlite3.OperationalError):  # locked, busy, disk full: try again later
-                log.warning("transcript write failed, will retry: %s", exc)
+                if self.refused_since is None:  # once, not at every retry
+                    self.refused_since = time.monotonic()
+                    why = disk_full_message(self.run_dir) if is_disk_full(exc) else str(exc)
+                    log.warning("transcript steps wait in memory, tried again every %.0f s: %s", RETRY_S, why)
                 if len(self.pending) > MAX_PENDING:
                     del self.pending[: len(self.pending) - MAX_PENDING]
                 if self.pending_bytes > MAX_PENDING_BYTES:
@@ -175,11 +191,21 @@ class TranscriptRecorder:
         with self.lock:
             self._flush()
 
-    def close(self) -> None:
+    def close(self, *, final: bool = True) -> bool:
+        """Write what waits and close; whether all of it was written. Not ``final``: steps a full
+        disk keeps out stay pending, the record open, for a final close once there is room."""
         with self.lock:
-            self.pending.extend(self.normalizer.finish())
+            if not self.finished:
+                self.pending.extend(self.normalizer.finish())
+                self.finished = True
             self._flush()
+            if self.pending and not final:
+                return False
+            if self.pending:
+                log.error("%d transcript steps could not be written (their lines are in logs/agent.log)",
+                          len(self.pending))
         self.store.close()
+        return not self.pending
 
 
 # -- reading (the TUI and the report) ----------------------------------------------------

@@ -28,6 +28,7 @@ from agent2rl_tui.record.redact import Redactor
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.record.transcripts import TranscriptRecorder
 from agent2rl_tui.run.streams import make_normalizer
+from agent2rl_tui.util.diskfull import SpooledLog
 from agent2rl_tui.util.timeutil import iso, now
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,10 @@ class AgentOutput:
     def __init__(self, run_dir: Path, stream_format: str, redactor: Redactor | None = None) -> None:
         self.redactor = redactor or Redactor()
         logs = run_dir / "logs"
-        self.log = (logs / "agent.log").open("ab")
-        self.raw = (logs / "agent.jsonl").open("ab") if stream_format != "text" else None
+        # A full disk must not stop the draining (the agent would block on its pipe) nor lose lines.
+        self.log = SpooledLog(logs / "agent.log", on_full=log.warning, on_room=log.info, name="logs/agent.log")
+        self.raw = (SpooledLog(logs / "agent.jsonl", name="logs/agent.jsonl") if stream_format != "text"
+                    else None)
         self.recorder = TranscriptRecorder(run_dir, make_normalizer(stream_format))
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
@@ -62,10 +65,10 @@ class AgentOutput:
             at = now()
             if piece.endswith(b"\n") or len(piece) <= LINE_BYTES:  # a whole line (or the last, unended)
                 line = self.redactor.data(piece.rstrip(b"\r\n"))
-                with self.lock:
-                    self._write_start(at, is_err)
-                    self._write(line, is_err)
-                    self._write_end(is_err)
+                with self.lock:  # one write a line
+                    self.log.write(self._stamp(at, is_err) + line + b"\n")
+                    if self.raw is not None and not is_err:
+                        self.raw.write(line + b"\n")
                 text = line.decode("utf-8", errors="replace")
             else:
                 text = self._long_line(stream, piece, at, is_err)
@@ -83,7 +86,7 @@ class AgentOutput:
         size = 0
         held = b""  # trailing carriage returns, written only if more of the line follows
         with self.lock:
-            self._write_start(at, is_err)
+            self.log.write(self._stamp(at, is_err))
             while piece:
                 ended = piece.endswith(b"\n")
                 data = held + piece
@@ -102,8 +105,9 @@ class AgentOutput:
         return (head.decode("utf-8", errors="replace")
                 + f" [... a line of {size:,} bytes, cut here to its first {len(head):,}; kept whole in {where}]")
 
-    def _write_start(self, at: float, is_err: bool) -> None:
-        self.log.write(iso(at).encode() + (b" [stderr] " if is_err else b" "))
+    @staticmethod
+    def _stamp(at: float, is_err: bool) -> bytes:
+        return iso(at).encode() + (b" [stderr] " if is_err else b" ")
 
     def _write(self, data: bytes, is_err: bool) -> None:
         self.log.write(data)
@@ -112,25 +116,30 @@ class AgentOutput:
 
     def _write_end(self, is_err: bool) -> None:
         self.log.write(b"\n")
-        self.log.flush()
         if self.raw is not None and not is_err:
             self.raw.write(b"\n")
-            self.raw.flush()
 
     def tick(self) -> None:
-        """Flush steps that have waited (called from the supervisor's loop); never raises."""
+        """Flush steps and lines that have waited (called from the supervisor's loop); never raises."""
         try:
+            self.log.flush()  # lines that waited for room on a full disk
+            if self.raw is not None:
+                self.raw.flush()
             self.recorder.flush()
         except Exception as exc:  # noqa: BLE001
             log.warning("transcript flush failed: %s", exc)
 
-    def close(self, timeout: float = 10.0) -> None:
+    def close(self, timeout: float = 10.0, *, final: bool = True) -> bool:
+        """Wait for the readers, write what waits and close; whether all of it was written. Not
+        ``final``: what a full disk keeps out stays in memory for a final close once there is room
+        (the supervisor's, after it gives back the room it kept)."""
         for t in self.threads:
             t.join(timeout=timeout)
-        self.recorder.close()
-        self.log.close()
+        written = self.recorder.close(final=final)
+        written = self.log.close(final=final) and written
         if self.raw is not None:
-            self.raw.close()
+            written = self.raw.close(final=final) and written
+        return written
 
     @staticmethod
     def record_peak_memory(store: RunStore) -> None:

@@ -10,6 +10,7 @@ is written after them all, so whoever sees the run ended finds its report.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from agent2rl_tui.record.contamination import check_run, write_contamination
@@ -20,6 +21,7 @@ from agent2rl_tui.review.report import write_report
 from agent2rl_tui.review.report_model import Report
 from agent2rl_tui.run.summarizer import SummarizerSettings, describe, write_narrative
 from agent2rl_tui.tasks.registry import Task
+from agent2rl_tui.util.diskfull import disk_full_message, is_disk_full
 
 log = logging.getLogger("agent2rl.supervisor")
 
@@ -106,3 +108,34 @@ def redact_record(run_dir: Path, store: RunStore, redactor: Redactor) -> None:
         "secrets": len(redactor.secrets), "total": total, "while_written": while_written,
         "in_files": swept.redactions, "files_changed": swept.changed, "run_db_values": db_values,
         "files_swept": swept.files, "too_large": swept.too_large})
+
+
+class Attempts:
+    """Closing steps tried one after the other, whatever the one before did: a step that fails is
+    logged in one line (a full disk named, ``util.diskfull``; any other error with its traceback)
+    and the next one runs, so a run whose disk an agent filled still ends its processes and,
+    with the room its reserve gave back, says how it ended."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.disk_full: str | None = None  # the message, once a step met a full disk
+
+    def __call__(self, what: str, step: Callable[[], object]) -> bool:
+        try:
+            step()
+            return True
+        except Exception as exc:  # noqa: BLE001 - the next step runs all the same
+            if is_disk_full(exc):
+                self.disk_full = self.disk_full or disk_full_message(self.run_dir.parent)
+                log.error("could not %s: %s", what, self.disk_full)
+            else:
+                log.exception("could not %s", what)
+            return False
+
+
+def crash_error(exc: BaseException, run_dir: Path) -> str:
+    """The run's error for an exception that ended the supervisor's work: a full disk in words."""
+    if is_disk_full(exc):
+        return (f"{disk_full_message(run_dir.parent)}: the run could not go on; its workspace is kept as it was "
+                "(the agent's checkpoints under workspace/)")
+    return f"supervisor error: {type(exc).__name__}: {exc}"

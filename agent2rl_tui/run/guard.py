@@ -56,7 +56,7 @@ class Guard:
 def wait_for_supervisor() -> bool:
     """Block until the pipe closes; whether the supervisor said it was done (else it died)."""
     seen = b""
-    while chunk := sys.stdin.buffer.read1(64):
+    while chunk := os.read(0, 64):
         seen = (seen + chunk)[-len(DONE):]
     return seen == DONE
 
@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     died = now()
     print(f"{iso(died)} the supervisor (pid {supervisor_pid}) died without closing the run", file=sys.stderr,
           flush=True)
+    (run_dir / ".room").unlink(missing_ok=True)  # the supervisor's reserve: room to close the record
     done = end_agent_group(run_dir)
     why = (f"the supervisor (pid {supervisor_pid}) died at {iso(died)} without closing the run: it was killed "
            "(kill -9, the OOM killer) or crashed (see logs/supervisor.log); the run's guard ended what it had "

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 from agent2rl_tui.record.store import RunStore, SubStatus
+from agent2rl_tui.util.diskfull import disk_full_message, is_disk_full
 
 log = logging.getLogger("agent2rl.supervisor")
 
@@ -37,11 +38,19 @@ class ResultLog:
 def heartbeat(run_dir: Path, done: threading.Event, every_s: float) -> None:
     """Beat into the run's record every ``every_s`` until ``done`` is set (a thread's target)."""
     store = RunStore.of_run(run_dir)
+    failing = False
     try:
         while not done.wait(every_s):
             try:
                 store.heartbeat()
-            except Exception:  # noqa: BLE001 - a busy db must not kill the heartbeat
-                log.exception("heartbeat failed")
+            except Exception as exc:  # noqa: BLE001 - a busy db must not kill the heartbeat
+                if not failing:  # once, until it beats again
+                    log.warning("the heartbeat cannot be written: %s",
+                                disk_full_message(run_dir) if is_disk_full(exc) else f"{type(exc).__name__}: {exc}")
+                failing = True
+            else:
+                if failing:
+                    log.info("the heartbeat is written again")
+                failing = False
     finally:
         store.close()

@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -45,6 +46,7 @@ from agent2rl_tui.run.watcher import RevisionWatcher
 from agent2rl_tui.run.workspace import make_run_folder, populate_workspace, write_run_meta
 from agent2rl_tui.tasks.registry import Task, load_task
 from agent2rl_tui.util import procs as procs
+from agent2rl_tui.util.diskfull import Reserve, is_disk_full
 from agent2rl_tui.util.logsetup import configure_logging
 from agent2rl_tui.util.timeutil import human_duration, iso, now
 
@@ -87,6 +89,8 @@ class Supervisor:
         self.meter: MeterProcess | None = None
         self.train_envs: TrainEnvProcess | None = None
         self.guard: Guard | None = None
+        self.waiting_output: AgentOutput | None = None  # what a full disk kept from the logs, till the end
+        self.end_reason: str | None = None
 
     # -- signals and heartbeat --------------------------------------------------------
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -106,6 +110,7 @@ class Supervisor:
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         self.guard = guard = Guard(self.run_dir)  # first: whatever happens to us from here, the run is closed
+        self.room = Reserve(self.run_dir / ".room")  # for closing the record on a disk the agent filled
         subreaper = procs.become_subreaper()
         redact_logging(self.redactor)  # logs/supervisor.log holds no secret either
         self.store.update_run(supervisor_pid=os.getpid(), status=RunStatus.PREPARING, heartbeat_at=now())
@@ -130,33 +135,46 @@ class Supervisor:
             error = str(exc)
             log.error("run %s: %s", final_status, exc)
         except Exception as exc:  # noqa: BLE001 - record any crash, then close the record
-            final_status, error = RunStatus.FAILED, f"supervisor error: {type(exc).__name__}: {exc}"
-            log.exception("supervisor crashed")
+            final_status, error = RunStatus.FAILED, closing.crash_error(exc, self.run_dir)
+            full = is_disk_full(exc)
+            log.error("%s: %s", "the run cannot go on" if full else "supervisor crashed", error, exc_info=not full)
         finally:
-            try:
-                self.store.update_run(status=RunStatus.ENDING, heartbeat_at=now())
-            except Exception:  # noqa: BLE001 - the record's trouble must not keep the agent running
-                log.exception("could not mark the run as ending")
-            self.shutdown_agent()
-            self.stop_meter()
-            self.stop_train_envs()
-            self.stop_watcher()
-            self.stop_grader()
-            self.vitals.stop(self.store)
-            self.fail_unfinished()
-            closing.check_contamination(self.run_dir, self.store, self.task)
-            closing.redact_record(self.run_dir, self.store, self.redactor)  # before the report reads it
-            AgentOutput.record_peak_memory(self.store)  # bounded whatever the agent printed
-            self.store.update_run(ended_at=now(), error=error, heartbeat_at=now())
-            self.store.event("supervisor", "end", f"run {final_status}", {"error": error})
-            # The report first: whoever sees the run ended finds its report.
-            closing.write_final_report(self.run_dir, self.store, final_status)
-            closing.write_run_narrative(self.run_dir, self.store, self.cfg, final_status)
-            self.store.update_run(status=final_status, heartbeat_at=now())
-            self.done.set()
-            self.store.close()
-            guard.release()
+            if self.close(final_status, error):
+                guard.release()  # else the guard closes the record as lost, saying why
         return 0 if final_status in (RunStatus.FINISHED, RunStatus.STOPPED) else 1
+
+    def close(self, final_status: str, error: str | None) -> bool:
+        """End what the run started and close its record, each step tried whatever the one before
+        did (``closing.Attempts``); whether the record now says how the run ended."""
+        self.room.release()  # the room kept for these steps, on a disk the agent may have filled
+        attempt = closing.Attempts(self.run_dir)
+        if (waiting := self.waiting_output) is not None:
+            attempt("write the agent's output that waited for room", waiting.close)
+        attempt("mark the run as ending", lambda: self.store.update_run(status=RunStatus.ENDING, heartbeat_at=now()))
+        for what, step in (
+                ("end the agent", self.shutdown_agent), ("stop the meter", self.stop_meter),
+                ("stop the train environments", self.stop_train_envs), ("stop the watcher", self.stop_watcher),
+                ("stop the grader", self.stop_grader), ("stop the vitals", lambda: self.vitals.stop(self.store)),
+                ("close unfinished submissions", self.fail_unfinished),
+                ("check for contamination", lambda: closing.check_contamination(self.run_dir, self.store, self.task)),
+                ("sweep secrets", lambda: closing.redact_record(self.run_dir, self.store, self.redactor)),
+                ("record peak memory", lambda: AgentOutput.record_peak_memory(self.store))):
+            attempt(what, step)
+        error = error or attempt.disk_full
+        ended = {"end_reason": self.end_reason} if self.end_reason else {}
+
+        def record_end() -> None:
+            self.store.update_run(ended_at=now(), error=error, heartbeat_at=now(), **ended)
+            self.store.event("supervisor", "end", f"run {final_status}", {"error": error})
+
+        attempt("record the end", record_end)
+        # The report first: whoever sees the run ended finds its report.
+        attempt("write the report", lambda: closing.write_final_report(self.run_dir, self.store, final_status))
+        attempt("write the narrative", lambda: closing.write_run_narrative(self.run_dir, self.store, self.cfg, final_status))
+        closed = attempt("record the status", lambda: self.store.update_run(status=final_status, heartbeat_at=now()))
+        self.done.set()
+        self.store.close()
+        return closed
 
     @cached_property
     def task(self) -> Task:
@@ -260,7 +278,8 @@ class Supervisor:
             reason = self._wait_agent(deadline)
             self.shutdown_agent()
         finally:
-            output.close()
+            if not output.close(final=False):  # a full disk: the rest is written once the record closes
+                self.waiting_output = output
             self.output = None
         self.stop_watcher()
         return reason
@@ -364,7 +383,12 @@ class Supervisor:
             if ticks % 5 == 0:
                 self.check_services()
             time.sleep(0.2)
-        self.store.update_run(end_reason=reason)
+        self.end_reason = reason
+        try:
+            self.store.update_run(end_reason=reason)
+        except sqlite3.OperationalError as exc:  # a full disk: written with the end, in the room kept for it
+            if not is_disk_full(exc):
+                raise
         log.info("agent phase over: %s", reason)
         return reason
 

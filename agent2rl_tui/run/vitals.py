@@ -26,6 +26,7 @@ import psutil
 
 from agent2rl_tui.record.seen_processes import ProcessLog
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.util.diskfull import disk_full_message, is_disk_full
 from agent2rl_tui.util.gpus import Gpus, GpuSample
 from agent2rl_tui.util.procs import group_members
 from agent2rl_tui.util.timeutil import now
@@ -209,12 +210,19 @@ class VitalsSampler:
 
     def _loop(self) -> None:
         store = RunStore.of_run(self.run_dir)
+        failing = False
         try:
             while True:
                 try:
                     self.record(store, self.take())
-                except Exception:  # noqa: BLE001 - sampling is best effort; the run goes on
-                    log.exception("vitals sample failed")
+                    failing = False
+                except Exception as exc:  # noqa: BLE001 - sampling is best effort; the run goes on
+                    if is_disk_full(exc):
+                        if not failing:  # once a spell, not every sample
+                            log.warning("vitals samples are not written: %s", disk_full_message(self.run_dir))
+                    else:
+                        log.exception("vitals sample failed")
+                    failing = True
                 if self.stop_event.wait(self.interval_s):
                     return
         finally:

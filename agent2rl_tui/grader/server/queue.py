@@ -18,6 +18,7 @@ import json
 import logging
 import secrets
 import shutil
+import sqlite3
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -32,11 +33,14 @@ from agent2rl_tui.grader.server.workers import JobOutOfMemory, JobTimeout, Worke
 from agent2rl_tui.record.evaljob import EvalJob, WorkerSummary
 from agent2rl_tui.record.revisions import Revision, SnapshotError, Snapshotter
 from agent2rl_tui.record.store import RunStore, Submission, SubStatus
+from agent2rl_tui.util.diskfull import disk_full_message, is_disk_full
 from agent2rl_tui.util.timeutil import now
 
 log = logging.getLogger("agent2rl.grader")
 Result = dict[str, Any]
 MAX_REJECTED_ROWS = 10_000
+REFUSALS_RETRY_S = 5.0
+"""How often refusals a full disk kept out of run.db are tried again."""
 
 
 class Grader:
@@ -57,6 +61,8 @@ class Grader:
         self.rejected = self.store.rejected_count()
         self.bad_requests = 0  # requests other than submissions answered 4xx (routes.bad_request)
         self.flood: dict[str, int] = {}
+        self.unrecorded: list[dict[str, Any]] = []  # refusals a full disk kept out of run.db, in order
+        self.recorder: asyncio.Task[None] | None = None
 
     @cached_property
     def base(self) -> BaseModel:
@@ -71,12 +77,21 @@ class Grader:
         await self._add_baseline()
         self._requeue_unfinished()
         self.consumer = asyncio.create_task(self._consume())
+        self.recorder = asyncio.create_task(self._record_refusals_meanwhile())
 
     async def stop(self) -> None:
-        if self.consumer:
-            self.consumer.cancel()
+        for task in (self.consumer, self.recorder):
+            if task:
+                task.cancel()
         await self.workers.stop()
+        self.record_refusals()  # the supervisor gives back its room before it stops us: a last try
         self.store.close()
+
+    async def _record_refusals_meanwhile(self) -> None:
+        while True:
+            await asyncio.sleep(REFUSALS_RETRY_S)
+            if self.unrecorded:
+                self.record_refusals()
 
     async def _add_baseline(self) -> None:
         """Queue the base model (the grader's copy of it, taken as any submission is)."""
@@ -124,12 +139,19 @@ class Grader:
             accepted = await asyncio.to_thread(validation.validate, body, self.store.run(), self.cfg.workspace)
             try:
                 taken = await asyncio.to_thread(self._take_into, accepted.resolved, self.cfg.workspace, dest)
-            except OSError as exc:  # ours, not the agent's (a full disk): logged in full
-                log.error("could not take a submission: %s: %s", type(exc).__name__, exc)
+                revision = await asyncio.to_thread(self.snapshot_for_submission)
+                return self.enqueue(accepted, taken, revision, received)
+            except (OSError, sqlite3.Error) as exc:
+                if is_disk_full(exc):  # the agent's checkpoints may have filled it: say so, and how to go on
+                    full = disk_full_message(self.cfg.run_dir.parent)
+                    log.error("could not take a submission: %s", full)
+                    raise Rejection(507, "disk_full", f"{full}: the grader could not take its copy of the model. "
+                                    "Delete checkpoints you no longer need, then submit again.") from exc
+                if isinstance(exc, sqlite3.Error):
+                    raise
+                log.error("could not take a submission: %s: %s", type(exc).__name__, exc)  # ours, not the agent's
                 raise Rejection(503, "intake_failed", "The grader could not take a copy of the model (it is "
                                 "recorded); submit again in a minute.") from exc
-            revision = await asyncio.to_thread(self.snapshot_for_submission)
-            return self.enqueue(accepted, taken, revision, received)
         finally:
             self.taking -= 1
             shutil.rmtree(dest, ignore_errors=True)  # nothing there once queued (renamed to intake/<n>)
@@ -145,21 +167,32 @@ class Grader:
                                  f"first {MAX_REJECTED_ROWS:,} they are counted, not recorded one by one",
                                  {"refused": self.rejected, "by_code": self.flood})
             return None
-        sub_id = self.store.add_submission(
-            kind="agent",
-            status=SubStatus.REJECTED,
-            model_path=raw_path,
-            received_at=received,
-            finished_at=now(),
-            error=recordable(f"{rej.code}: {rej.detail}"),
-            error_code=rej.code,
-        )
-        log.info("submission %s rejected: %s", sub_id, rej.code)
+        row = {"kind": "agent", "status": SubStatus.REJECTED, "model_path": raw_path, "received_at": received,
+               "finished_at": now(), "error": recordable(f"{rej.code}: {rej.detail}"), "error_code": rej.code}
+        self.unrecorded.append(row)
+        sub_id = self.record_refusals()
+        if sub_id is not None:
+            log.info("submission %s rejected: %s", sub_id, rej.code)
+        return sub_id
+
+    def record_refusals(self) -> int | None:
+        """Record the refusals that wait (a full disk kept them from run.db), in order; the last one's
+        id, or None while the record still refuses writes (they wait, in memory, for the next try)."""
+        sub_id = None
+        while self.unrecorded:
+            try:
+                sub_id = self.store.add_submission(**self.unrecorded[0])
+            except sqlite3.OperationalError as exc:
+                log.warning("%d refused submission(s) wait to be recorded: %s", len(self.unrecorded),
+                            disk_full_message(self.cfg.run_dir.parent) if is_disk_full(exc) else exc)
+                return None
+            self.unrecorded.pop(0)
         return sub_id
 
     def enqueue(self, sub: Accepted, taken: Intake, revision: Revision | None,
                 received: float) -> tuple[int, asyncio.Future[Result]]:
         """Record an accepted submission and queue it; its id and a future for its result."""
+        self.record_refusals()  # any that waited for room go first, in the order they came
         sub_id = self.store.add_submission(
             kind="agent", status=SubStatus.QUEUED, model_path=sub.raw, resolved_path=str(sub.resolved),
             revision_seq=revision.seq if revision else None, revision_sha=revision.sha if revision else None,
