@@ -53,6 +53,28 @@ the first sentence of its help, which ``agent2rl-tui --help`` lists without impo
 (a test checks that each is the command's own)."""
 
 
+def hoist_root(args: list[str]) -> list[str]:
+    """``args`` with every ``--root DIR`` / ``--root=DIR`` before a ``--`` moved to the front, in order."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        if arg == "--root" and i + 1 < len(args):
+            front += args[i:i + 2]
+            i += 2
+            continue
+        if arg.startswith("--root="):
+            front.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
+
+
 class LazyGroup(click.Group):
     """A click group whose commands are imported when one is run or its help is shown (click's
     "lazy loading subcommands"); its own ``--help`` lists them from the declared first sentences."""
@@ -81,6 +103,11 @@ class LazyGroup(click.Group):
             super().format_commands(ctx, formatter)
         finally:
             self._listing = False
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """``--root`` is the group's, but people type it where they type the rest: after the
+        subcommand too (``run start ... --root DIR``). It is moved in front before click reads it."""
+        return super().parse_args(ctx, hoist_root(args) if ctx.parent is None else args)
 
     def invoke(self, ctx: click.Context) -> object:
         """Any command: a full disk is said in one line that names it, not with a traceback."""
@@ -120,5 +147,5 @@ def main(ctx: click.Context, root: Path | None) -> None:
         from agent2rl_tui.cli.runs import _print_runs
         from agent2rl_tui.review.index import list_runs
 
-        _print_runs(list_runs(root))
+        _print_runs(list_runs(root), root)
         click.echo("\n`agent2rl-tui --help` lists the commands; `agent2rl-tui demo` runs the demo.")

@@ -61,3 +61,13 @@ def _write_plots(plots_dir: Path, runs: list[RunSummary]) -> None:
         _fail(exc)
     for path in paths:
         _echo(str(path))
+
+
+def command_for(what: str, run_dir: Path) -> str:
+    """The command line that does ``what`` (``run show``) to a run, naming its root when it is not
+    the default one, so a hint works where it is pasted."""
+    from agent2rl_tui.record.root import default_root
+
+    root = run_dir.resolve().parent
+    where = "" if root == default_root().resolve() else f" --root {root}"
+    return f"agent2rl-tui{where} {what} {run_dir.name}"

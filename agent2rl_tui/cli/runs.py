@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from agent2rl_tui.cli.common import USER_ERRORS, _echo, _fail, _fmt, _run_tui
+from agent2rl_tui.cli.common import USER_ERRORS, _echo, _fail, _fmt, _run_tui, command_for
 from agent2rl_tui.cli.flags import _options
 from agent2rl_tui.record.root import default_root
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
@@ -59,7 +59,7 @@ def runs_cmd(ctx: click.Context, as_json: bool) -> None:
             click.echo(json.dumps({**fields, "path": str(r.path), "improvement": r.improvement,
                                    "usage": r.usage.as_json() if r.usage else None}))
         return
-    _print_runs(runs)
+    _print_runs(runs, ctx.obj["root"])
 
 
 @click.group("run")
@@ -96,8 +96,8 @@ def run_start(ctx: click.Context, detach: bool, **values: Any) -> None:
     elif why_not:
         click.echo(f"warning: the agent will run NOT CONTAINED: {why_not}", err=True)
     if detach:
-        click.echo(f"follow it with `agent2rl-tui run show {run_dir.name}`; stop it with "
-                   f"`agent2rl-tui run stop {run_dir.name}`")
+        click.echo(f"follow it with `{command_for('run show', run_dir)}`; stop it with "
+                   f"`{command_for('run stop', run_dir)}`")
         return
     follow(run_dir)
 
@@ -138,7 +138,7 @@ def follow(run_dir: Path) -> None:
                 break
             time.sleep(0.5)
     except KeyboardInterrupt:
-        click.echo(f"detached; the run goes on. `agent2rl-tui run show {run_dir.name}`")
+        click.echo(f"detached; the run goes on. `{command_for('run show', run_dir)}`")
         return
     finally:
         signal.signal(signal.SIGINT, old)
@@ -183,9 +183,9 @@ def _print_result(run_dir: Path) -> None:
         _echo(f"report: {run_dir / 'report' / 'report.md'}")
 
 
-def _print_runs(runs: list[Any]) -> None:
+def _print_runs(runs: list[Any], root: Path | None = None) -> None:
     if not runs:
-        click.echo(f"no runs under {default_root()}")
+        click.echo(f"no runs under {root or default_root()}")
         return
     header = f"{'run':44} {'status':9} {'task':8} {'agent':8} {'base':>7} {'best':>7} {'delta':>7} {'subs':>4} {'used':>8}"
     click.echo(header)

@@ -210,6 +210,13 @@ def find_run(ref: str, root: Path | None = None) -> Path:
     if (p / "run.db").exists():
         return p.resolve()
     root = root or default_root()
+    if p.is_dir() and not (root / ref / "run.db").exists():  # a folder, but not a run's: say what it is
+        held = sorted(d.parent.name for d in p.glob("*/run.db"))
+        if held:
+            raise RunError(f"{p} is a folder of runs, not a run ({len(held)}: {', '.join(held[:3])}"
+                           f"{', ...' if len(held) > 3 else ''}); `agent2rl-tui --root {p} runs` lists them, "
+                           f"and a run of it is `--root {p} ... RUN` or its own folder")
+        raise RunError(f"{p} is not a run folder (it has no run.db); `agent2rl-tui runs` lists the runs under {root}")
     if (root / ref / "run.db").exists():
         return (root / ref).resolve()
     matches = [d for d in root.glob("*/run.db") if ref in d.parent.name]

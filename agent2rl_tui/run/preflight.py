@@ -243,6 +243,11 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> Preflight:
     check_agent_starts(req, profile, env)
     model = req.model.expanduser().resolve()
     problem = check_model_folder(model)
+    if problem and problem.code == "not_found" and looks_like_hub_id(str(req.model)):
+        name = str(req.model).rsplit("/", 1)[1]
+        raise RunError(f"--model {req.model}: a local model folder is expected, and this reads as a Hugging Face "
+                       f"hub id. Download it where the hub is reachable (`hf download {req.model} --local-dir "
+                       f"models/{name}`, or `huggingface-cli download` on older hubs), then --model models/{name}")
     if problem:
         raise RunError(f"--model: {problem.detail}")
     problem_text = check_model_loads(model)
@@ -260,3 +265,9 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> Preflight:
     if req.budget_s <= 0 or req.grace_s < 0:
         raise RunError("the budget must be positive and the grace period not negative")
     return Preflight(task, profile, model, checked)
+
+
+def looks_like_hub_id(text: str) -> bool:
+    """``org/name``: two parts, neither a path's (no leading ``/``, ``.`` or ``~``)."""
+    parts = text.split("/")
+    return len(parts) == 2 and all(parts) and not text.startswith((".", "~")) and " " not in text

@@ -49,3 +49,38 @@ def test_tiny_model_command_builds_a_model(tmp_path: Path) -> None:
     proc = cli("tiny-model", str(tmp_path / "m"))
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "m" / "config.json").exists()
+
+
+def test_the_root_is_taken_after_the_subcommand_and_named_in_every_hint(tmp_path: Path, tiny_model: Path) -> None:
+    """Issue 41 (4): `--root` where people type it; the hints and messages name the root in use."""
+    import json
+    import os
+    import re
+
+    root = tmp_path / "elsewhere"
+    empty = tmp_path / "empty"
+    listed = cli("runs", "--root", str(empty))
+    assert listed.returncode == 0 and f"no runs under {empty}" in listed.stdout, listed.stdout + listed.stderr
+    env = {**os.environ, "AGENT2RL_SCRIPTED_WORKER": json.dumps({"default_score": 10.0})}
+    proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", "true", "--model",
+               str(tiny_model), "--budget", "1m", "--detach", "--root", str(root), env=env, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
+    assert run_dir.parent == root.resolve()
+    assert f"`agent2rl-tui --root {root.resolve()} run show {run_dir.name}`" in proc.stdout  # pasted, it works
+    shown = cli("run", "show", run_dir.name, "--root", str(root), timeout=120)
+    assert shown.returncode == 0 and run_dir.name in shown.stdout, shown.stdout + shown.stderr
+
+    not_a_run = cli("run", "show", str(tmp_path))
+    assert not_a_run.returncode == 1 and f"{tmp_path} is not a run folder (it has no run.db)" in not_a_run.stderr
+    a_root = cli("report", str(root))
+    assert a_root.returncode == 1 and f"{root} is a folder of runs, not a run (1: {run_dir.name})" in a_root.stderr
+    assert f"agent2rl-tui --root {root} runs" in a_root.stderr
+
+
+def test_a_hub_id_as_the_model_says_a_local_folder_is_wanted_and_how_to_get_one(tmp_path: Path) -> None:
+    proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", "true",
+               "--model", "Qwen/Qwen2.5-0.5B-Instruct", root=tmp_path / "runs")
+    assert proc.returncode == 1
+    assert "a local model folder is expected" in proc.stderr and "hf download Qwen/Qwen2.5-0.5B-Instruct" in proc.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

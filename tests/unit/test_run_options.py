@@ -108,6 +108,16 @@ def test_an_unknown_campaign_option_is_refused_with_the_known_ones() -> None:
     assert all(key in message for key in CAMPAIGN_KEYS)
 
 
+def test_an_unknown_key_anywhere_in_a_campaign_file_is_refused_naming_it() -> None:
+    """Issue 41 (4): a typo among the top-level keys started the campaign without a word."""
+    top = CAMPAIGN.replace("[[agents]]", "max_paralel = 2\n[[agents]]")
+    with pytest.raises(RunError, match=r"unknown key\(s\) max_paralel \(did you mean max_parallel\?\)"):
+        CampaignSpec.from_toml(top)
+    with pytest.raises(RunError, match=r"unknown key\(s\) driver in \[\[agents\]\] \(did you mean drivers\?\)"):
+        CampaignSpec.from_toml(CAMPAIGN.replace('command = "true"', 'command = "true"\ndriver = "x"'))
+    assert CampaignSpec.from_toml(CAMPAIGN.replace("[[agents]]", "max_parallel = 2\n[[agents]]")).max_parallel == 2
+
+
 def test_campaign_options_become_the_request_fields() -> None:
     spec = CampaignSpec.from_toml(CAMPAIGN + 'grace = "10s"\nenv = { A = "1" }\nread_only_paths = ["/tmp"]\n'
                                   'judge = { base_url = "u", model = "m" }\nmeter = false\nstore = { url = "w" }\n')

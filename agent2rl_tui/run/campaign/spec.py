@@ -24,6 +24,9 @@ RUN_OPTIONS = tuple(CAMPAIGN_OPTIONS)
 BACKENDS = ("local", "slurm")
 """The values of the file's ``backend`` key: our scheduler on this machine, or one submitit job per run."""
 REQUIRED = ("name", "tasks", "base_models", "agents")
+TOP_KEYS = (*REQUIRED, "seeds", "budget", "max_parallel", "gpus_per_run", "backend", "options", "slurm")
+"""Every key a campaign file may have at its top ([slurm]'s own keys are submitit's, checked by it)."""
+AGENT_KEYS = ("agent", "drivers", "command")
 
 
 @dataclass(frozen=True)
@@ -103,9 +106,30 @@ def _check_keys(raw: dict[str, Any]) -> None:
     missing = [k for k in REQUIRED if not raw.get(k)]
     if missing:
         raise RunError(f"campaign file: give {', '.join(missing)} (see `agent2rl-tui campaign --help`)")
+    unknown = sorted(set(raw) - set(TOP_KEYS))
+    if unknown:  # a typo (max_paralel) must not start a campaign without a word
+        raise RunError(f"campaign file: unknown key(s) {', '.join(unknown)}{_close(unknown, TOP_KEYS)}; "
+                       f"known: {', '.join(TOP_KEYS)}")
     unknown = sorted(set(raw.get("options", {})) - set(RUN_OPTIONS))
     if unknown:
-        raise RunError(f"campaign file: unknown [options] {unknown}; known: {', '.join(RUN_OPTIONS)}")
+        raise RunError(f"campaign file: unknown [options] {unknown}{_close(unknown, RUN_OPTIONS)}; "
+                       f"known: {', '.join(RUN_OPTIONS)}")
+    for entry in raw.get("agents") or []:
+        unknown = sorted(set(entry) - set(AGENT_KEYS)) if isinstance(entry, dict) else []
+        if unknown:
+            raise RunError(f"campaign file: unknown key(s) {', '.join(unknown)} in [[agents]]"
+                           f"{_close(unknown, AGENT_KEYS)}; known: {', '.join(AGENT_KEYS)}")
+
+
+def _close(unknown: list[str], known: tuple[str, ...]) -> str:
+    """`` (did you mean max_parallel?)`` for the first unknown key that is close to a known one."""
+    import difflib
+
+    for key in unknown:
+        match = difflib.get_close_matches(key, known, n=1)
+        if match:
+            return f" (did you mean {match[0]}?)"
+    return ""
 
 
 def _cells(raw: dict[str, Any]) -> list[Cell]:
