@@ -33,7 +33,7 @@ from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore, Submission, Sub
 from agent2rl_tui.record.transcripts import transcript_totals
 from agent2rl_tui.review.run_usage import RunUsage, run_usage
 from agent2rl_tui.run.lifecycle import create_run, launch_supervisor, stop_run
-from agent2rl_tui.run.profiles import AgentProfile, ProfileError, load_profiles
+from agent2rl_tui.run.profiles import AgentProfile, ProfileError, load_profiles, path_with_agent_clis
 from agent2rl_tui.run.request import RunRequest
 from agent2rl_tui.util.timeutil import compact_utc, now
 
@@ -164,7 +164,7 @@ def check_agent(profile: AgentProfile, *, model: Path, runs_root: Path, profiles
                 budget_s: float = BUDGET_S) -> AgentCheck:
     """One CLI through a whole run against the scripted driver; what it did, check by check."""
     started = time.monotonic()
-    found = shutil.which(profile.executable)
+    found = shutil.which(profile.executable, path=path_with_agent_clis(None, profile.executable))  # make agent-clis' too
     base = AgentCheck(profile.name, profile.executable, found, install_hint=profile.install_hint)
     if found is None:
         return base

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agent2rl_tui.util.locks import REPO
+
 STREAM_FORMATS = ("claude-stream-json", "codex-jsonl", "gemini-stream-json", "opencode-json",
                   "openhands-json", "text")
 
@@ -137,6 +139,8 @@ class AgentProfile:
         env.update(self.env)
         if model and self.model_env:
             env[self.model_env] = model
+        if "PATH" in env and self.executable != "{python}":
+            env["PATH"] = path_with_agent_clis(env["PATH"], self.executable)
         return env
 
     @property
@@ -464,9 +468,10 @@ def preflight(profile: AgentProfile, env: dict[str, str], *, command: str | None
         if not command:
             raise ProfileError("the 'command' agent needs --command 'CMD' (a shell command line)")
     exe = profile.executable
-    if exe != "{python}" and shutil.which(exe, path=env.get("PATH")) is None:
+    if exe != "{python}" and shutil.which(exe, path=path_with_agent_clis(env.get("PATH"), exe)) is None:
         hint = f" Install it: {profile.install_hint}" if profile.install_hint else ""
-        raise ProfileError(f"{exe!r} (agent {profile.name}) is not on PATH.{hint}")
+        raise ProfileError(f"{exe!r} (agent {profile.name}) is neither on PATH nor among the agent CLIs "
+                           f"`make agent-clis` installs (.agent-clis/).{hint}")
     if allow_missing_key:
         return
     for group in profile.required_env:
@@ -476,3 +481,22 @@ def preflight(profile: AgentProfile, env: dict[str, str], *, command: str | None
                 f"agent {profile.name} needs {names} set in the environment. Set it, or pass "
                 "--allow-missing-key if the CLI is logged in by other means."
             )
+
+
+def agent_cli_dirs(repo: Path = REPO) -> list[Path]:
+    """The bin folders of the agent CLIs ``make agent-clis`` installed into the checkout (``.agent-clis/``:
+    the npm CLIs, and OpenHands in a venv of its own)."""
+    base = repo / ".agent-clis"
+    return [d for d in (base / "node_modules" / ".bin", *sorted(base.glob("*/bin"))) if d.is_dir()]
+
+
+def path_with_agent_clis(path: str | None, exe: str, repo: Path = REPO) -> str:
+    """``PATH`` (this process's if None) and, when ``exe`` is not on it, the one folder of the checkout's
+    agent CLIs that holds it: a CLI that only ``make agent-clis`` installed is found all the same, by
+    ``agents check``, the pre-flight and the run, and nothing else of those folders (OpenHands' venv
+    has its own ``python`` and ``pip``) comes before or instead of the agent's own."""
+    given = os.environ.get("PATH", "") if path is None else path
+    if shutil.which(exe, path=given) is not None:
+        return given
+    home = next((str(d) for d in agent_cli_dirs(repo) if (d / exe).is_file()), None)
+    return os.pathsep.join([p for p in (given, home) if p])

@@ -186,5 +186,27 @@ async def test_the_new_run_form_shows_the_declared_fields(tmp_path: Path) -> Non
             assert str(label.render()) == flag.form.label
             if isinstance(widget, Input):
                 assert widget.placeholder == flag.form.placeholder
+        assert form.query_one("#budget", Input).value == options.flag("--budget").default == "5m"  # as `run start`
         shown = {f.name for f in options.flags() if f.form is not None}
         assert shown == {*FORM_FLAGS, "--search-key-env", "--allow-missing-key"}
+
+
+def test_an_agent_cli_make_installed_is_found_where_path_has_none(tmp_path: Path) -> None:
+    """Issue 41 (4): `agents check`, the pre-flight and the run find the CLIs of `make agent-clis`
+    (.agent-clis/) when PATH has none; only the folder of the CLI asked for is added."""
+    from agent2rl_tui.run.profiles import path_with_agent_clis
+
+    npm_bin = tmp_path / ".agent-clis" / "node_modules" / ".bin"
+    venv_bin = tmp_path / ".agent-clis" / "openhands" / "bin"
+    for folder, name in ((npm_bin, "claude"), (venv_bin, "openhands"), (venv_bin, "pip")):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("#!/bin/sh\n")
+        (folder / name).chmod(0o755)
+    on_path = tmp_path / "bin"
+    on_path.mkdir()
+    assert path_with_agent_clis(str(on_path), "claude", tmp_path) == f"{on_path}:{npm_bin}"
+    assert path_with_agent_clis(str(on_path), "openhands", tmp_path) == f"{on_path}:{venv_bin}"
+    (on_path / "claude").write_text("#!/bin/sh\n")
+    (on_path / "claude").chmod(0o755)
+    assert path_with_agent_clis(str(on_path), "claude", tmp_path) == str(on_path)  # PATH's own wins
+    assert path_with_agent_clis(str(on_path), "codex", tmp_path) == str(on_path)  # nowhere: PATH as it was

@@ -3,8 +3,8 @@
 The run options it shows are those ``run.options`` declares: each such field's label,
 placeholder and id come from its flag's declaration (``Flag.form``), and the form's values
 become a ``RunRequest`` through ``run.options.request_from_flags``, as ``run start``'s do.
-Task, agent, budget and seed are the form's own (choices from what is installed; the form's
-budget starts at 30m where the CLI's default is 5m).
+Task, agent, budget and seed are the form's own (choices from what is installed; the budget
+starts at the CLI's default, read from its flag's declaration).
 
 Pre-flight (the CLI, its key, the model really loading, the budget) runs in a thread worker;
 an error is shown under the form and nothing is created. On success the run folder is
@@ -119,7 +119,7 @@ class NewRunScreen(Screen[None]):
             yield row(declared("--command"), declared("--driver"))
             yield declared("--model")
             missing_key = flag("--allow-missing-key")
-            yield row(field("budget", Input(value="30m", id="budget")),
+            yield row(field("budget", Input(value=str(flag("--budget").default), id="budget")),
                       field("seed", Input(value="0", id="seed", type="integer")),
                       declared("--gpus"),
                       field(missing_key.form.label if missing_key.form else missing_key.widget_id,
