@@ -88,6 +88,11 @@ def run_start(ctx: click.Context, detach: bool, **values: Any) -> None:
     decoding = decoding_note(run_dir)
     if decoding:
         click.echo(decoding)
+    from agent2rl_tui.run.neighbours import active_neighbours
+
+    for other in active_neighbours(run_dir, req.config.gpus):  # the supervisor notes it in both records
+        click.echo(f"warning: run {other.run_dir.name} is active on this machine too; the two share {other.shared}: "
+                   "each run's wall-clock budget buys less while they overlap", err=True)
     no_contain = not req.config.contain
     why_not = None if no_contain else containment_probe()
     if no_contain:

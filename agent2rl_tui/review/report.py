@@ -136,7 +136,7 @@ def revisions_summary(revisions: list[dict[str, Any]]) -> RevisionsSummary:
 
 WARNING_KINDS = {
     "snapshot_failed", "recovered", "stale_lock", "watch_failed", "agent_killed", "strays_killed",
-    "workers_killed", "grader_restarted", "grader_died", "report_failed", "meter_died",
+    "workers_killed", "grader_restarted", "grader_died", "report_failed", "meter_died", "overlap",
 }
 """Events a reader of the report should see (with every event the vitals sampler raises)."""
 

@@ -30,7 +30,7 @@ from agent2rl_tui.record.redact import Redactor, redact_logging
 from agent2rl_tui.record.revisions import SnapshotError, Snapshotter
 from agent2rl_tui.record.runconfig import RunConfig
 from agent2rl_tui.record.store import RunStatus, RunStore, SubStatus
-from agent2rl_tui.run import agent_end, agent_setup, closing, containment, services
+from agent2rl_tui.run import agent_end, agent_setup, closing, containment, neighbours, services
 from agent2rl_tui.run.agent_output import AgentOutput
 from agent2rl_tui.run.grader_service import GraderService
 from agent2rl_tui.run.guard import Guard
@@ -116,6 +116,8 @@ class Supervisor:
         self.store.update_run(supervisor_pid=os.getpid(), status=RunStatus.PREPARING, heartbeat_at=now())
         self.store.event("supervisor", "start", f"supervisor started (pid {os.getpid()})",
                          {"subreaper": subreaper})
+        if overlap := neighbours.announce(self.run_dir, self.store, self.cfg.gpus):
+            log.warning("%s", overlap)
         threading.Thread(target=heartbeat, args=(self.run_dir, self.done, HEARTBEAT_S), name="heartbeat",
                          daemon=True).start()
         self.vitals.start()

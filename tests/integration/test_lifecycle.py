@@ -339,3 +339,34 @@ def test_evaluations_that_never_finish_cannot_hold_a_run_past_a_second_stop(tmp_
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in frozen)  # none left behind
     report = read_report(run_dir)
     assert [s["status"] for s in report["submissions"]] == ["scored", "failed", "failed", "failed"]
+
+
+def test_a_run_started_beside_another_says_so_and_both_records_note_the_overlap(tmp_path: Path,
+                                                                                  tiny_model: Path) -> None:
+    """Issue 41 (5): two runs on one box share its cores: the second says so when it starts, and
+    both records (and so both reports) note the overlap, naming the other run and what is shared."""
+    command = write_agent(tmp_path, SLEEPER)
+    runs = []
+    for root in (tmp_path / "first-root", tmp_path / "second-root"):  # two roots: found all the same
+        proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
+                   "--read-only-path", str(tmp_path / "agent.py"), "--model", str(tiny_model), "--budget", "10m",
+                   "--grace", "2s", "--detach", root=root, env=SCRIPTED, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        runs.append((run_dir_of(proc.stdout), proc.stderr))
+        wait_for(lambda: summarize(runs[-1][0]).status == "running", timeout=300, what="the run to start")
+    (first, first_err), (second, second_err) = runs
+    assert first.name not in first_err
+    assert f"warning: run {first.name} is active on this machine too; the two share the CPU cores" in second_err
+
+    def overlap_of(run: Path) -> list[dict]:
+        with RunStore.of_run(run) as store:
+            return [e for e in store.events() if e["kind"] == "overlap"]
+
+    wait_for(lambda: overlap_of(second) and overlap_of(first), timeout=60, what="both records to note it")
+    assert first.name in overlap_of(second)[0]["message"] and second.name in overlap_of(first)[0]["message"]
+    for run in (second, first):
+        assert cli("run", "stop", str(run), timeout=120).returncode == 0
+    for run, other in ((first, second), (second, first)):
+        wait_for(lambda run=run: summarize(run).status not in ACTIVE_STATUSES, timeout=120, what="the run to end")
+        warnings = read_report(run)["warnings"]
+        assert any(w["kind"] == "overlap" and other.name in w["message"] for w in warnings), warnings
