@@ -55,3 +55,24 @@ def test_example_agent_on_a_gsm8k_slice_with_the_reference_prompts(prepared_data
     contamination = json.loads((run / "report" / "contamination.json").read_text())
     assert contamination["items"] == [] and contamination["checkable_items"] == 1319
     assert contamination["files_scanned"] > 0
+
+
+def test_the_example_agent_fits_its_work_to_a_short_budget(prepared_data: Path, tiny_model: Path,
+                                                            tmp_path: Path) -> None:
+    """Issue 41 (6): at its default sizes (1,000 SFT steps, then 400 of GRPO) the example agent ended a
+    4-minute GSM8K run without a submission on a laptop's CPU. It reads the budget and gives each
+    stage its share (timebox.py stops the training and saves what there is): every submission goes
+    in before the deadline, whatever the machine's speed."""
+    proc = cli("run", "start", "--task", "gsm8k", "--agent", "example", "--model", str(tiny_model),
+               "--budget", "2m", "--grace", "5s", "--eval-limit", "4", root=tmp_path / "runs", timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
+    with RunStore.of_run(run) as store:
+        record = store.run()
+        subs = store.submissions(kind="agent")
+    log = (run / "logs" / "agent.log").read_text()
+    assert "SFT: training until" in log and "time is up: stopping after step" in log, log[-3000:]
+    assert record.end_reason != "timeout_no_submission" and subs, (record.end_reason, log[-3000:])
+    deadline = record.budget_start + record.budget_s
+    assert all(s.received_at <= deadline for s in subs)
+    assert subs[0].status == "scored"  # the SFT model, saved when its time was up, is graded

@@ -38,6 +38,9 @@ from typing import Any
 from agent2rl_tui.agents.example.grader_api import GraderAPI, GraderAPIError
 
 SCRIPTS_PACKAGE = "agent2rl_tui.agents.example.scripts"
+FIRST_OF_TWO = 0.45
+"""The share of the budget left an SFT stage takes when a GRPO stage follows it (which takes 0.8
+of what is left then): both submit before the deadline, the grading of the second included."""
 
 
 def say(msg: str) -> None:
@@ -130,7 +133,8 @@ def main() -> int:
 
     v1 = output_dir / "v1"
     if stage(workspace, api, "SFT", "sft.py", v1, "--model", str(model_path), "--data", str(train),
-             "--steps", str(sft_steps), "--seed", str(seed), helpers=("prompts.py",)) is None:
+             "--steps", str(sft_steps), "--seed", str(seed), helpers=("prompts.py",),
+             share=FIRST_OF_TWO if grpo_steps > 0 else 0.8) is None:
         return 1
     if grpo_steps <= 0:
         say("EXAMPLE_GRPO_STEPS=0: SFT only, done")
@@ -161,7 +165,7 @@ def interactive_route(workspace: Path, api: GraderAPI, model_path: Path, data_pa
                     f"score, from v1 -> output/v2\n")
     v1 = output_dir / "v1"
     if stage(workspace, api, "SFT", "episodes_sft.py", v1, "--model", str(model_path), "--data", str(data_path),
-             "--steps", str(sft_steps), "--games", games, "--seed", str(seed)) is None:
+             "--steps", str(sft_steps), "--games", games, "--seed", str(seed), share=FIRST_OF_TWO) is None:
         return 1
     if stage(workspace, api, "GRPO online", "episodes_grpo.py", output_dir / "v2", "--model", str(v1),
              "--data", str(data_path), "--steps", str(grpo_steps), "--games", games, "--seed", str(seed),
@@ -189,7 +193,8 @@ def service_route(workspace: Path, api: GraderAPI, model_path: Path, data_path: 
                     "output/v2\n")
     v1 = output_dir / "v1"
     stage(workspace, api, "SFT", "service_sft.py", v1, "--model", str(model_path), "--data", str(data_path),
-          "--steps", str(sft_steps), "--games", games, "--seed", str(seed))
+          "--steps", str(sft_steps), "--games", games, "--seed", str(seed),
+          share=FIRST_OF_TWO if grpo_steps > 0 else 0.8)
     start = v1 if (v1 / "config.json").exists() else model_path
     if start == model_path:
         say("no SFT model: GRPO starts from the base model")
@@ -201,13 +206,34 @@ def service_route(workspace: Path, api: GraderAPI, model_path: Path, data_path: 
     return 0 if done is not None else 1
 
 
+SAVE_S = 20.0
+"""What a stage keeps, of its share of the budget, to save its model and submit it."""
+
+
+def until_for(api: GraderAPI, share: float) -> float | None:
+    """When a stage must stop training: ``share`` of the budget left, less ``SAVE_S`` (None: unknown)."""
+    try:
+        remaining = api.time().get("remaining")
+    except GraderAPIError:
+        return None
+    if not isinstance(remaining, (int, float)):
+        return None
+    return time.time() + max(0.0, remaining * share - SAVE_S)
+
+
 def stage(workspace: Path, api: GraderAPI, name: str, script: str, out: Path, *args: str,
-          helpers: tuple[str, ...] = ()) -> dict[str, Any] | None:
-    """One stage: write ``script`` (and ``helpers``) into code/, run it to train ``out``, submit
+          helpers: tuple[str, ...] = (), share: float = 0.8) -> dict[str, Any] | None:
+    """One stage: write ``script`` (and ``helpers``) into code/, run it to train ``out`` until its
+    ``share`` of the budget left is used (``timebox.py``: it stops and saves what it has), submit
     it, note the score. None when the script failed (the stage before stays the best)."""
-    write_code(workspace, *helpers, script)
+    write_code(workspace, *helpers, "timebox.py", script)
     started = time.time()
-    rc = run_code(workspace, script, *args, "--out", str(out))
+    until = until_for(api, share)
+    if until is not None:
+        say(f"{name}: training until {time.strftime('%H:%M:%S', time.gmtime(until))} UTC "
+            f"({until - started:.0f} s), then saving and submitting")
+    rc = run_code(workspace, script, *args, *(("--until", f"{until:.0f}") if until is not None else ()),
+                  "--out", str(out))
     if rc != 0:
         say(f"code/{script} failed (exit {rc}); stopping" + (" with v1 as the best" if out.name != "v1" else ""))
         note(workspace, f"- {name} failed (exit {rc})")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from episodes_sft import load_play_kit  # beside this file in code/, written by stage one
+from timebox import StopAt, add_until, limit
 
 
 class Rollouts:
@@ -192,7 +193,7 @@ def train(model_path: Path, data_dir: Path, out: Path, steps: int, seed: int, ge
         seed=seed,
         disable_tqdm=True,
     )
-    trainer = GRPOTrainer(model=str(model_path), reward_funcs=game_reward, args=args,
+    trainer = GRPOTrainer(model=str(model_path), reward_funcs=game_reward, args=args, callbacks=[StopAt()],
                           # a row per game: a prompt is drawn as often as the games it opens
                           train_dataset=Dataset.from_list([{"prompt": p} for p, gs in games_of.items() for _ in gs]),
                           processing_class=tok, rollout_func=rollouts)
@@ -219,7 +220,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--loss-type", default="grpo",
                         help="TRL's loss_type: grpo averages each episode's tokens first, so a long lost episode "
                              "weighs as much as a short won one, not more")
+    add_until(parser)
     args = parser.parse_args(argv)
+    limit(args.until)
     print(f"GRPO: {args.steps} steps x {args.games_per_step} games x {args.generations} episodes, "
           f"online through data/play.py, from {args.model} -> {args.out}", flush=True)
     train(args.model, args.data, args.out, args.steps, args.seed, args.generations, args.games_per_step,

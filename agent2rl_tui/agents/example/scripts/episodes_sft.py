@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from timebox import StopAt, add_until, limit
+
 REDUNDANT = {"look around", "look"}
 
 
@@ -73,7 +75,8 @@ def train(model_path: Path, pairs: list[dict[str, str]], out: Path, steps: int, 
         seed=seed,
         disable_tqdm=True,
     )
-    trainer = SFTTrainer(model=str(model_path), args=args, train_dataset=Dataset.from_list(pairs), processing_class=tok)
+    trainer = SFTTrainer(model=str(model_path), args=args, train_dataset=Dataset.from_list(pairs), processing_class=tok,
+                         callbacks=[StopAt()])
     trainer.train()
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))
@@ -88,7 +91,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--games", type=int, default=0, help="train games to use (0: all)")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)
+    add_until(parser)
     args = parser.parse_args(argv)
+    limit(args.until)
     play = load_play_kit(args.data)
     rows = [json.loads(line) for line in (args.data / "train.jsonl").read_text(encoding="utf-8").splitlines() if line]
     games = [row["game"] for row in rows][: args.games or None]

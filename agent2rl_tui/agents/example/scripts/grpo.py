@@ -15,6 +15,7 @@ from typing import Any
 
 from prompts import grader_messages
 from reward import exact_match_reward
+from timebox import StopAt, add_until, limit
 
 
 def load_rows(path: Path) -> list[dict[str, str]]:
@@ -53,6 +54,7 @@ def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, s
         disable_tqdm=True,
     )
     trainer = GRPOTrainer(
+        callbacks=[StopAt()],
         model=str(model_path), reward_funcs=exact_match_reward, args=args, train_dataset=data,
         processing_class=tok,
     )
@@ -70,7 +72,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-completion", type=int, default=8,
                         help="completion length in tokens (8 for arith; GSM8K needs hundreds)")
+    add_until(parser)
     args = parser.parse_args(argv)
+    limit(args.until)
     rows = load_rows(args.data)
     print(f"GRPO: {args.steps} steps on {len(rows)} rows from {args.model} -> {args.out}", flush=True)
     train(args.model, rows, args.out, args.steps, args.seed, args.data, args.max_completion)

@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from timebox import add_until, limit, time_up
+
 
 def load_play_kit(data_dir: Path) -> Any:
     sys.path.insert(0, str(data_dir.resolve()))
@@ -124,6 +126,9 @@ def train(model_path: Path, data_dir: Path, out: Path, steps: int, games_per_ste
     rows = [json.loads(line) for line in (data_dir / "train.jsonl").read_text(encoding="utf-8").splitlines() if line]
     games = [r["game"] for r in rows][: max_games or None]
     for step in range(steps):
+        if time_up():
+            print(f"time is up: stopping after step {step} of {steps} and saving", flush=True)
+            break
         chosen = random.sample(games, min(games_per_step, len(games)))
         episodes = rollouts(play, sample, chosen, generations, reward)
         adv = advantages(episodes)
@@ -148,7 +153,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reward", default=None, help="a searching task's reward: exact (default), f1 or judge")
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--seed", type=int, default=0)
+    add_until(parser)
     args = parser.parse_args(argv)
+    limit(args.until)
     print(f"GRPO: {args.steps} steps x {args.games_per_step} games x {args.generations} episodes, online through "
           f"$TRAIN_ENV_URL, from {args.model} -> {args.out}", flush=True)
     train(args.model, args.data, args.out, args.steps, args.games_per_step, args.generations, args.lr, args.seed,

@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from timebox import StopAt, add_until, limit
+
 
 def load_play_kit(data_dir: Path) -> Any:
     sys.path.insert(0, str(data_dir.resolve()))
@@ -94,7 +96,8 @@ def train(model_path: Path, pairs: list[dict[str, str]], out: Path, steps: int, 
         per_device_train_batch_size=4, lr_scheduler_type="constant", max_length=tok.model_max_length, bf16=False,
         **no_recompute,
         logging_steps=max(1, steps // 5), save_strategy="no", report_to=[], seed=seed, disable_tqdm=True)
-    trainer = SFTTrainer(model=str(model_path), args=args, train_dataset=Dataset.from_list(pairs), processing_class=tok)
+    trainer = SFTTrainer(model=str(model_path), args=args, train_dataset=Dataset.from_list(pairs), processing_class=tok,
+                         callbacks=[StopAt()])
     trainer.train()
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))
@@ -110,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-reward", type=float, default=0.0)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
+    add_until(parser)
     args = parser.parse_args(argv)
+    limit(args.until)
     play = load_play_kit(args.data)
     rows = {r["game"]: r for r in map(json.loads, filter(str.strip, (args.data / "train.jsonl").open()))}
     games = list(rows)[: args.games or None]

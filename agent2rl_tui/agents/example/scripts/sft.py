@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from prompts import grader_messages
+from timebox import StopAt, add_until, limit, time_left
 
 
 def load_rows(path: Path) -> list[dict[str, str]]:
@@ -23,6 +26,28 @@ def load_rows(path: Path) -> list[dict[str, str]]:
 
 
 BATCH_SIZE = 8
+PREPARE_SHARE = 0.3
+"""The most of a time-boxed stage (``--until``) spent preparing its rows before the first step."""
+PREPARE_COST = 4.0
+"""What TRL's preparation of a row costs, in tokenizations of it (measured: about 3)."""
+
+
+def steps_in_time(rows: list[dict[str, str]], steps: int, tokenize: Callable[[dict[str, str]], object]) -> int:
+    """``steps``, or fewer when their rows could not be prepared in ``PREPARE_SHARE`` of the time
+    left (a 4-shot GSM8K prompt is thousands of tokens: 1,000 steps' rows take minutes on a slow CPU)."""
+    left = time_left()
+    if left is None or not rows:
+        return steps
+    sample = rows[:16]
+    started = time.perf_counter()
+    for row in sample:
+        tokenize(row)
+    per_row = (time.perf_counter() - started) / len(sample) * PREPARE_COST
+    fit = max(1, int(left * PREPARE_SHARE / per_row) // BATCH_SIZE) if per_row > 0 else steps
+    if fit < steps:
+        print(f"time allows {fit} of the {steps} steps' rows to be prepared ({per_row * 1000:.0f} ms a row, "
+              f"{left:.0f} s left): training {fit} steps", flush=True)
+    return min(steps, fit)
 
 
 def rows_for(rows: list[dict[str, str]], steps: int, seed: int) -> list[dict[str, str]]:
@@ -44,6 +69,8 @@ def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, s
 
     tok = AutoTokenizer.from_pretrained(str(model_path))
     ask = grader_messages(data_file)
+    steps = steps_in_time(rows, steps, lambda r: tok.apply_chat_template(
+        [*ask(r), {"role": "assistant", "content": r["answer"]}], tokenize=True))
     data = Dataset.from_list(
         [
             {
@@ -72,7 +99,8 @@ def train(model_path: Path, rows: list[dict[str, str]], out: Path, steps: int, s
         seed=seed,
         disable_tqdm=True,
     )
-    trainer = SFTTrainer(model=str(model_path), args=args, train_dataset=data, processing_class=tok)
+    trainer = SFTTrainer(model=str(model_path), args=args, train_dataset=data, processing_class=tok,
+                         callbacks=[StopAt()])
     trainer.train()
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))
@@ -85,7 +113,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True, help="where to save the trained model")
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    add_until(parser)
     args = parser.parse_args(argv)
+    limit(args.until)
     rows = load_rows(args.data)
     print(f"SFT: {args.steps} steps on {len(rows)} rows from {args.model} -> {args.out}", flush=True)
     train(args.model, rows, args.out, args.steps, args.seed, args.data)
