@@ -361,6 +361,48 @@ def command_settings(commands: Iterable[str]) -> dict[str, Setting]:
     return found
 
 
+INTERPRETER_RE = re.compile(r"^(?:python[\d.]*|pypy[\d.]*|bash|sh|dash|zsh|torchrun|deepspeed|accelerate)$")
+SHELLS = {"bash", "sh", "dash", "zsh"}
+WRAPPERS = {"env", "nohup", "nice", "stdbuf", "time", "timeout", "uv", "launch", "run"}
+"""Programs that run the command after them (``accelerate launch``, ``uv run``: their second word too)."""
+
+
+def scripts_executed(cmdline: str) -> list[str]:
+    """The script a sampled process runs (its command line as /proc gives it): the program when that
+    is a script, else an interpreter's script argument (``python -u code/sft.py``, ``torchrun
+    --nproc_per_node 2 train.py``, ``accelerate launch x.py``). Unlike ``scripts_in``, a script a
+    command line only names is not run by it: ``bash -c 'printf .. > code/grpo.py'`` runs an inline
+    script (its children are sampled themselves), and ``python -c`` or ``-m`` runs no file."""
+    try:
+        words = shlex.split(cmdline, posix=True)
+    except ValueError:
+        words = cmdline.split()
+    while words:
+        name = PurePosixPath(words[0]).name
+        if SCRIPT_RE.search(" " + words[0]):
+            return [SCRIPT_RE.search(" " + words[0]).group(1)]  # type: ignore[union-attr]
+        if name in WRAPPERS:
+            words = [w for w in words[1:] if "=" not in w or w.startswith("-")]
+            while words and (words[0].startswith("-") or words[0].replace(".", "").isdigit()):
+                words = words[1:]
+            continue
+        if not INTERPRETER_RE.match(name):
+            return []
+        for i, word in enumerate(words[1:], start=1):
+            if word in ("-c", "-m") or (name in SHELLS and word.startswith("-") and "c" in word[1:]):
+                return []  # inline code or a module: no file of ours is the program
+            if word.startswith("-"):
+                continue
+            m = SCRIPT_RE.search(" " + word)
+            if m and words[i - 1] not in (">", ">>", "<"):
+                return [m.group(1)]
+            if name in ("accelerate", "deepspeed", "torchrun") and not m:
+                continue  # launch, an option's value
+            return []
+        return []
+    return []
+
+
 def scripts_in(command: str) -> list[str]:
     """The .py/.sh files a command line runs (``python -u code/sft.py --x``: ``code/sft.py``)."""
     try:

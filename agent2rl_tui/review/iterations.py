@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -56,6 +57,7 @@ from agent2rl_tui.review.codefacts import (
     analyse,
     is_code_path,
     one_line,
+    scripts_executed,
     scripts_in,
 )
 from agent2rl_tui.review.logscan import CODE_ERROR, LogFacts, Signal, scan
@@ -208,9 +210,11 @@ def _matches(path: str, script: str) -> bool:
 LOCAL_IMPORT_RE = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", re.M)
 
 
-def scripts_run(files: dict[str, str], commands: list[str]) -> dict[str, str]:
-    """The files the commands ran, with the local modules those import."""
-    ran = {s for c in set(commands) for s in scripts_in(c)}
+def scripts_run(files: dict[str, str], commands: list[str],
+                reader: Callable[[str], list[str]] = scripts_in) -> dict[str, str]:
+    """The files the commands ran (``reader``: the scripts a command names; a sampled process's own
+    are ``scripts_executed``), with the local modules those import."""
+    ran = {s for c in set(commands) for s in reader(c)}
     chosen = {p for p in files for s in ran if _matches(p, s)}
     todo = list(chosen)
     while todo:
@@ -413,7 +417,7 @@ def _what_ran(it: Iteration, processes: dict[str, Any] | None, files: dict[str, 
         return
     ran = processes_between(processes, start, end)
     code = {p: t for p, t in files.items() if is_code_path(p)}
-    seen = [cmd for cmd in ran if scripts_run(code, [cmd])]
+    seen = [cmd for cmd in ran if scripts_run(code, [cmd], scripts_executed)]  # what a process runs, not names
     served = any(start <= t <= end for t in env_steps)
     it.seen_running = [one_line(c) for c in seen[:5]]
     if seen:

@@ -19,10 +19,11 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+import pytest
 from support.paths import FIXTURES
 from support.runs import cli
 
-from agent2rl_tui.review.codefacts import analyse, scripts_in
+from agent2rl_tui.review.codefacts import analyse, scripts_executed, scripts_in
 from agent2rl_tui.review.iterations import Iteration, build_iterations, exclusive_seconds, route_of
 from agent2rl_tui.review.logscan import scan
 
@@ -155,6 +156,24 @@ def test_hostile_code_is_read_not_run_and_quoted_inert() -> None:
     assert "\x1b" not in ev.text and "\x07" not in ev.text and len(ev.text) <= 160
     assert facts.config["lr"].value == "5e-5" and facts.config["epochs"].value == "2"
     assert scripts_in("cd code && python -u ./train.py --x 1") == ["./train.py"]
+
+
+@pytest.mark.parametrize(("cmdline", "runs"), [
+    ("/venv/bin/python -u code/sft.py --lr 1e-5", ["code/sft.py"]),
+    ("torchrun --nproc_per_node 2 code/grpo.py --lr 1", ["code/grpo.py"]),
+    ("accelerate launch --num_processes 2 code/grpo.py", ["code/grpo.py"]),
+    ("env WANDB_MODE=off timeout 600 python3.11 code/x.py", ["code/x.py"]),
+    ("code/run.sh a b", ["code/run.sh"]),
+    # a shell's inline script names files it writes or runs: its children are sampled on their own
+    ("bash -c set -e printf %s \"$GRPO_CODE\" > code/grpo.py python code/sft.py", []),
+    ("python -c import code.grpo", []),
+    ("python -m trl sft --config code/x.yaml", []),
+    ("cat code/grpo.py", []),
+])
+def test_a_sampled_process_runs_its_program_not_every_file_it_names(cmdline: str, runs: list[str]) -> None:
+    """The claims (issue 40, 4) rest on what a process runs: a shell that writes code/grpo.py with
+    printf did not run it (under load the watch sampled that shell before the first submission)."""
+    assert scripts_executed(cmdline) == runs
 
 
 def test_the_transcript_scan_names_failures_and_times_training() -> None:
