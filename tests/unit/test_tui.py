@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.synthetic import T0, add_revisions, make_run
+from support.synthetic import T0, add_revisions, add_transcript, claude_lines, make_run
 from support.tui import (
     SIZE,
     footer_keys,
@@ -52,6 +52,7 @@ from agent2rl_tui.ui.widgets.diff_view import SIDE_BY_SIDE_MIN_WIDTH, DiffView
 from agent2rl_tui.ui.widgets.log_view import LogView
 from agent2rl_tui.ui.widgets.steps_view import StepsView
 from agent2rl_tui.ui.widgets.virtual_table import VirtualTable
+from agent2rl_tui.util.timeutil import human_duration
 
 pytestmark = pytest.mark.asyncio
 async def test_runs_screen_lists_filters_sorts_marks_and_compares(review_root: Path) -> None:
@@ -87,10 +88,15 @@ async def test_runs_screen_lists_filters_sorts_marks_and_compares(review_root: P
             assert screen.filter_text == word and table.row_count == 0
             await pilot.press("escape")
             assert screen.filter_text == "" and table.row_count == 2
-        # enter leaves the filter on and goes back to the table, where keys act again.
+        # enter opens the highlighted run (issue 41, 7); back on Runs the filter is still on, and the
+        # table has the focus, where keys act again.
         await pilot.press("slash")
         await type_text(pilot, "lost")
         await pilot.press("enter")
+        await settle(pilot, lambda: run_screen_ready(app), what="the filtered run to open")
+        assert app.screen.view.run.id == lost_id
+        await pilot.press("escape")
+        await settle(pilot, lambda: app.screen is screen, what="back to Runs")
         assert app.focused is table and table.row_count == 1
         await pilot.press("escape")
         assert table.row_count == 2
@@ -597,3 +603,28 @@ async def test_the_transcript_pane_says_when_the_agent_kept_no_sessions(tmp_path
         await pilot.press("3")
         await pilot.press("o")
         assert "kept no session files" in plain(run.query_one("#step-text", Static))
+
+
+async def test_the_transcript_counts_from_the_budgets_start_as_the_scores_do(tmp_path: Path) -> None:
+    """Issue 41 (7): a Run screen opened before the budget started put the transcript's times on
+    another clock (from the run's creation) than the Scores pane's: 35 s against 27 s."""
+    from agent2rl_tui.review.runview import load_run_view
+
+    run_dir = make_run(tmp_path, "20261122T120000-arith-example")
+    add_transcript(run_dir, claude_lines(6))
+    with RunStore.of_run(run_dir) as store:
+        store.update_run(budget_start=None)  # opened while the baseline was being scored
+    app = Agent2RLApp(root=tmp_path, open_run=run_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, lambda: run_screen_ready(app), what="the Run screen")
+        run: RunScreen = app.screen
+        await pilot.press("3")
+        steps = run.query_one(StepsView)
+        await settle(pilot, lambda: steps.count > 0 and steps.step_at(0) is not None, what="the transcript")
+        with RunStore.of_run(run_dir) as store:
+            store.update_run(budget_start=T0)  # the budget starts
+        run.apply_view(load_run_view(run_dir))
+        await settle(pilot, lambda: steps.step_at(0) is not None, what="the transcript again")
+        first = steps.step_at(0)
+        assert steps.start == T0
+        assert steps._cells(0)[1].plain == human_duration(first.at - T0)  # the Scores pane's clock

@@ -71,6 +71,9 @@ class TranscriptPane(Vertical):
 
     def update_view(self, view: RunView) -> None:
         steps = self.query_one(StepsView)
+        # A run opened before its budget started: the times count from the budget's start once it
+        # has one, as the Scores pane's do (one clock for the whole screen).
+        steps.start = self.start = view.run.budget_start or view.run.created_at
         if not steps.searching:
             steps.reload()
 

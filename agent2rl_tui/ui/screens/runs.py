@@ -4,7 +4,7 @@ Summaries are read in a thread worker; a refresh re-reads only the runs whose re
 changed (``record.watch.stamp``) or that are still active (their status depends on the heartbeat's age).
 Typing filters the table: any printable key that is not an action's key (or ``/`` first,
 for a word that starts with one) moves to the filter, which then takes every key typed until
-enter or escape. A header click or ``o`` sorts; space marks runs for Compare.
+enter (which opens the highlighted run) or escape. A header click or ``o`` sorts; space marks runs for Compare.
 """
 
 from __future__ import annotations
@@ -196,7 +196,9 @@ class RunsScreen(StoppingScreen):
 
     @on(Input.Submitted, "#filter")
     def filter_done(self) -> None:
+        """Enter in the filter opens the highlighted run, as it does in the table."""
         self.query_one("#runs", VirtualTable).focus()
+        self.action_open()
 
     def on_key(self, event: Key) -> None:
         """A letter, digit, ``-`` or ``.`` that is no action's key, typed on the table, starts
