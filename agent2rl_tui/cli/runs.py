@@ -244,9 +244,30 @@ def run_show(ctx: click.Context, run: str, as_json: bool, eval_seed: bool = Fals
         _echo(f"  {s.flags.upper()}: see the report's containment and contamination lines")
     _echo(f"  baseline {_fmt(s.baseline)}, best {_fmt(s.best)}, improvement {_fmt(s.improvement)}")
     for sub in subs:  # one submission, one line, whatever its path and error hold
-        label = "baseline" if sub.kind == "baseline" else f"#{sub.id}"
+        label = "baseline" if sub.kind == "baseline" else f"#{sub.id}" + (" after" if sub.kind == "after" else "")
         _echo(f"  {label:>9} {sub.status:10} {_fmt(sub.score):>7}  {one_line(sub.model_path or '-')}"
               + (f"  ({one_line(sub.error[:100])})" if sub.error else ""))
+
+
+@run_group.command("grade")
+@click.argument("run")
+@click.argument("model_path")
+@click.pass_context
+def run_grade(ctx: click.Context, run: str, model_path: str) -> None:
+    """Grade a checkpoint an ended run left (MODEL_PATH in its workspace, e.g. output/v3) with the
+    run's own grader: recorded and reported as graded after the run, outside its budget and best."""
+    from agent2rl_tui.run.after import grade_after
+
+    try:
+        run_dir = find_run(run, ctx.obj["root"])
+        answer = grade_after(run_dir, model_path)
+    except USER_ERRORS as exc:
+        _fail(exc)
+    if "error" in answer:
+        _fail(ValueError(f"{model_path} was refused: {answer['error']}: {answer.get('detail', '')}"))
+    _echo(f"{model_path}: {answer.get('status')}, score {_fmt(answer.get('score'))} (baseline "
+          f"{_fmt(answer.get('baseline_score'))}); recorded as graded after the run, submission "
+          f"{answer.get('submission_id')}; report: {run_dir / 'report' / 'report.md'}")
 
 
 @run_group.command("stop")

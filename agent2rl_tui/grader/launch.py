@@ -31,16 +31,19 @@ class GraderProcess:
 
 
 def spawn_grader(run_dir: Path, log_path: Path, *, keep_socket: bool = False, gpus: str | None = None,
-                 successor_of: GraderProcess | None = None, die_with_us: bool = False) -> GraderProcess:
+                 successor_of: GraderProcess | None = None, die_with_us: bool = False,
+                 after_the_run: bool = False) -> GraderProcess:
     """Start a grader; ``successor_of`` a dead one: the same socket and secret, so the agent's
-    URL keeps working (connections made meanwhile wait in the socket's backlog)."""
+    URL keeps working (connections made meanwhile wait in the socket's backlog); ``after_the_run``:
+    one that grades an ended run's checkpoints for ``run grade``."""
     return spawn_service("agent2rl_tui.grader.server", SECRET_ENV, run_dir, log_path, keep_socket=keep_socket,
-                         gpus=gpus, successor_of=successor_of, die_with_us=die_with_us)
+                         gpus=gpus, successor_of=successor_of, die_with_us=die_with_us,
+                         extra_args=("--after-the-run",) if after_the_run else ())
 
 
 def spawn_service(module: str, secret_env: str, run_dir: Path, log_path: Path, *, keep_socket: bool = False,
                   gpus: str | None = None, successor_of: GraderProcess | None = None,
-                  die_with_us: bool = False) -> GraderProcess:
+                  die_with_us: bool = False, extra_args: tuple[str, ...] = ()) -> GraderProcess:
     """Start ``python -m MODULE --run-dir RUN --fd N`` on a loopback socket bound here, its secret in
     ``secret_env``: the grader, and the train-environment service beside it (``trainenv``).
     ``die_with_us``: it ends when this process dies, however it dies (``procs.die_with_launcher``;
@@ -64,7 +67,7 @@ def spawn_service(module: str, secret_env: str, run_dir: Path, log_path: Path, *
         with log_path.open("ab") as logfh:
             popen = subprocess.Popen(
                 [sys.executable, "-m", module, "--run-dir", str(run_dir),
-                 "--fd", str(sock.fileno())],
+                 "--fd", str(sock.fileno()), *extra_args],
                 pass_fds=(sock.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=logfh,

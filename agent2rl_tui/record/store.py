@@ -100,6 +100,9 @@ class RunStatus(StrEnum):
 
 
 ACTIVE_STATUSES = (RunStatus.CREATED, RunStatus.PREPARING, RunStatus.RUNNING, RunStatus.ENDING)
+AFTER_KIND = "after"
+"""A submission a person graded after the run ended (``run grade``): outside its budget, never its best."""
+
 FINAL_STATUSES = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.STOPPED, RunStatus.LOST)
 
 

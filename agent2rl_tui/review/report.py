@@ -41,6 +41,7 @@ from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.sessions import SessionFiles, session_files
 from agent2rl_tui.record.store import (
+    AFTER_KIND,
     RunStore,
     Submission,
     SubStatus,
@@ -178,11 +179,13 @@ class RecordFacts:
     containment: Containment
     sessions: SessionFiles | None
     redactions: Redactions | None
+    after: list[Submission]
 
 
 def read_facts(run_dir: Path) -> RecordFacts:
     with RunStore.of_run(run_dir) as store:
         return RecordFacts(run=store.run(), baseline=store.baseline(), subs=store.submissions(kind="agent"),
+                           after=store.submissions(kind=AFTER_KIND),
                            revisions=store.revision_rows(), transcript=transcript_totals(store), usage=run_usage(store),
                            warnings=warning_events(store), containment=containment_of(store),
                            sessions=session_files(run_dir, store), redactions=redactions_of(store))
@@ -288,6 +291,7 @@ def build_report(run_dir: Path) -> Report:
         best=Best(submission_id=best.id, score=best.score) if best else None,
         improvement=(best.score - base_score) if best and best.score is not None and base_score is not None else None,
         submissions=entries, route=route, iterations=iterations, diagnosis_error=diagnosis_error,
+        graded_after=[submission_entry(s, run.budget_start, baseline, None) for s in facts.after],
         narrative=read_narrative(run_dir), metrics=compute_metrics(run, subs, baseline),
         revisions=revisions_summary(facts.revisions), transcript=TranscriptTotals.from_json(facts.transcript),
         agent_sessions=facts.sessions, usage=facts.usage, vitals=Vitals.from_json(summarize_samples(run_dir)),
@@ -378,9 +382,22 @@ def submission_rows(r: Report) -> list[str]:
     return lines
 
 
+def graded_after_lines(r: Report) -> list[str]:
+    """Checkpoints graded after the run (``run grade``), apart from its submissions."""
+    if not r.graded_after:
+        return []
+    lines = ["", f"## Graded after the run ({len(r.graded_after)})", "",
+             "Checkpoints a person graded once the run had ended, by the run's grader on its items: outside "
+             "its budget, so not among its submissions nor its best.", "",
+             "| # | status | score | vs baseline | model |", "|---|---|---|---|---|"]
+    lines += [f"| {s.submission_id} | {_e(s.status)} | {_fmt(s.score)} | {_fmt(s.improvement)} | {_path(s.model_path)} |"
+              for s in r.graded_after]
+    return lines
+
+
 def render_markdown(report: Report) -> str:
     """report.md: every section, from the report's attributes."""
-    lines = head_lines(report) + submission_rows(report)
+    lines = head_lines(report) + submission_rows(report) + graded_after_lines(report)
     lines += significance_lines(report)
     lines += iteration_lines(report)
     if report.iterations:

@@ -64,7 +64,7 @@ from agent2rl_tui.review.typed_json import (
 
 REPORT_VERSION = 1
 """The version of report.json this code writes (a file without a ``version`` key is version 1)."""
-OPTIONAL_KEYS = ("redactions",)
+OPTIONAL_KEYS = ("redactions", "graded_after")
 """Keys added since version 1 that change no other key's meaning: a report made in code writes
 each only when it has a value, so a run without it keeps version 1's bytes."""
 _TEXT_ITEM = scalar(str, nullable=False)
@@ -417,6 +417,8 @@ class Report(Node):
     best: Best | None = key(part(Best))
     improvement: float | None = key(NUM)
     submissions: list[SubmissionEntry] = key(parts(SubmissionEntry), factory=list)
+    graded_after: list[SubmissionEntry] = key(parts(SubmissionEntry), factory=list)
+    """Checkpoints a person graded after the run ended (``run grade``): outside its budget, never its best."""
     route: str | None = key(TEXT)
     iterations: list[Iteration] = key(foreign_list(iteration_from_json, Iteration.as_json), factory=list)
     diagnosis_error: str | None = key(TEXT)
@@ -445,7 +447,7 @@ class Report(Node):
         """report.json's object: as read, or (made in code) today's keys in today's order."""
         out = super().to_json()
         for name in OPTIONAL_KEYS:  # added since version 1 without changing a key: written only when known
-            if self.order is None and getattr(self, name) is None:
+            if self.order is None and getattr(self, name) in (None, []):
                 out.pop(name, None)
         if self.version > 1 and "version" not in out:
             out = {"version": self.version, **out}

@@ -136,6 +136,7 @@ class Attempts:
 def crash_error(exc: BaseException, run_dir: Path) -> str:
     """The run's error for an exception that ended the supervisor's work: a full disk in words."""
     if is_disk_full(exc):
-        return (f"{disk_full_message(run_dir.parent)}: the run could not go on; its workspace is kept as it was "
-                "(the agent's checkpoints under workspace/)")
+        return (f"{disk_full_message(run_dir.parent)}: the run could not go on; its workspace is kept as it was, "
+                f"and once there is room `agent2rl-tui run grade {run_dir.name} PATH` grades a checkpoint it left "
+                "(recorded as graded after the run)")
     return f"supervisor error: {type(exc).__name__}: {exc}"

@@ -370,3 +370,47 @@ def test_a_run_started_beside_another_says_so_and_both_records_note_the_overlap(
         wait_for(lambda run=run: summarize(run).status not in ACTIVE_STATUSES, timeout=120, what="the run to end")
         warnings = read_report(run)["warnings"]
         assert any(w["kind"] == "overlap" and other.name in w["message"] for w in warnings), warnings
+
+
+# An agent that submits one checkpoint and leaves another it never submitted.
+ONE_AND_A_SPARE = (
+    "import json, os, pathlib, shutil, urllib.request\n"
+    "base = next(pathlib.Path('models').iterdir())\n"
+    "for name in ('v1', 'spare'):\n"
+    "    shutil.copytree(base, f'output/{name}', copy_function=shutil.copyfile)\n"
+    "req = urllib.request.Request(os.environ['GRADING_SERVER_URL'] + '/submit',\n"
+    "    data=json.dumps({'model_path': 'output/v1'}).encode(), headers={'Content-Type': 'application/json'})\n"
+    "print(urllib.request.urlopen(req, timeout=120).read().decode(), flush=True)\n"
+)
+
+
+def test_a_checkpoint_left_behind_is_graded_after_the_run_and_reported_apart(tmp_path: Path,
+                                                                             tiny_model: Path) -> None:
+    """Issue 41 (2): `run grade RUN PATH` grades a checkpoint of an ended run with the run's own
+    grader; it is recorded and reported as graded after the run, never among its submissions nor
+    its best."""
+    command = write_agent(tmp_path, ONE_AND_A_SPARE)
+    proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", command,
+               "--read-only-path", str(tmp_path / "agent.py"), "--model", str(tiny_model), "--budget", "5m",
+               "--grace", "2s", root=tmp_path / "runs", env=SCRIPTED, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = run_dir_of(proc.stdout)
+    before = read_report(run_dir)
+    assert [s["submission_id"] for s in before["submissions"]] == [1] and "graded_after" not in before
+
+    graded = cli("run", "grade", run_dir.name, "output/spare", root=tmp_path / "runs", timeout=300)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    assert "output/spare: scored, score 50.00" in graded.stdout and "graded after the run" in graded.stdout
+    with RunStore.of_run(run_dir) as store:
+        after = store.submissions(kind="after")
+        agent = store.submissions(kind="agent")
+        run = store.run()
+    assert [(s.id, s.status, s.model_path) for s in after] == [(2, "scored", "output/spare")]
+    assert [s.id for s in agent] == [1] and run.status == "finished"  # the run's own record unchanged
+    report = read_report(run_dir)
+    assert [s["submission_id"] for s in report["submissions"]] == [1] and report["best"]["submission_id"] == 1
+    assert [(s["submission_id"], s["score"]) for s in report["graded_after"]] == [(2, 50.0)]
+    assert "## Graded after the run (1)" in (run_dir / "report" / "report.md").read_text()
+
+    outside = cli("run", "grade", run_dir.name, "/etc", root=tmp_path / "runs", timeout=300)
+    assert outside.returncode == 1 and "was refused" in outside.stderr, outside.stdout + outside.stderr

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     secret = secret_from_env()
     if not secret:
         parser.error(f"set {SECRET_ENV} to the run's secret path prefix")
-    config = GraderConfig.from_run(args.run_dir)
+    config = GraderConfig.from_run(args.run_dir, after_the_run=args.after_the_run)
     sock = listening_socket(args.fd, args.port)
     log.info("grader for %s on 127.0.0.1:%s", config.run_dir.name, sock.getsockname()[1])
     serve(config, secret, sock)

@@ -11,7 +11,7 @@ from typing import Any
 
 from agent2rl_tui.grader.launch import SECRET_ENV
 from agent2rl_tui.record.runconfig import DEFAULT_MAX_QUEUED, GIB
-from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.record.store import AFTER_KIND, RunStore
 
 DESCRIPTION = "The grader service: one run's HTTP API on 127.0.0.1, one evaluation at a time."
 
@@ -72,9 +72,16 @@ class GraderConfig:
     """The seed of the run's eval draw (``tasks.registry.EVAL_SEED_KEY``), from the record only."""
     scripted_worker: dict[str, Any] | None = None
     """Evaluations answered by a script, not a model (``grader.scripted_worker``; the run's config only)."""
+    after_the_run: bool = False
+    """A grader a person starts on an ended run (``run grade``): no deadline, and what it grades is
+    recorded as graded after the run (kind ``after``), outside its budget and its best."""
+
+    @property
+    def submission_kind(self) -> str:
+        return AFTER_KIND if self.after_the_run else "agent"
 
     @classmethod
-    def from_run(cls, run_dir: Path) -> GraderConfig:
+    def from_run(cls, run_dir: Path, *, after_the_run: bool = False) -> GraderConfig:
         with RunStore.of_run(run_dir) as store:
             run = store.run()
         cfg = run.config
@@ -100,6 +107,7 @@ class GraderConfig:
             max_queued=cfg.queue_limit,
             eval_seed=cfg.eval_seed,
             scripted_worker=cfg.scripted_worker,
+            after_the_run=after_the_run,
         )
 
 
@@ -110,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--fd", type=int, help="an inherited listening socket")
     where.add_argument("--port", type=int, help="bind 127.0.0.1:PORT (0 picks a free one)")
+    parser.add_argument("--after-the-run", action="store_true",
+                        help="grade checkpoints of an ended run, recorded as graded after it (agent2rl-tui run grade)")
     return parser
 
 

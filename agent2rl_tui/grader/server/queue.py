@@ -136,7 +136,8 @@ class Grader:
         self.taking += 1
         dest = self.intake_dir / f"pending-{secrets.token_hex(8)}"
         try:
-            accepted = await asyncio.to_thread(validation.validate, body, self.store.run(), self.cfg.workspace)
+            accepted = await asyncio.to_thread(validation.validate, body, self.store.run(), self.cfg.workspace,
+                                               after_the_run=self.cfg.after_the_run)
             try:
                 taken = await asyncio.to_thread(self._take_into, accepted.resolved, self.cfg.workspace, dest)
                 revision = await asyncio.to_thread(self.snapshot_for_submission)
@@ -167,7 +168,7 @@ class Grader:
                                  f"first {MAX_REJECTED_ROWS:,} they are counted, not recorded one by one",
                                  {"refused": self.rejected, "by_code": self.flood})
             return None
-        row = {"kind": "agent", "status": SubStatus.REJECTED, "model_path": raw_path, "received_at": received,
+        row = {"kind": self.cfg.submission_kind, "status": SubStatus.REJECTED, "model_path": raw_path, "received_at": received,
                "finished_at": now(), "error": recordable(f"{rej.code}: {rej.detail}"), "error_code": rej.code}
         self.unrecorded.append(row)
         sub_id = self.record_refusals()
@@ -194,7 +195,7 @@ class Grader:
         """Record an accepted submission and queue it; its id and a future for its result."""
         self.record_refusals()  # any that waited for room go first, in the order they came
         sub_id = self.store.add_submission(
-            kind="agent", status=SubStatus.QUEUED, model_path=sub.raw, resolved_path=str(sub.resolved),
+            kind=self.cfg.submission_kind, status=SubStatus.QUEUED, model_path=sub.raw, resolved_path=str(sub.resolved),
             revision_seq=revision.seq if revision else None, revision_sha=revision.sha if revision else None,
             received_at=received,
         )

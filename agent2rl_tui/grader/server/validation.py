@@ -117,9 +117,11 @@ def check_fields(body: Any) -> str:
     return raw
 
 
-def validate(body: Any, run: RunRecord, workspace: Path) -> Accepted:
-    """A decoded /submit body checked against the run (``run``: its row in run.db)."""
-    check_budget(run)
+def validate(body: Any, run: RunRecord, workspace: Path, *, after_the_run: bool = False) -> Accepted:
+    """A decoded /submit body checked against the run (``run``: its row in run.db); ``after_the_run``:
+    a person grading an ended run's checkpoint (``run grade``), whose budget is over by definition."""
+    if not after_the_run:
+        check_budget(run)
     raw = check_fields(body)
     return Accepted(raw, check_model_path(raw, workspace))
 
