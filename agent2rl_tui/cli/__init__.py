@@ -15,13 +15,10 @@ or the campaigns (tests/unit/test_cli_startup.py). What the commands share is in
 from __future__ import annotations
 
 import importlib
-import sqlite3
 import sys
 from pathlib import Path
 
 import click
-
-from agent2rl_tui.util.diskfull import disk_full_message, is_disk_full
 
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "agents": ("agents", "agents_cmd",
@@ -113,7 +110,9 @@ class LazyGroup(click.Group):
         """Any command: a full disk is said in one line that names it, not with a traceback."""
         try:
             return super().invoke(ctx)
-        except (OSError, sqlite3.Error) as exc:
+        except Exception as exc:
+            from agent2rl_tui.util.diskfull import disk_full_message, is_disk_full  # only now: --help stays light
+
             if not is_disk_full(exc):
                 raise
             from agent2rl_tui.record.root import default_root

@@ -90,8 +90,10 @@ def test_bad_profile_files_say_what_is_wrong(tmp_path: Path, text: str, message:
 
 def test_preflight_names_the_missing_cli_and_the_missing_key() -> None:
     claude = BUILTIN_PROFILES["claude-code"]
-    with pytest.raises(ProfileError, match="'claude' .* is not on PATH.*npm install -g @anthropic-ai/claude-code"):
-        preflight(claude, {"PATH": "/nonexistent"})
+    missing = replace(claude, command=("claude-not-installed-anywhere", *claude.command[1:]))
+    with pytest.raises(ProfileError, match="'claude-not-installed-anywhere' .* is neither on PATH nor among the agent "
+                                           "CLIs `make agent-clis` installs.*npm install -g @anthropic-ai/claude-code"):
+        preflight(missing, {"PATH": "/nonexistent"})
     with pytest.raises(ProfileError, match="needs ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN"):
         preflight(replace(claude, command=("bash",)), {"PATH": os.environ["PATH"]})
     with pytest.raises(ProfileError, match="needs --command"):
@@ -194,8 +196,10 @@ def test_preflight_failures_leave_no_run_behind(tmp_path: Path, tiny_model: Path
     root = tmp_path / "runs"
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")}
     env["PATH"] = "/usr/bin:/bin"
+    profiles = tmp_path / "agents.toml"  # a CLI installed nowhere, on PATH or by make agent-clis
+    profiles.write_text('[agents.ghost]\nextends = "claude-code"\ncommand = ["ghost-cli-not-installed", "-p", "{prompt}"]\n')
     cases = [
-        (["--agent", "claude-code"], "is not on PATH"),
+        (["--agent", "ghost", "--profiles", str(profiles)], "is neither on PATH nor among the agent CLIs"),
         (["--agent", "example", "--gpus", "99"], r"no NVIDIA GPU is visible|only \d+ GPU\(s\) visible"),
     ]
     for args, message in cases:

@@ -38,7 +38,7 @@ def time_up() -> bool:
     return until is not None and time.time() >= until
 
 
-class StopAt(TrainerCallback):  # type: ignore[misc]
+class StopAt(TrainerCallback):
     """Ends training after the step during which the script's ``--until`` passed."""
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
