@@ -151,7 +151,21 @@ def _submissions(r: Report) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("#", "at", "status", "score", "vs baseline", "eval s", "revision",
                                              "model", "error", "paired vs baseline (points, 95%)",
                                              "paired vs the best before it"))
-    return f"<table><thead><tr>{head}</tr></thead><tbody>\n{out.html()}</tbody></table>" + _cut_note(out, "submissions")
+    return (f"<table><thead><tr>{head}</tr></thead><tbody>\n{out.html()}</tbody></table>" + _cut_note(out, "submissions")
+            + _graded_after(r))
+
+
+def _graded_after(r: Report) -> str:
+    """Checkpoints a person graded after the run ended (``run grade``), apart from its submissions."""
+    if not r.graded_after:
+        return ""
+    rows = "".join(f"<tr><td class=\"num\">{num(s.submission_id)}</td><td>{text(s.status)}</td>"
+                   f"<td class=\"num\">{num(s.score)}</td><td class=\"num\">{signed(s.improvement)}</td>"
+                   f"<td>{code(s.model_path, 500)}</td></tr>\n" for s in r.graded_after[:200])
+    head = "".join(f"<th>{h}</th>" for h in ("#", "status", "score", "vs baseline", "model"))
+    return (f"<h3>Graded after the run ({len(r.graded_after)})</h3><p class=\"note\">Checkpoints a person graded "
+            "once the run had ended, by the run's grader on its items: outside its budget, so not among its "
+            f"submissions nor its best.</p><table><thead><tr>{head}</tr></thead><tbody>\n{rows}</tbody></table>")
 
 
 def _at(found: Evidence | Setting) -> str:

@@ -411,6 +411,8 @@ def test_a_checkpoint_left_behind_is_graded_after_the_run_and_reported_apart(tmp
     assert [s["submission_id"] for s in report["submissions"]] == [1] and report["best"]["submission_id"] == 1
     assert [(s["submission_id"], s["score"]) for s in report["graded_after"]] == [(2, 50.0)]
     assert "## Graded after the run (1)" in (run_dir / "report" / "report.md").read_text()
+    html = cli("report", str(run_dir), "--html", timeout=120)
+    assert html.returncode == 0 and "Graded after the run (1)" in (run_dir / "report" / "report.html").read_text()
 
     outside = cli("run", "grade", run_dir.name, "/etc", root=tmp_path / "runs", timeout=300)
     assert outside.returncode == 1 and "was refused" in outside.stderr, outside.stdout + outside.stderr
