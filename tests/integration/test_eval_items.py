@@ -251,7 +251,8 @@ def test_nothing_the_sandbox_reaches_is_an_item_its_run_is_graded_on(snoop_runs:
         for game in ("test:20000", "test:20700", "train:20700", "dev:10000"):
             assert f"SERVICE REFUSED {game}: 403" in log, log
         assert log.count("SERVICE PLAYED train:") == 2, log
-    assert len(graded) >= (1 if name == "coin" else 4) and not graded & reached, graded & reached
+    assert len(lines) == (4 if name == "twc" else 100) and graded  # two games may open alike: a set of prompts
+    assert not graded & reached, graded & reached
 
 
 @needs_bwrap

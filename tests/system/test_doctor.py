@@ -132,7 +132,9 @@ def test_json_and_inert_text(tmp_path: Path) -> None:
     out = cli("doctor", "--json", "disk", "python", root=root)
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert [r["part"] for r in rows] == ["disk", "python"]
-    assert all(set(r) == {"part", "subject", "state", "detail", "fix"} and r["state"] == "ok" for r in rows)
+    assert all(set(r) == {"part", "subject", "state", "detail", "fix"} for r in rows)
+    # disk: "info" on a machine with under 20 GiB free (a CI box may have less), never a failure
+    assert rows[0]["state"] in ("ok", "info") and rows[1]["state"] == "ok", rows
     assert "\x1b" not in out.stdout
 
 
