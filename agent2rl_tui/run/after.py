@@ -54,11 +54,5 @@ def grade_after(run_dir: Path, model_path: str) -> dict[str, Any]:
 
 
 def _stop(grader: subprocess.Popen[bytes]) -> None:
-    if grader.poll() is None:
-        grader.terminate()
-        try:
-            grader.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
-    procs.signal_group(grader.pid, signal.SIGKILL)  # its eval workers too
-    grader.wait()
+    procs.stop_process(grader, 30.0)
+    procs.signal_group(grader.pid, signal.SIGKILL)  # whatever of its group is left

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 DONE = b"done\n"
@@ -63,8 +62,6 @@ def wait_for_supervisor() -> bool:
 
 def end_agent_group(run_dir: Path) -> str:
     """TERM the agent's process group, KILL it after ``GRACE_S``; what was done, in words."""
-    import signal
-
     from agent2rl_tui.record.store import RunStore
     from agent2rl_tui.util import procs
 
@@ -72,12 +69,7 @@ def end_agent_group(run_dir: Path) -> str:
         pgid = store.run().agent_pid
     if not pgid or not procs.group_alive(pgid):
         return "no agent process was left"
-    procs.signal_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + GRACE_S
-    while procs.group_alive(pgid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if procs.group_alive(pgid):
-        procs.signal_group(pgid, signal.SIGKILL)
+    if procs.end_group(pgid, GRACE_S):
         return f"the agent's processes (group {pgid}) were killed"
     return f"the agent's processes (group {pgid}) ended on TERM"
 

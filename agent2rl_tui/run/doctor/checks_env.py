@@ -128,8 +128,9 @@ def check_agents(where: Where) -> list[Finding]:
 
 def _agent_cli(profile: AgentProfile, where: Where) -> Finding:
     exe = profile.executable
-    local_dirs = [where.repo / ".agent-clis" / "node_modules" / ".bin", where.repo / ".agent-clis" / exe / "bin"]
-    local = next((d / exe for d in local_dirs if (d / exe).is_file()), None)
+    from agent2rl_tui.run.profiles import agent_cli_dirs  # the same folders the pre-flight and runs look in
+
+    local = next((d / exe for d in agent_cli_dirs(where.repo) if (d / exe).is_file()), None)
     on_path = shutil.which(exe)
     npm = profile.install_hint.startswith("npm install")
     install = f"make agent-clis (needs npm), or {profile.install_hint}" if npm else profile.install_hint
