@@ -2,9 +2,11 @@
 
 Summaries are read in a thread worker; a refresh re-reads only the runs whose record
 changed (``record.watch.stamp``) or that are still active (their status depends on the heartbeat's age).
-Typing filters the table: any printable key that is not an action's key (or ``/`` first,
-for a word that starts with one) moves to the filter, which then takes every key typed until
-enter (which opens the highlighted run) or escape. A header click or ``o`` sorts; space marks runs for Compare.
+One rule for keys: on the table a letter is an action (the footer lists them) and ``/``
+opens the filter, which then takes every key typed as text until enter (which opens the
+highlighted run) or escape. Typing straight into the table once meant "filter" for some
+letters and "act" for others ("gsm" opened Campaigns, and "stopped" would ask to stop a run);
+a letter that is no action now says to press ``/`` instead of guessing. A header click or ``o`` sorts; space marks runs for Compare.
 """
 
 from __future__ import annotations
@@ -100,8 +102,8 @@ class RunsScreen(StoppingScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Input(placeholder="type to filter runs by task, agent, driver, status or id (/ first if the word "
-                                "starts with an action's key)", id="filter", select_on_focus=False)
+        yield Input(placeholder="press / to filter runs by task, agent, driver, status or id", id="filter",
+                    select_on_focus=False)
         yield RunsTable([c for _, c in COLUMNS], id="runs")
         yield Static("", id="runs-status")
         yield Footer()
@@ -201,21 +203,16 @@ class RunsScreen(StoppingScreen):
         self.action_open()
 
     def on_key(self, event: Key) -> None:
-        """A letter, digit, ``-`` or ``.`` that is no action's key, typed on the table, starts
-        filtering.
+        """A letter or digit typed on the table that is no action's key says how to filter.
 
         Once the filter has focus it takes every printable key itself (the Input handles
-        them before any binding), so a word like "stopped" or "codex" can be typed whole
-        after ``/`` or after a first letter that is not bound.
+        them before any binding), so any word, "stopped" or "codex" included, is text there.
         """
         table = self.query_one("#runs", VirtualTable)
         char = event.character if event.is_printable else None
-        if self.focused is table and char and (char.isalnum() or char in "-.") \
-                and event.key not in self.active_bindings:
-            flt = self.query_one("#filter", Input)
-            flt.cursor_position = len(flt.value)
-            flt.insert_text_at_cursor(char)
-            flt.focus()
+        if self.focused is table and char and char.isalnum() and event.key not in self.active_bindings:
+            self.notify(f"{char!r} is no key here: press / to filter, or see the footer for the keys",
+                        timeout=3, markup=False)
             event.stop()
             event.prevent_default()
 
