@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "campaign": ("campaign", "campaign_group",
                  "Repeated runs over a matrix of tasks, agents, drivers, base models and seeds, queued."),
     "compare": ("report", "compare_cmd",
-                "Group runs by task x prompt profile x agent x driver: mean ± sd, bootstrap 95% CIs, expected best of k."),
+                "Group runs run alike: mean ± sd, bootstrap 95% CIs, expected best of k."),
     "data": ("tasks", "data_group", "Prepare tasks' data in the local cache (runs never download)."),
     "demo": ("demo", "demo", "Build the tiny model and run the example agent on an offline task (arith by default)."),
     "doctor": ("doctor", "doctor_cmd",

@@ -163,19 +163,20 @@ def campaign_show(ctx: click.Context, ref: str) -> None:
               help="Also write the scaling charts (SVG: improvement vs time, tokens, submissions; best of k) here.")
 @click.pass_context
 def campaign_results(ctx: click.Context, ref: str, csv_path: Path | None, plots_dir: Path | None) -> None:
-    """Per cell: runs, mean ± sd and bootstrap 95% CI of the best score and the improvement,
-    and the expected best of k runs."""
+    """Per cell: runs, mean ± sd and bootstrap 95% CI (three runs or more) of the best of budget and
+    the improvement (a run without a valid submission counts at 0), and the expected best of k runs."""
     from agent2rl_tui.review.campaign_view import JobState, cell_results, write_csv
+    from agent2rl_tui.review.stats import TOO_FEW_FOR_INTERVAL, Summary
     from agent2rl_tui.run.campaign import campaign_runs
 
     folder = _campaign_folder(ctx, ref)
     runs = campaign_runs(folder)  # with what Slurm says now of jobs not yet started
 
-    def ci(s) -> str:  # noqa: ANN001
+    def ci(s: Summary) -> str:
         if s.mean is None:
             return "-"
         sd = f" ± {s.sd:.2f}" if s.sd is not None else ""
-        band = f" [{s.ci_low:.2f}, {s.ci_high:.2f}]" if s.ci_low is not None else ""
+        band = f" [{s.ci_low:.2f}, {s.ci_high:.2f}]" if s.ci_low is not None else f" ({TOO_FEW_FOR_INTERVAL})"
         return f"{s.mean:.2f}{sd}{band}"
 
     for c in cell_results(runs):
@@ -183,7 +184,8 @@ def campaign_results(ctx: click.Context, ref: str, csv_path: Path | None, plots_
                                                    RunStatus.FAILED, RunStatus.LOST, RunStatus.STOPPED)
                            if (n := c.count(st)))
         best_of = "  ".join(f"E[best of {k}] {v:.2f}" for k, v in c.expected_best.items() if v is not None)
-        click.echo(f"{c.cell}\n  runs: {states or 'none'}\n  best: {ci(c.best)}\n  improvement: {ci(c.improvement)}"
+        click.echo(f"{c.cell}\n  runs: {states or 'none'}; counted: {c.tally.valid_text()}\n"
+                   f"  best of budget: {ci(c.best)}\n  improvement: {ci(c.improvement)}"
                    + (f"\n  {best_of}" if best_of else ""))
     if csv_path:
         n = write_csv(folder, csv_path)

@@ -62,7 +62,10 @@ def report_cmd(ctx: click.Context, run: str, summarizer_url: str | None = None, 
 @click.pass_context
 def compare_cmd(ctx: click.Context, runs: tuple[str, ...], campaign_ref: str | None, task: str | None,
                 plots_dir: Path | None) -> None:
-    """Group runs by task x prompt profile x agent x driver: mean ± sd, bootstrap 95% CIs, expected best of k.
+    """Group runs run alike: mean ± sd, bootstrap 95% CIs, expected best of k.
+
+    A group is one task x prompt profile x agent x driver x base model (by its weights) x mode x eval
+    limit. A run without a valid submission counts at 0 improvement; intervals need three runs.
 
     RUNS are run ids or folders; without them, every run under the root (or of --campaign)."""
     from agent2rl_tui.review.compare import ci_text, compare, pair_text, paired_bests, profile_notes
@@ -89,9 +92,10 @@ def compare_cmd(ctx: click.Context, runs: tuple[str, ...], campaign_ref: str | N
 
         best_of = "  ".join(f"E[best of {k}] {v:.2f}" for k, v in (g.best_of or {}).items() if v is not None)
         _echo(f"{one_line(g.task)} · prompts {one_line(g.prompt_profile)} · {one_line(g.agent)} · "
-              f"{one_line(g.driver)}: {g.runs} runs ({g.finished} finished)")
-        click.echo(f"  best {pm(g.best_mean, g.best_sd)} 95% CI {ci_text(g.best_ci)}; improvement "
-                   f"{pm(g.improvement_mean, g.improvement_sd)} 95% CI {ci_text(g.improvement_ci)}")
+              f"{one_line(g.driver)} · base {one_line(g.base_model)} · {one_line(g.setting_text())}: "
+              f"{g.runs} runs ({g.tally.valid_text()}; {g.finished} finished)")
+        click.echo(f"  best of budget {pm(g.best_mean, g.best_sd)} 95% CI {ci_text(g.best_ci, g.runs)}; improvement "
+                   f"{pm(g.improvement_mean, g.improvement_sd)} 95% CI {ci_text(g.improvement_ci, g.runs)}")
         if best_of:
             click.echo(f"  {best_of}")
     for note in profile_notes(compare(found)):

@@ -2,9 +2,10 @@
 
 Reads the campaign folder as its backend leaves it (``campaign.db``, ``record.campaign_db``: one
 row per run attempt, superseded attempts marked) and each current run's run.db; never writes,
-and never asks a scheduler. A cell's statistics use its finished runs that have a best score (a
-run that ended without one counts in ``runs`` but not in the statistics, and ``failed``/``lost``
-say how many).
+and never asks a scheduler. A cell's statistics count every ended run whose agent started, a run
+without a valid submission at its baseline (improvement 0, ``review.outcome``), with the cell's
+valid-submission rate beside them; runs still going or failed before their agent started are
+left out and counted apart (``CellResult.tally``).
 
 On Slurm (``backend = "slurm"``) a row's state also depends on its job's: a job that ended before
 its run started is a failed run, and says why (``run_state``, ``failed_before_run``: the one rule
@@ -25,6 +26,7 @@ from agent2rl_tui.record import campaign_db
 from agent2rl_tui.record.campaign_db import CampaignRow, JobInfo
 from agent2rl_tui.record.store import RunStatus
 from agent2rl_tui.review.index import RunSummary, summarize
+from agent2rl_tui.review.outcome import AGENT_NEVER_STARTED, STILL_RUNNING, Tally, tally
 from agent2rl_tui.review.run_usage import NONE, RunUsage
 from agent2rl_tui.review.stats import Summary, expected_best_of, summarize_values
 from agent2rl_tui.util.timeutil import iso
@@ -116,8 +118,10 @@ class CellResult:
     base_model: str
     runs: list[CampaignRun]
     best: Summary
+    """Of best of budget (``review.outcome``): the best valid submission, else the baseline."""
     improvement: Summary
     expected_best: dict[int, float | None]
+    tally: Tally
 
     def count(self, state: str) -> int:
         return sum(1 for r in self.runs if r.state == state)
@@ -146,14 +150,16 @@ def cell_results(runs: list[CampaignRun], ks: tuple[int, ...] = (1, 2, 3, 5)) ->
         cells.setdefault(r.row.cell, []).append(r)
     out = []
     for key, members in cells.items():
-        done = [r.summary for r in members if r.state == "finished" and r.summary and r.summary.best is not None]
-        bests = [s.best for s in done if s.best is not None]
-        improvements = [s.improvement for s in done if s.improvement is not None]
+        current = [m for m in members if m.state != JobState.SUPERSEDED]
+        # Rows whose run never started: queued (still to come) or failed before it.
+        counted = tally([m.summary for m in current if m.summary is not None],
+                        [AGENT_NEVER_STARTED if m.state == RunStatus.FAILED else STILL_RUNNING
+                         for m in current if m.summary is None])
+        bests, improvements = counted.bests, counted.improvements
         first = members[0].row
         out.append(CellResult(key, first.task, first.agent, first.driver or "-", Path(first.base_model).name,
-                              [m for m in members if m.state != "superseded"],
-                              summarize_values(bests), summarize_values(improvements),
-                              {k: expected_best_of(bests, k) for k in ks}))
+                              current, summarize_values(bests), summarize_values(improvements),
+                              {k: expected_best_of(bests, k) for k in ks}, counted))
     return out
 
 

@@ -1,4 +1,10 @@
-"""Comparing runs: group by task x prompt profile x agent x driver, mean and spread over repeated runs.
+"""Comparing runs: group what was run alike, mean and spread over repeated runs.
+
+A group is one task x prompt profile x agent x driver x base model (told apart by its weights,
+not its folder's name) x mode x eval limit: runs that differ in any of them are different
+measurements and never share a mean. Every ended run whose agent started counts, a run without a
+valid submission at 0 improvement (``review.outcome``), and the group's valid-submission rate
+stands beside its mean.
 
 Runs graded on the same eval items (one ``--eval-seed``) are also compared two by two, best
 submission against best submission, item by item (``paired_bests``): a difference between two
@@ -8,7 +14,7 @@ The benchmark's question is about agent stacks, not single runs, and single runs
 (the paper reports large run-to-run differences on interactive tasks). Repeated runs of one
 stack are summarised as mean +- sample standard deviation, a bootstrap 95% interval of the
 mean improvement and of the mean best score, and the expected best of k runs
-(``review.stats``). Runs graded under different prompt
+(``review.stats``; no interval below three runs). Runs graded under different prompt
 profiles (how the grader asks and reads answers) are different measurements: they never share
 a group, and ``profile_notes`` says so wherever one task appears under several.
 """
@@ -25,19 +31,42 @@ from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.record.store import RunStatus, RunStore, StoreError
 from agent2rl_tui.review.index import RunSummary
 from agent2rl_tui.review.items import significance
+from agent2rl_tui.review.outcome import Tally, tally
 from agent2rl_tui.review.run_usage import NONE
 from agent2rl_tui.review.runview import read_rows
 from agent2rl_tui.review.significance import Comparison
-from agent2rl_tui.review.stats import bootstrap_ci, expected_best_of
+from agent2rl_tui.review.stats import MIN_RUNS_FOR_INTERVAL, TOO_FEW_FOR_INTERVAL, bootstrap_ci, expected_best_of
 
 
 @dataclass(frozen=True)
-class Group:
+class GroupKey:
+    """What a group's runs share: anything that differs makes another measurement."""
+
     task: str
     prompt_profile: str
     agent: str
     driver: str
-    runs: int
+    base_model: str
+    """``RunSummary.base_model_key``: the weights' hash, else the folder's name."""
+    mode: str
+    eval_limit: int | None
+
+    @staticmethod
+    def of(run: RunSummary) -> GroupKey:
+        return GroupKey(run.task, run.prompt_profile or "-", run.agent, run.driver or "-", run.base_model_key,
+                        run.mode, run.eval_limit)
+
+    def sort_key(self) -> tuple[str, str, str, str, str, str, int]:
+        return (self.task, self.prompt_profile, self.agent, self.driver, self.base_model, self.mode,
+                -1 if self.eval_limit is None else self.eval_limit)
+
+
+@dataclass(frozen=True)
+class Group:
+    key: GroupKey
+    base_model_names: tuple[str, ...]
+    """The folder names the group's base model went by (one model may be copied under two)."""
+    tally: Tally
     best_mean: float | None
     best_sd: float | None
     improvement_mean: float | None
@@ -55,6 +84,42 @@ class Group:
     cost_runs: int = 0
     tokens_source: str = "-"
     """Where the tokens come from: metered, from the agent's stream, or mixed."""
+    members: int = 0
+    """Every run of the group, counted or not."""
+
+    @property
+    def task(self) -> str:
+        return self.key.task
+
+    @property
+    def prompt_profile(self) -> str:
+        return self.key.prompt_profile
+
+    @property
+    def agent(self) -> str:
+        return self.key.agent
+
+    @property
+    def driver(self) -> str:
+        return self.key.driver
+
+    @property
+    def runs(self) -> int:
+        """The runs the statistics count (``review.outcome``)."""
+        return len(self.tally.counted)
+
+    @property
+    def base_model(self) -> str:
+        """The base model as a reader knows it: its folder name(s) and, where hashed, its weights."""
+        names = ", ".join(self.base_model_names)
+        return f"{names} ({self.key.base_model})" if self.key.base_model.startswith("weights") else names
+
+    def setting_text(self) -> str:
+        """Mode and eval limit, the two settings a group's title leaves out unless they are not the default."""
+        parts = [f"mode {self.key.mode}"]
+        if self.key.eval_limit is not None:
+            parts.append(f"first {self.key.eval_limit} eval items")
+        return ", ".join(parts)
 
 
 def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
@@ -64,26 +129,27 @@ def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
 
 
 def compare(runs: list[RunSummary]) -> list[Group]:
-    groups: dict[tuple[str, str, str, str], list[RunSummary]] = {}
+    groups: dict[GroupKey, list[RunSummary]] = {}
     for r in runs:
-        groups.setdefault((r.task, r.prompt_profile or "-", r.agent, r.driver or "-"), []).append(r)
+        groups.setdefault(GroupKey.of(r), []).append(r)
     out = []
-    for (task, profile, agent, driver), members in sorted(groups.items()):
-        best_mean, best_sd = _mean_sd([r.best for r in members if r.best is not None])
-        imp_mean, imp_sd = _mean_sd([r.improvement for r in members if r.improvement is not None])
-        bests = [r.best for r in members if r.best is not None]
-        improvements = [r.improvement for r in members if r.improvement is not None]
+    for key, members in sorted(groups.items(), key=lambda kv: kv[0].sort_key()):
+        counted = tally(members)
+        bests, improvements = counted.bests, counted.improvements
+        best_mean, best_sd = _mean_sd(bests)
+        imp_mean, imp_sd = _mean_sd(improvements)
         usages = [r.usage for r in members if r.usage is not None and r.usage.source != NONE]
         costs = [u.cost_usd for u in usages if u.cost_usd is not None and not u.unpriced_calls]
         sources = sorted({u.label for u in usages})
-        out.append(Group(task, profile, agent, driver, len(members), best_mean, best_sd, imp_mean, imp_sd,
-                         statistics.fmean(r.n_submissions for r in members),
+        out.append(Group(key, tuple(sorted({r.base_model for r in members})), counted, best_mean, best_sd,
+                         imp_mean, imp_sd, statistics.fmean(r.n_submissions for r in members),
                          sum(1 for r in members if r.status == RunStatus.FINISHED),
                          bootstrap_ci(bests), bootstrap_ci(improvements),
                          {k: expected_best_of(bests, k) for k in (1, 2, 3)},
                          statistics.fmean(u.tokens_in + u.tokens_out for u in usages) if usages else None,
                          statistics.fmean(costs) if costs else None, len(costs),
-                         sources[0] if len(sources) == 1 else ("mixed: " + ", ".join(sources) if sources else "-")))
+                         sources[0] if len(sources) == 1 else ("mixed: " + ", ".join(sources) if sources else "-"),
+                         len(members)))
     return out
 
 
@@ -96,8 +162,11 @@ def usage_text(g: Group) -> str:
     return f"{g.tokens_mean:,.0f} tokens{cost} per run ({g.tokens_source})"
 
 
-def ci_text(ci: tuple[float, float] | None) -> str:
-    return "-" if ci is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+def ci_text(ci: tuple[float, float] | None, runs: int | None = None) -> str:
+    """An interval as text; with ``runs`` below three, why there is none."""
+    if ci is None:
+        return TOO_FEW_FOR_INTERVAL if runs is not None and runs < MIN_RUNS_FOR_INTERVAL else "-"
+    return f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
 def profile_notes(groups: list[Group]) -> list[str]:

@@ -62,6 +62,18 @@ class RunSummary:
     heartbeat_at: float | None = None
     usage: RunUsage | None = None
     """The run's tokens and cost (``review.run_usage.run_usage``: metered, else from the agent's stream)."""
+    base_weights: str | None = None
+    """The base model's weights hash, as the grader hashed them for the baseline (None: not scored)."""
+    eval_limit: int | None = None
+    """``--eval-limit``: graded on the first N eval items only (None: all of them)."""
+    mode: str = "free"
+    """The training mode the agent was told to keep to (``--mode``)."""
+
+    @property
+    def base_model_key(self) -> str:
+        """What tells two base models apart: their weights (a folder name can hide two models, and two
+        names one), else the folder's name where the baseline was never hashed."""
+        return f"weights {self.base_weights[:12]}" if self.base_weights else f"folder {self.base_model}"
 
     @property
     def flags(self) -> str:
@@ -124,7 +136,10 @@ SELECT r.*,
   (SELECT data_json FROM events WHERE kind = 'contamination' ORDER BY id DESC LIMIT 1) AS contamination_json,
   (SELECT json_extract(settings_json, '$.prompt_profile') FROM submissions
      WHERE json_extract(settings_json, '$.prompt_profile') IS NOT NULL ORDER BY id LIMIT 1) AS scored_profile,
-  json_extract(r.config_json, '$.prompt_profile') AS config_profile
+  json_extract(r.config_json, '$.prompt_profile') AS config_profile,
+  json_extract(r.config_json, '$.eval_limit') AS config_eval_limit,
+  json_extract(r.config_json, '$.mode') AS config_mode,
+  (SELECT weights_hash FROM submissions WHERE id = {BASELINE_ID}) AS base_weights
 FROM run r LIMIT 1
 """
 
@@ -161,6 +176,9 @@ def summarize(run_dir: Path) -> RunSummary:
         contaminated=_contaminated(run["contamination_json"]),
         prompt_profile=run["scored_profile"] or run["config_profile"],
         usage=usage,
+        base_weights=run["base_weights"],
+        eval_limit=run["config_eval_limit"] if isinstance(run["config_eval_limit"], int) else None,
+        mode=run["config_mode"] if isinstance(run["config_mode"], str) and run["config_mode"] else "free",
     )
 
 

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent2rl_tui.record.store import RunStore, SubStatus, scored_score
+from agent2rl_tui.review.compare import GroupKey
 from agent2rl_tui.review.index import RunSummary
+from agent2rl_tui.review.outcome import outcome
 from agent2rl_tui.review.plots import PALETTE, Chart, Series, render
 from agent2rl_tui.review.run_usage import METERED, TRANSCRIPT, run_usage
 from agent2rl_tui.review.stats import expected_best_of
@@ -86,20 +88,25 @@ def _tokens(store: RunStore, source: str, at: float) -> int | None:
 
 
 def group_label(r: RunSummary) -> str:
-    """A run's group, as ``review.compare`` groups runs: task x prompt profile x agent x driver."""
-    return f"{r.task} · {r.prompt_profile or '-'} · {r.agent} · {r.driver or '-'}"
+    """A run's group, as ``review.compare`` groups runs (``GroupKey``): task x prompt profile x agent x
+    driver x base model (with its weights' hash) x mode x eval limit, the last two only where set."""
+    key = GroupKey.of(r)
+    base = f"{r.base_model} ({key.base_model})" if r.base_weights else r.base_model
+    extra = ([f"mode {key.mode}"] if key.mode != "free" else []) \
+        + ([f"first {key.eval_limit} items"] if key.eval_limit is not None else [])
+    return " · ".join([r.task, r.prompt_profile or "-", r.agent, r.driver or "-", base, *extra])
 
 
 def group_runs(runs: Sequence[RunSummary]) -> dict[str, list[RunSummary]]:
     out: dict[str, list[RunSummary]] = {}
-    for r in sorted(runs, key=lambda r: (r.task, r.prompt_profile or "-", r.agent, r.driver or "-", r.id)):
+    for r in sorted(runs, key=lambda r: (*GroupKey.of(r).sort_key(), r.id)):
         out.setdefault(group_label(r), []).append(r)
     return out
 
 
 def read_scaling(groups: Mapping[str, Sequence[RunSummary]]) -> dict[str, list[RunCurve]]:
     """Every run's points, by group (one run.db read per run: call it off the UI's thread)."""
-    return {label: [RunCurve(r.id, run_points(r.path), r.improvement) for r in members]
+    return {label: [RunCurve(r.id, run_points(r.path), outcome(r).improvement) for r in members]
             for label, members in groups.items()}
 
 

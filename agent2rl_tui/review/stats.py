@@ -4,7 +4,8 @@ For the scores of the runs of one cell (task x agent x driver x base model, seve
 
 - ``mean`` and the sample ``sd``;
 - ``bootstrap_ci``: a percentile bootstrap 95% interval of the mean (resampling runs with
-  replacement, 2,000 resamples, a fixed seed so a report is reproducible);
+  replacement, 2,000 resamples, a fixed seed so a report is reproducible), for three runs or
+  more: two runs resample to three means, an "interval" that means nothing;
 - ``expected_best_of``: the expected best score of k runs drawn without replacement from the
   n observed (pass@k's unbiased estimator, applied to scores): with the scores sorted
   ascending, ``sum_{i=k..n} C(i-1, k-1) / C(n, k) * x_i``. For k = 1 it is the mean, for
@@ -31,10 +32,14 @@ class Summary:
         return {"n": self.n, "mean": self.mean, "sd": self.sd, "ci95_low": self.ci_low, "ci95_high": self.ci_high}
 
 
+MIN_RUNS_FOR_INTERVAL = 3
+TOO_FEW_FOR_INTERVAL = "too few runs for an interval"
+
+
 def bootstrap_ci(values: list[float], *, level: float = 0.95, resamples: int = 2000,
                  seed: int = 0) -> tuple[float, float] | None:
-    """A percentile bootstrap interval of the mean; None for fewer than two values."""
-    if len(values) < 2:
+    """A percentile bootstrap interval of the mean; None for fewer than ``MIN_RUNS_FOR_INTERVAL`` values."""
+    if len(values) < MIN_RUNS_FOR_INTERVAL:
         return None
     rng = random.Random(seed)
     n = len(values)

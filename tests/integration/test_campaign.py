@@ -113,19 +113,28 @@ def test_a_campaign_runs_its_matrix_at_most_n_at_once_and_reports_per_cell(matri
     assert example_arith.expected_best[1] == pytest.approx(statistics.fmean(bests))
     imps = [runs[r.id].improvement for r in rows if r.cell == example_arith.cell]
     assert example_arith.improvement.mean == pytest.approx(statistics.fmean(imps))
-    assert cells["arith · command · - · tiny-llama"].best.n == 0  # no submission: no best score
+    # Runs without a valid submission count at their baseline (improvement 0), not dropped (issue 42, 2).
+    silent = cells["arith · command · - · tiny-llama"]
+    silent_runs = [runs[r.id] for r in rows if r.cell == silent.cell]
+    assert silent.tally.valid == 0 and silent.tally.valid_text() == "0 of 2 valid"
+    assert silent.best.n == 2 and silent.best.mean == pytest.approx(statistics.fmean(s.baseline for s in silent_runs))
+    assert silent.improvement.mean == 0.0 and silent.improvement.ci_low is None  # two runs: no interval
 
     out = cli("campaign", "results", str(folder), "--csv", str(tmp_path / "runs.csv"), root=tmp_path / "root")
     assert out.returncode == 0 and "arith · example · scripted · tiny-llama" in out.stdout
-    assert f"best: {example_arith.best.mean:.2f}" in out.stdout and "E[best of 2]" in out.stdout
+    assert f"best of budget: {example_arith.best.mean:.2f}" in out.stdout and "E[best of 2]" in out.stdout
+    assert "counted: 0 of 2 valid" in out.stdout and "(too few runs for an interval)" in out.stdout
     with (tmp_path / "runs.csv").open(newline="") as fh:
         table = list(csv.DictReader(fh))
     assert len(table) == 8 and list(table[0])[:len(AUTORL_COLUMNS)] == AUTORL_COLUMNS
     assert {row["status"] for row in table} == {"finished"} and {row["seed"] for row in table} == {"0", "1"}
     compared = cli("compare", "--campaign", str(folder), root=tmp_path / "root")
     assert compared.returncode == 0, compared.stderr
-    assert "arith · prompts default · example · scripted: 2 runs (2 finished)" in compared.stdout
-    assert f"best {example_arith.best.mean:.2f} ± {example_arith.best.sd:.2f} 95% CI [" in compared.stdout
+    assert "arith · prompts default · example · scripted · base tiny-llama (weights " in compared.stdout
+    assert "mode free, first 2 eval items: 2 runs (2 of 2 valid; 2 finished)" in compared.stdout
+    assert "arith · prompts default · command · - · base tiny-llama" in compared.stdout
+    assert "2 runs (0 of 2 valid; 2 finished)" in compared.stdout and "too few runs for an interval" in compared.stdout
+    assert f"best of budget {example_arith.best.mean:.2f} ± {example_arith.best.sd:.2f} 95% CI too few" in compared.stdout
     status = cli("campaign", "status", "matrix", root=tmp_path / "root")
     assert status.stdout.count(" finished ") == 8 and "scheduler: ended" in status.stdout
 
@@ -258,7 +267,8 @@ async def test_the_campaign_screen_shows_the_matrix_and_opens_its_runs(matrix: d
         rows = table_rows(screen.query_one("#cells", DataTable))
         assert sorted(r[0] for r in rows) == sorted(cells) and all(r[1] == "2 finished" for r in rows)
         first = cells[rows[0][0]]
-        assert rows[0][2] == (f"{first.best.mean:.2f} ± {first.best.sd:.2f}" if first.best.sd is not None
+        assert rows[0][2] == first.tally.valid_text()
+        assert rows[0][3] == (f"{first.best.mean:.2f} ± {first.best.sd:.2f}" if first.best.sd is not None
                               else (f"{first.best.mean:.2f}" if first.best.mean is not None else "-"))
         runs = table_rows(screen.query_one("#cell-runs", DataTable))
         assert [r[0] for r in runs] == ["0", "1"] and {r[2] for r in runs} == {"finished"}

@@ -122,7 +122,8 @@ def three_runs(root: Path) -> list:
 def test_scaling_curves_and_svgs(tmp_path: Path) -> None:
     runs = three_runs(tmp_path)
     groups = group_runs(runs)
-    a, b = "arith · - · example · scripted", "arith · - · codex · scripted"
+    base = "tiny-llama (weights h3.0)"  # the base model with its weights' hash: two models never share a line
+    a, b = f"arith · - · example · scripted · {base}", f"arith · - · codex · scripted · {base}"
     assert list(groups) == [b, a] and [r.id for r in groups[a]] == ["a1", "a2"]
     scaling = read_scaling(groups)
     assert curves(scaling, "k") == {b: [(b, [(1.0, 10.0)])], a: [(a, [(1.0, 53.0), (2.0, 66.0)])]}
@@ -162,7 +163,8 @@ def test_hostile_names_come_out_escaped_and_inert(tmp_path: Path) -> None:
     svgs = scaling_svgs(group_runs([summarize(run)]))
     for svg in svgs.values():
         root = assert_inert(svg)
-        assert legend(root)[0] == 'arith · - · <script>alert("x")</script>\\x1b]52;c;aGk=\\x07\\u202e& · scripted'
+        assert legend(root)[0] == ('arith · - · <script>alert("x")</script>\\x1b]52;c;aGk=\\x07\\u202e& · scripted · '
+                                   'tiny-llama (weights h3.0)')
     line = polylines(svg_of(svgs[FILES["time"]]))[0]
     assert line.find(f"{SVG}title").text == '<script>alert("x")</script>\\x1b]52;c;aGk=\\x07\\u202e&'
 

@@ -252,7 +252,8 @@ async def test_the_campaign_and_compare_screens_read_the_same_for_local_and_slur
     local, slurm = await screens(campaigns["local"]), await screens(campaigns["slurm"])
     assert local["listed"] == [["2", "2 finished"]]
     assert [r[:3] for r in local["seeds"]] == [["0", "1", "finished"], ["1", "1", "finished"]]
-    assert local["columns"][:6] == ["task", "prompts", "agent", "driver", "runs", "finished"]
+    assert local["columns"][:8] == ["task", "prompts", "agent", "driver", "base model", "mode", "runs", "valid"]
     [row] = local["compare"]
-    assert row[:6] == ["arith", "default", "example", "scripted", "2", "2"] and "2 runs" in local["title"]
+    assert row[:4] + row[5:8] == ["arith", "default", "example", "scripted", "mode free, first 2 eval items", "2",
+                                  "2 of 2 valid"] and "2 runs" in local["title"]
     assert slurm == local  # every cell: the same runs, counts, profile and scores

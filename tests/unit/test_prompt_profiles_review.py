@@ -114,5 +114,5 @@ async def test_compare_warns_when_a_task_was_graded_under_two_profiles(profiled_
         app.push_screen(CompareScreen(runs))
         await settle(pilot, lambda: isinstance(app.screen, CompareScreen), what="Compare")
         rows = table_rows(app.screen.query_one("#compare", DataTable))
-        assert [(r[0], r[1], r[4]) for r in rows] == [("gsm8k", "reference", "2"), ("gsm8k", "zero-shot", "1")]
+        assert [(r[0], r[1], r[6]) for r in rows] == [("gsm8k", "reference", "2"), ("gsm8k", "zero-shot", "1")]
         assert "different measurements" in plain(app.screen.query_one("#compare-notes", Static))

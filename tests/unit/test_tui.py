@@ -129,12 +129,13 @@ async def test_runs_screen_lists_filters_sorts_marks_and_compares(review_root: P
         await settle(pilot, lambda: isinstance(app.screen, CompareScreen), what="Compare")
         compare = table_rows(app.screen.query_one("#compare", DataTable))
         assert len(compare) == 1
-        task, profile, agent, driver, n, finished, best, improvement, ci, best3, subs, *usage = compare[0]
-        assert (task, profile, agent, driver, n, finished) == ("arith", "default", "example", "scripted", "2", "1")
+        task, profile, agent, driver, base, mode, n, valid, best, improvement, ci, best3, subs, *usage = compare[0]
+        assert (task, profile, agent, driver, mode, n, valid) == ("arith", "default", "example", "scripted",
+                                                                  "mode free", "2", "2 of 2 valid")
+        assert base.startswith("tiny-llama (weights ")  # the base model told apart by its weights
         assert len(usage) == 3  # tokens / run, cost / run, and where they come from (review.run_usage)
         assert best.endswith("± 0.00") and subs == "2.0"
-        low, high = ci.strip("[]").split(", ")  # two copies of one run: the interval is that run's improvement
-        assert low == high == improvement.split(" ± ")[0] and best3 == "-"  # 3 runs of 2: no expectation
+        assert ci == "too few runs for an interval" and best3 == "-"  # two runs: no interval, no best of 3
         # Graded on the same items, the two runs are paired best against best: the same model, no difference.
         paired = app.screen.query_one("#paired", Static)
         await settle(pilot, lambda: "paired on the same eval items" in plain(paired), what="the paired comparison")

@@ -93,7 +93,7 @@ class CampaignScreen(Screen[None]):
         yield Header()
         yield Static(literal_line(f"campaign {self.folder.name}"), id="campaign-title")
         cells = RowTable(id="cells")
-        for label in ("cell", "runs", "best", "improvement", "improvement 95% CI", "best of 3"):
+        for label in ("cell", "runs", "valid", "best of budget", "improvement", "improvement 95% CI", "best of 3"):
             cells.add_column(label, key=label)
         yield cells
         yield Static("runs of the highlighted cell (enter: open)", id="cell-runs-title")
@@ -121,9 +121,10 @@ class CampaignScreen(Screen[None]):
         for c in cells:
             best3 = c.expected_best.get(3)
             low, high = c.improvement.ci_low, c.improvement.ci_high
-            table.add_row(literal_line(c.cell), _states(c.runs), _pm(c.best.mean, c.best.sd),
+            table.add_row(literal_line(c.cell), _states(c.runs), literal_line(c.tally.valid_text()),
+                          _pm(c.best.mean, c.best.sd),
                           _pm(c.improvement.mean, c.improvement.sd),
-                          ci_text((low, high) if low is not None and high is not None else None),
+                          ci_text((low, high) if low is not None and high is not None else None, c.improvement.n),
                           "-" if best3 is None else f"{best3:.2f}")
         self.cells = cells
         if cells:

@@ -61,20 +61,23 @@ class CompareScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         groups = compare(self.runs)
-        yield Static(f"{len(self.runs)} runs, grouped by task × prompt profile × agent × driver (mean ± sample sd; "
-                     "bootstrap 95% CI of the mean; expected best of 3 runs)", id="compare-title")
+        yield Static(f"{len(self.runs)} runs, grouped by task × prompt profile × agent × driver × base model × mode "
+                     "× eval limit (mean ± sample sd; a run without a valid submission counts at 0; bootstrap 95% CI "
+                     "of the mean from three runs; expected best of 3 runs)", id="compare-title")
         notes = profile_notes(groups)
         if notes:
             yield Static(literal("\n".join(f"⚠ {n}" for n in notes)), id="compare-notes", classes="warning")
         table = RowTable(id="compare")
-        for label in ("task", "prompts", "agent", "driver", "runs", "finished", "best", "improvement",
+        for label in ("task", "prompts", "agent", "driver", "base model", "mode", "runs", "valid", "best", "improvement",
                       "improvement 95% CI", "best of 3", "submissions", "tokens / run", "cost / run", "tokens from"):
             table.add_column(label, key=label)
         for g in groups:
             best3 = (g.best_of or {}).get(3)
-            table.add_row(*map(literal_line, (g.task, g.prompt_profile, g.agent, g.driver)), str(g.runs), str(g.finished),
+            table.add_row(*map(literal_line, (g.task, g.prompt_profile, g.agent, g.driver, g.base_model,
+                                              g.setting_text())),
+                          str(g.runs), literal_line(g.tally.valid_text()),
                           _pm(g.best_mean, g.best_sd), _pm(g.improvement_mean, g.improvement_sd),
-                          ci_text(g.improvement_ci), "-" if best3 is None else f"{best3:.2f}",
+                          ci_text(g.improvement_ci, g.runs), "-" if best3 is None else f"{best3:.2f}",
                           f"{g.submissions_mean:.1f}", *usage_cells(g))
         yield table
         yield Static("pairing runs graded on the same items…", id="paired")

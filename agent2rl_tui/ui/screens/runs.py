@@ -6,7 +6,8 @@ One rule for keys: on the table a letter is an action (the footer lists them) an
 opens the filter, which then takes every key typed as text until enter (which opens the
 highlighted run) or escape. Typing straight into the table once meant "filter" for some
 letters and "act" for others ("gsm" opened Campaigns, and "stopped" would ask to stop a run);
-a letter that is no action now says to press ``/`` instead of guessing. A header click or ``o`` sorts; space marks runs for Compare.
+a letter that is no action now says to press ``/`` instead of guessing. A header click or ``o``
+sorts; space marks runs for Compare.
 """
 
 from __future__ import annotations
