@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,9 @@ SCHEMA = (
     "CREATE TABLE campaign (name TEXT, created_at REAL, scheduler_pid INTEGER, heartbeat_at REAL, ended_at REAL)",
     "CREATE TABLE runs (id INTEGER PRIMARY KEY, cell TEXT, task TEXT, agent TEXT, driver TEXT, "
     "base_model TEXT, command TEXT, seed INTEGER, attempt INTEGER DEFAULT 1, run_dir TEXT, "
-    "gpus TEXT, queued_at REAL, started_at REAL, superseded INTEGER DEFAULT 0, error TEXT, job_id TEXT)",
+    "gpus TEXT, queued_at REAL, started_at REAL, superseded INTEGER DEFAULT 0, error TEXT, job_id TEXT, mode TEXT)",
 )
+"""``mode`` came last (a campaign.db made before it has none: its runs read as free)."""
 JOBS_SCHEMA = ("CREATE TABLE IF NOT EXISTS jobs (job_id TEXT PRIMARY KEY, state TEXT, ended INTEGER, note TEXT, "
                "detail TEXT, seen_at REAL)")
 
@@ -54,6 +55,8 @@ class QueuedRun:
     base_model: str
     command: str | None
     seed: int
+    mode: str | None = field(default=None, kw_only=True)
+    """The training mode of the cell (``record.modes``); None: free."""
 
 
 @dataclass(frozen=True)
@@ -129,10 +132,13 @@ def create(folder: Path, name: str, created_at: float, runs: Iterable[QueuedRun]
 
 
 def _insert(db: sqlite3.Connection, run: QueuedRun, *, attempt: int, queued_at: float) -> int:
-    cur = db.execute("INSERT INTO runs (cell, task, agent, driver, base_model, command, seed, attempt, queued_at) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    with_mode = _has_mode(db)
+    if run.mode and not with_mode:
+        raise sqlite3.OperationalError("this campaign.db was made before training modes: it cannot queue a run in one")
+    cur = db.execute("INSERT INTO runs (cell, task, agent, driver, base_model, command, seed, attempt, queued_at"
+                     + (", mode) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" if with_mode else ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
                      (run.cell, run.task, run.agent, run.driver, run.base_model, run.command, run.seed, attempt,
-                      queued_at))
+                      queued_at, *((run.mode,) if with_mode else ())))
     return int(cur.lastrowid or 0)
 
 
@@ -152,22 +158,30 @@ _ROW_COLUMNS = ("id, cell, task, agent, driver, base_model, command, seed, attem
                 "started_at, superseded, error, job_id")
 
 
+def _has_mode(db: sqlite3.Connection) -> bool:
+    return any(col[1] == "mode" for col in db.execute("PRAGMA table_info(runs)"))
+
+
+def _columns(db: sqlite3.Connection) -> str:
+    return _ROW_COLUMNS + (", mode" if _has_mode(db) else ", NULL AS mode")
+
+
 def _row(values: tuple[Any, ...]) -> CampaignRow:
     (id_, cell, task, agent, driver, base_model, command, seed, attempt, run_dir, gpus, queued_at, started_at,
-     superseded, error, job_id) = values
+     superseded, error, job_id, mode) = values
     return CampaignRow(cell=cell, task=task, agent=agent, driver=driver, base_model=base_model, command=command,
                        seed=int(seed), id=int(id_), attempt=int(attempt or 1), run_dir=run_dir, gpus=gpus,
                        queued_at=queued_at, started_at=started_at, superseded=bool(superseded), error=error,
-                       job_id=job_id)
+                       job_id=job_id, mode=mode if isinstance(mode, str) and mode else None)
 
 
 def read_rows(db: sqlite3.Connection) -> list[CampaignRow]:
     """Every row of ``runs``, in the order they were queued."""
-    return [_row(tuple(r)) for r in db.execute(f"SELECT {_ROW_COLUMNS} FROM runs ORDER BY id")]
+    return [_row(tuple(r)) for r in db.execute(f"SELECT {_columns(db)} FROM runs ORDER BY id")]
 
 
 def read_row(db: sqlite3.Connection, row_id: int) -> CampaignRow | None:
-    found = db.execute(f"SELECT {_ROW_COLUMNS} FROM runs WHERE id = ?", (row_id,)).fetchone()
+    found = db.execute(f"SELECT {_columns(db)} FROM runs WHERE id = ?", (row_id,)).fetchone()
     return _row(tuple(found)) if found else None
 
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent2rl_tui.record.modes import FREE, MODES
 from agent2rl_tui.record.setting import Flag, FormField, parse_pairs, paths_of, setting
 from agent2rl_tui.tasks.registry import DEFAULT_EVAL_TIMEOUT_S, EVAL_SEED_KEY
 
@@ -271,6 +272,13 @@ class RunConfig:
         metadata={JSON_KEY: EVAL_SEED_KEY})
     """The seed of the run's eval draw (key ``tasks.registry.EVAL_SEED_KEY``): here only; None in a
     request: drawn afresh when the run is made."""
+    mode: str | None = setting(None, rank=185, group="agent", flags=(Flag(
+        "--mode", "mode",
+        "How the agent may train: free (anything goes, the default), sft-only or rl-only (the paper's modes); "
+        "stated in its instructions, and checked against the training seen running.", kind="choice",
+        choices=MODES),), campaign="mode", from_flags=lambda v: v.get("mode") if v.get("mode") not in (None, FREE)
+        else None, metadata={READ: lambda v: v if v in MODES and v != FREE else None})
+    """The training mode (``record.modes``); None: free. Written only where set."""
     max_submission_gib: float | None = None
     """The largest submission the grader takes; None: by the base model's size."""
     max_queued: int | None = None
@@ -283,7 +291,8 @@ class RunConfig:
     rest: dict[str, Any] = field(default_factory=dict)
     """Keys this release does not know, kept as they were."""
 
-    OPTIONAL: typing.ClassVar[tuple[str, ...]] = ("max_submission_gib", "max_queued", "train_env", "scripted_worker")
+    OPTIONAL: typing.ClassVar[tuple[str, ...]] = ("mode", "max_submission_gib", "max_queued", "train_env",
+                                                  "scripted_worker")
 
     # -- in ---------------------------------------------------------------------------
     @classmethod

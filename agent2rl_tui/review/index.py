@@ -68,6 +68,9 @@ class RunSummary:
     """``--eval-limit``: graded on the first N eval items only (None: all of them)."""
     mode: str = "free"
     """The training mode the agent was told to keep to (``--mode``)."""
+    mode_kept: bool | None = None
+    """Whether the training seen running kept to the mode (the report's ``mode_check``): False when
+    it trained outside it; None for a free run, one without a report, or one that cannot tell."""
 
     @property
     def base_model_key(self) -> str:
@@ -83,6 +86,8 @@ class RunSummary:
             out.append("contaminated?")
         if self.contained is False:
             out.append("not contained")
+        if self.mode_kept is False:
+            out.append("outside its mode")
         return " · ".join(out)
 
     @property
@@ -152,6 +157,7 @@ def summarize(run_dir: Path) -> RunSummary:
     if row is None:
         raise StoreError(f"{run_dir / 'run.db'} holds no run")
     run = dict(row)
+    mode = run["config_mode"] if isinstance(run["config_mode"], str) and run["config_mode"] else "free"
     return RunSummary(
         path=run_dir,
         id=run["id"],
@@ -178,8 +184,19 @@ def summarize(run_dir: Path) -> RunSummary:
         usage=usage,
         base_weights=run["base_weights"],
         eval_limit=run["config_eval_limit"] if isinstance(run["config_eval_limit"], int) else None,
-        mode=run["config_mode"] if isinstance(run["config_mode"], str) and run["config_mode"] else "free",
+        mode=mode,
+        mode_kept=None if mode == "free" else _mode_kept(run_dir),
     )
+
+
+def _mode_kept(run_dir: Path) -> bool | None:
+    """The report's verdict on a run in a mode (``review.adherence``): read only for such runs."""
+    try:
+        check = json.loads((run_dir / "report" / "report.json").read_text(encoding="utf-8")).get("mode_check")
+    except (OSError, ValueError, AttributeError):
+        return None
+    verdict = check.get("verdict") if isinstance(check, dict) else None
+    return {"kept": True, "outside": False}.get(verdict) if isinstance(verdict, str) else None
 
 
 def _flag(data_json: str | None, key: str, *, started: bool) -> bool | None:

@@ -37,6 +37,8 @@ class Outcome:
     improvement: float | None
     """``best`` - baseline: 0 for a counted run without a valid submission (None when not counted)."""
     why_not_counted: str | None = None
+    outside_mode: bool = False
+    """It trained outside its training mode (counted all the same, and said)."""
 
 
 def outcome(run: RunSummary) -> Outcome:
@@ -46,9 +48,10 @@ def outcome(run: RunSummary) -> Outcome:
         return Outcome(run.id, False, False, None, None, AGENT_NEVER_STARTED)
     if run.baseline is None:
         return Outcome(run.id, False, run.best is not None, None, None, NO_BASELINE)
+    outside = run.mode_kept is False
     if run.best is None:
-        return Outcome(run.id, True, False, run.baseline, 0.0)
-    return Outcome(run.id, True, True, run.best, run.best - run.baseline)
+        return Outcome(run.id, True, False, run.baseline, 0.0, outside_mode=outside)
+    return Outcome(run.id, True, True, run.best, run.best - run.baseline, outside_mode=outside)
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,9 @@ class Tally:
     def valid_text(self) -> str:
         """"3 of 4 valid" and what was left out, for a table cell."""
         text = f"{self.valid} of {len(self.counted)} valid" if self.counted else "no run counted"
+        outside = sum(1 for o in self.counted if o.outside_mode)
+        if outside:
+            text += f", {outside} trained outside its mode"
         left = ", ".join(f"{n} {why}" for why, n in sorted(self.not_counted.items()))
         return text + (f"; {left}, not counted" if left else "")
 

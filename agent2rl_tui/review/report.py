@@ -53,6 +53,7 @@ from agent2rl_tui.record.store import (
     strict_of,
 )
 from agent2rl_tui.record.transcripts import transcript_totals
+from agent2rl_tui.review.adherence import check_mode
 from agent2rl_tui.review.codefacts import Evidence, Setting
 from agent2rl_tui.review.items import significance
 from agent2rl_tui.review.iterations import TIME_KINDS, Iteration, build_iterations
@@ -281,6 +282,7 @@ def build_report(run_dir: Path) -> Report:
     paired = paired_significance(run_dir, subs, baseline)
     entries = [submission_entry(s, run.budget_start, baseline, paired.get(s.id)) for s in subs]
     route, iterations, diagnosis_error = diagnose(run_dir, entries)
+    mode_check = check_mode(run.config.mode, iterations) if diagnosis_error is None else None
     return Report(
         run_id=run.id, task=run.task, agent=run.agent, driver=run.driver, base_model=run.base_model,
         prompt_profile=prompt_profile_of(run.config, baseline, *subs),
@@ -290,7 +292,8 @@ def build_report(run_dir: Path) -> Report:
         baseline=baseline_part(baseline), resolution=resolution_of(baseline),
         best=Best(submission_id=best.id, score=best.score) if best else None,
         improvement=(best.score - base_score) if best and best.score is not None and base_score is not None else None,
-        submissions=entries, route=route, iterations=iterations, diagnosis_error=diagnosis_error,
+        submissions=entries, route=route, mode_check=mode_check, iterations=iterations,
+        diagnosis_error=diagnosis_error,
         graded_after=[submission_entry(s, run.budget_start, baseline, None) for s in facts.after],
         narrative=read_narrative(run_dir), metrics=compute_metrics(run, subs, baseline),
         revisions=revisions_summary(facts.revisions), transcript=TranscriptTotals.from_json(facts.transcript),
@@ -361,6 +364,9 @@ def head_lines(r: Report) -> list[str]:
                      "comparison below says whether its gain is more than noise)")
     if r.error:
         lines.append(f"- error: {_e(r.error)}")
+    if r.mode_check is not None:
+        mark = "**TRAINED OUTSIDE ITS MODE**: " if r.mode_check.kept is False else ""
+        lines.append(f"- training {mark}{_e(r.mode_check.line())}")
     c = r.containment
     lines.append(f"- containment: **contained** by {_e(c.reason)}" if c.contained
                  else f"- containment: **NOT CONTAINED**: {_e(c.reason)}")

@@ -34,6 +34,7 @@ from typing import Any, ClassVar, Self
 from agent2rl_tui.record.contamination import ContaminationResult
 from agent2rl_tui.record.sessions import SessionFiles
 from agent2rl_tui.record.summary_parts import Judgement, StrictReading, as_json
+from agent2rl_tui.review.adherence import ModeCheck
 from agent2rl_tui.review.codefacts import UNKNOWN, Evidence, Setting
 from agent2rl_tui.review.iterations import Changes, Iteration
 from agent2rl_tui.review.logscan import Signal
@@ -64,7 +65,7 @@ from agent2rl_tui.review.typed_json import (
 
 REPORT_VERSION = 1
 """The version of report.json this code writes (a file without a ``version`` key is version 1)."""
-OPTIONAL_KEYS = ("redactions", "graded_after")
+OPTIONAL_KEYS = ("redactions", "graded_after", "mode_check")
 """Keys added since version 1 that change no other key's meaning: a report made in code writes
 each only when it has a value, so a run without it keeps version 1's bytes."""
 _TEXT_ITEM = scalar(str, nullable=False)
@@ -420,6 +421,8 @@ class Report(Node):
     graded_after: list[SubmissionEntry] = key(parts(SubmissionEntry), factory=list)
     """Checkpoints a person graded after the run ended (``run grade``): outside its budget, never its best."""
     route: str | None = key(TEXT)
+    mode_check: ModeCheck | None = key(foreign(ModeCheck.from_json, ModeCheck.as_json))
+    """A run in a training mode: whether the training seen running kept to it (``review.adherence``)."""
     iterations: list[Iteration] = key(foreign_list(iteration_from_json, Iteration.as_json), factory=list)
     diagnosis_error: str | None = key(TEXT)
     narrative: Narrative | None = key(foreign(narrative_from_json, narrative_json))

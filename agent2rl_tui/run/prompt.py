@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from agent2rl_tui.record.modes import mode_section
 from agent2rl_tui.util.timeutil import human_duration
 
 PROMPT_TEMPLATE = """\
@@ -76,9 +77,13 @@ def data_sample(workspace: Path) -> tuple[str, str, int]:
     return files[0].name, "\n".join(rows), len(rows)
 
 
-def build_prompt(workspace: Path, budget_s: float) -> str:
+def build_prompt(workspace: Path, budget_s: float, mode: str | None = None) -> str:
+    """The prompt; in a training ``mode`` that constrains the agent (``record.modes``) the brief's
+    "your choice" points at the mode its instructions state."""
     data_file, sample, n = data_sample(workspace)
-    return PROMPT_TEMPLATE.format(
+    template = PROMPT_TEMPLATE if not mode_section(mode) else PROMPT_TEMPLATE.replace(
+        "(SFT, GRPO, PPO, online rollouts: your choice)", "(within the training mode your instructions state)")
+    return template.format(
         workspace=workspace,
         budget=human_duration(budget_s),
         description=(workspace / "description.md").read_text(encoding="utf-8").strip(),

@@ -193,6 +193,7 @@ class Supervisor:
             budget_s=self.run.budget_s,
             grace_s=self.run.grace_s,
             prompt_profile=self.cfg.prompt_profile,
+            mode=self.cfg.mode,
         )
         self.store.event("supervisor", "workspace", "workspace ready")
 
@@ -222,7 +223,7 @@ class Supervisor:
     def run_agent(self) -> str:
         profile = get_profile(self.run.agent, self._profiles_path())
         model = self.run.driver
-        prompt = build_prompt(self.ws, self.run.budget_s)
+        prompt = build_prompt(self.ws, self.run.budget_s, self.cfg.mode)
         (self.run_dir / "prompt.md").write_text(prompt, encoding="utf-8")
         if profile.instructions_file:
             (self.ws / profile.instructions_file).write_text(prompt, encoding="utf-8")

@@ -18,6 +18,7 @@ from typing import Any
 
 from agent2rl_tui.envs import EnvSpec
 from agent2rl_tui.envs.search import SearchQASpec
+from agent2rl_tui.record.modes import mode_section
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.tasks import decoding, grading_rules
 from agent2rl_tui.tasks.registry import InferenceSettings, Task, task_cache, write_jsonl
@@ -144,13 +145,14 @@ def recorded_decoding_row(run_dir: Path) -> str | None:
 
 def populate_workspace(
     run_dir: Path, task: Task, base_model_source: Path, base_model: str, *, budget_s: float, grace_s: float,
-    prompt_profile: str | None = None, decoding_row: str | None = None,
+    prompt_profile: str | None = None, decoding_row: str | None = None, mode: str | None = None,
 ) -> Path:
     """Copy the base model and train split in, write description.md and instructions.md, and the
     grader's rules as a program: data/grading.py (Level 1) or data/play.py (Level 3).
 
     ``decoding_row``: the base model's row of the reference's model table where the profile uses
-    it (None: the one the run's record holds), so the kit states the decoding the grader applies."""
+    it (None: the one the run's record holds), so the kit states the decoding the grader applies.
+    ``mode``: the training mode the instructions state (``record.modes``; None: free)."""
     settings = decoding.run_settings(task, prompt_profile, decoding_row or recorded_decoding_row(run_dir))
     ws = run_dir / "workspace"
     model_dst = ws / "models" / base_model
@@ -170,6 +172,9 @@ def populate_workspace(
     data_files = ", ".join(f"`{p.name}`" for p in sorted(data_dir.iterdir()))
     text = INSTRUCTIONS.format(task=task.name, base_model=base_model, data_files=data_files,
                                budget=human_duration(budget_s), grace=human_duration(grace_s))
+    if mode_section(mode):  # the constraint first, where the loop says what goes
+        text = text.replace("(SFT, GRPO, PPO, online rollouts: anything goes)", "(within your training mode, below)")
+        text = text.replace("\n## The loop\n", mode_section(mode) + "\n## The loop\n", 1)
     if task.level == 3:
         text += train_env_section(task)
     (ws / "instructions.md").write_text(text, encoding="utf-8")

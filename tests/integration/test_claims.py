@@ -66,7 +66,7 @@ sleep 2
 @pytest.mark.usefixtures("scripted_grading")
 def test_a_script_written_but_never_run_is_not_reported_as_trained(tmp_path: Path, tiny_model: Path) -> None:
     proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", AGENT, "--model",
-               str(tiny_model), "--budget", "4m", "--grace", "5s", "--detach",
+               str(tiny_model), "--budget", "4m", "--grace", "5s", "--detach", "--mode", "rl-only",
                "--env", f"GRPO_CODE={GRPO}", "--env", f"SFT_CODE={SFT}", "--env", f"MUTATE_CODE={MUTATE}",
                "--env", f"SUBMIT_CODE={SUBMIT}",
                "--env", f"PY={sys.executable}", root=tmp_path / "runs", timeout=120)
@@ -84,3 +84,15 @@ def test_a_script_written_but_never_run_is_not_reported_as_trained(tmp_path: Pat
     assert "GRPO (online)" not in md
     lines = [json.loads(line) for line in (run / "report" / "iterations.jsonl").read_text().splitlines()]
     assert lines[0]["observed"] is False and lines[1]["observed"] is True
+    # The mode: stated, then checked against what ran (GRPO only written: not counted; SFT ran).
+    assert "RL-only mode" in (run / "workspace" / "instructions.md").read_text()
+    assert "within the training mode your instructions state" in (run / "prompt.md").read_text()
+    assert report["mode_check"] == {"mode": "rl-only", "verdict": "outside", "seen": ["SFT"],
+                                    "outside": ["iteration 2 (submission 2): SFT, seen running"]}
+    assert "- training **TRAINED OUTSIDE ITS MODE**: mode rl-only\\: trained outside it\\: iteration 2" in md
+    summary = summarize(run)
+    assert summary.mode == "rl-only" and summary.mode_kept is False and "outside its mode" in summary.flags
+    listed = cli("runs", root=tmp_path / "runs").stdout
+    assert "outside its mode" in listed
+    compared = cli("compare", str(run), root=tmp_path / "runs").stdout
+    assert "mode rl-only" in compared and "1 of 1 valid, 1 trained outside its mode" in compared

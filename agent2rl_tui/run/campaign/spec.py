@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.record.campaign_db import CAMPAIGN_FILE, QueuedRun
+from agent2rl_tui.record.modes import FREE, MODES
 from agent2rl_tui.record.root import RunError
 from agent2rl_tui.run.options import CAMPAIGN_OPTIONS, request_fields_from_campaign
 from agent2rl_tui.run.request import RunRequest
@@ -24,33 +25,37 @@ RUN_OPTIONS = tuple(CAMPAIGN_OPTIONS)
 BACKENDS = ("local", "slurm")
 """The values of the file's ``backend`` key: our scheduler on this machine, or one submitit job per run."""
 REQUIRED = ("name", "tasks", "base_models", "agents")
-TOP_KEYS = (*REQUIRED, "seeds", "budget", "max_parallel", "gpus_per_run", "backend", "options", "slurm")
+TOP_KEYS = (*REQUIRED, "modes", "seeds", "budget", "max_parallel", "gpus_per_run", "backend", "options", "slurm")
 """Every key a campaign file may have at its top ([slurm]'s own keys are submitit's, checked by it)."""
 AGENT_KEYS = ("agent", "drivers", "command")
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One cell of the matrix: task x agent (x driver) x base model; its runs differ by seed."""
+    """One cell of the matrix: task x agent (x driver) x base model (x mode); its runs differ by seed."""
 
     task: str
     agent: str
     driver: str | None
     base_model: str
     command: str | None = None
+    mode: str | None = None
+    """The training mode (``record.modes``); None: free, and the key says nothing of it."""
 
     @property
     def key(self) -> str:
-        return f"{self.task} · {self.agent} · {self.driver or '-'} · {Path(self.base_model).name}"
+        mode = f" · {self.mode}" if self.mode else ""
+        return f"{self.task} · {self.agent} · {self.driver or '-'} · {Path(self.base_model).name}{mode}"
 
     @classmethod
     def of(cls, run: QueuedRun) -> Cell:
         """The cell of a queued run (a row of campaign.db)."""
-        return cls(run.task, run.agent, run.driver, run.base_model, run.command)
+        return cls(run.task, run.agent, run.driver, run.base_model, run.command, run.mode)
 
     def queued(self, seed: int) -> QueuedRun:
         """The run of this cell with ``seed``, as campaign.db queues it."""
-        return QueuedRun(self.key, self.task, self.agent, self.driver, self.base_model, self.command, seed)
+        return QueuedRun(self.key, self.task, self.agent, self.driver, self.base_model, self.command, seed,
+                         mode=self.mode)
 
 
 @dataclass(frozen=True)
@@ -81,9 +86,10 @@ class CampaignSpec:
 
     def request(self, cell: Cell, seed: int, root: Path) -> RunRequest:
         """The run of ``cell`` with ``seed``: the matrix's fields, then the ``[options]`` (``run.options``)."""
+        options = {**self.options, **({"mode": cell.mode} if cell.mode else {})}
         return RunRequest.of(task=cell.task, agent=cell.agent, model=Path(cell.base_model), budget_s=self.budget_s,
                              driver=cell.driver, seed=seed, command=cell.command, root=root,
-                             **request_fields_from_campaign(self.options))
+                             **request_fields_from_campaign(options))
 
     def queued(self) -> list[QueuedRun]:
         """Every run of the matrix, cell by cell, each cell's seeds in order."""
@@ -140,8 +146,22 @@ def _cells(raw: dict[str, Any]) -> list[Cell]:
             raise RunError("campaign file: each [[agents]] needs agent = \"NAME\"")
         for driver in entry.get("drivers") or [None]:
             agents.append((entry["agent"], driver, entry.get("command")))
-    return [Cell(task, agent, driver, str(Path(model).expanduser()), command)
-            for task, (agent, driver, command), model in itertools.product(raw["tasks"], agents, raw["base_models"])]
+    modes = _modes(raw)
+    return [Cell(task, agent, driver, str(Path(model).expanduser()), command, mode)
+            for task, (agent, driver, command), model, mode
+            in itertools.product(raw["tasks"], agents, raw["base_models"], modes)]
+
+
+def _modes(raw: dict[str, Any]) -> list[str | None]:
+    """The ``modes`` axis (free is None: its cells keep the key they always had); [None] without one."""
+    modes = raw.get("modes")
+    if modes is None:
+        return [None]
+    if "mode" in raw.get("options", {}):
+        raise RunError("campaign file: give the training mode as the modes axis or as [options] mode, not both")
+    if not isinstance(modes, list) or not modes or any(m not in MODES for m in modes):
+        raise RunError(f"campaign file: modes = {modes!r}: a list of {', '.join(MODES)}")
+    return [None if m == FREE else str(m) for m in modes]
 
 
 def _backend(raw: dict[str, Any]) -> str:
