@@ -1,15 +1,19 @@
-"""``campaign start|status|resume|requeue|show|results``: repeated runs over a matrix, queued
+"""``campaign start|status|resume|requeue|show|results|report``: repeated runs over a matrix, queued
 (the local scheduler or Slurm jobs)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from agent2rl_tui.cli.common import USER_ERRORS, _fail, _run_tui, _write_plots
+from agent2rl_tui.cli.common import USER_ERRORS, _echo, _fail, _run_tui, _write_plots
 from agent2rl_tui.record.root import RunError, default_root
 from agent2rl_tui.record.store import RunStatus
+
+if TYPE_CHECKING:
+    from agent2rl_tui.review.index import RunSummary
 
 
 @click.group("campaign")
@@ -192,3 +196,38 @@ def campaign_results(ctx: click.Context, ref: str, csv_path: Path | None, plots_
         click.echo(f"{n} rows -> {csv_path}")
     if plots_dir:
         _write_plots(plots_dir, [r.summary for r in runs if r.summary is not None and r.state != "superseded"])
+
+
+@campaign_group.command("report")
+@click.argument("ref")
+@click.option("--html", "html", is_flag=True, help="Also write one self-contained page (no script) of it all.")
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
+              help="The folder to write into (default: the campaign folder's report/).")
+@click.pass_context
+def campaign_report(ctx: click.Context, ref: str, html: bool, out: Path | None) -> None:
+    """The paper's outputs for the campaign: its table, mode x task heatmap, best routes, best of k,
+    each run's submissions and the scaling charts (text, CSV, SVG; --html: one page)."""
+    from agent2rl_tui.run.campaign import campaign_runs
+
+    folder = _campaign_folder(ctx, ref)
+    runs = [r.summary for r in campaign_runs(folder) if r.summary is not None and r.state != "superseded"]
+    write_experiment(runs, out or folder / "report", f"Campaign {folder.name}", html=html)
+
+
+def write_experiment(runs: list[RunSummary], out: Path, title: str, *, html: bool) -> None:
+    """Build the experiment of ``runs``, print its text and write its files into ``out``."""
+    from agent2rl_tui.review.experiment import build_experiment, render_text, write_csvs
+    from agent2rl_tui.review.experiment_html import write_experiment_html
+
+    if not runs:
+        _fail(RunError("no runs to report on"))
+    experiment = build_experiment(runs)
+    text = render_text(experiment)
+    _echo(text, nl=False)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "experiment.txt").write_text(text, encoding="utf-8")
+    for path in write_csvs(experiment, out):
+        _echo(str(path))
+    _write_plots(out, runs)
+    if html:
+        _echo(str(write_experiment_html(out / "experiment.html", title, experiment, runs)))

@@ -59,9 +59,12 @@ def report_cmd(ctx: click.Context, run: str, summarizer_url: str | None = None, 
 @click.option("--task", help="Only runs of this task.")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Also write the scaling charts (SVG: improvement vs time, tokens, submissions; best of k) here.")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Also write the paper's outputs of these runs here, as `campaign report` does (text, CSV, SVG).")
+@click.option("--html", "as_html", is_flag=True, help="With --report: also one self-contained page of it all.")
 @click.pass_context
 def compare_cmd(ctx: click.Context, runs: tuple[str, ...], campaign_ref: str | None, task: str | None,
-                plots_dir: Path | None) -> None:
+                plots_dir: Path | None, report_dir: Path | None, as_html: bool) -> None:
     """Group runs run alike: mean ± sd, bootstrap 95% CIs, expected best of k.
 
     A group is one task x prompt profile x agent x driver x base model (by its weights) x mode x eval
@@ -112,3 +115,7 @@ def compare_cmd(ctx: click.Context, runs: tuple[str, ...], campaign_ref: str | N
                    "`run start --eval-seed N` grades runs on the same items)")
     if plots_dir:
         _write_plots(plots_dir, found)
+    if report_dir:
+        from agent2rl_tui.cli.campaign import write_experiment
+
+        write_experiment(found, report_dir, f"{len(found)} runs", html=as_html)

@@ -1,0 +1,105 @@
+"""The experiment's page: ``review.experiment``'s tables and the scaling charts as one offline file.
+
+As the run report's page (``review.html_report``): no script, no request (the same
+Content-Security-Policy), every name an agent or a person chose shown through ``html_parts.text``,
+the charts inline SVG drawn by ``review.plots``. The heatmap's colours are our numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent2rl_tui.review.experiment import (
+    ROUTES,
+    Experiment,
+    best_of_k,
+    cell_text,
+    group_label,
+)
+from agent2rl_tui.review.html_parts import CSP, CSS, num, signed, table, text
+from agent2rl_tui.review.index import RunSummary
+from agent2rl_tui.review.scaling import FILES, group_runs, scaling_svgs
+
+SECTIONS = (("table", "The table"), ("heatmap", "Mode × task"), ("routes", "Where the best routes came from"),
+            ("scaling", "Scaling"), ("best-of-k", "Expected best of k"), ("submissions", "Each run's submissions"))
+
+
+def _heat(value: float | None, scale: float) -> str:
+    """A cell coloured by the improvement: green above 0, red below, white at 0 (our numbers only)."""
+    if value is None:
+        return '<td class="num">-</td>'
+    share = min(1.0, abs(value) / scale) if scale else 0.0
+    light = round(100 - 45 * share)
+    hue = 130 if value >= 0 else 0
+    return f'<td class="num" style="background:hsl({hue},60%,{light}%)">{signed(value)}</td>'
+
+
+def _table(e: Experiment) -> str:
+    rows = [[text(row.label()), *(text(cell_text(e.cells.get((row, col)))) for col in e.columns)] for row in e.rows]
+    return ('<p class="note">Each cell: the mean improvement over the baseline with its bootstrap 95% interval '
+            "(from three runs), n runs counted, the valid-submission rate (a run without one counts at 0) and "
+            "the cost per run where it is known.</p>" + table(["agent · driver · base model · mode",
+                                                                *map(text, e.columns)], rows))
+
+
+def _heatmaps(e: Experiment) -> str:
+    out = []
+    for who, cells in e.heatmaps.items():
+        scale = max((abs(v) for v in cells.values() if v is not None), default=0.0)
+        body = "".join("<tr><th>" + text(mode) + "</th>" + "".join(
+            _heat(cells.get((mode, col)), scale) if (mode, col) in cells else "<td>·</td>" for col in e.columns)
+            + "</tr>\n" for mode in e.modes())
+        head = "".join(f"<th>{text(c)}</th>" for c in e.columns)
+        out.append(f"<h3>{text(who)}</h3><table><thead><tr><th>mode</th>{head}</tr></thead><tbody>{body}</tbody>"
+                   "</table>")
+    return "".join(out) or "<p>No runs.</p>"
+
+
+def _routes(e: Experiment) -> str:
+    supervised, trained = e.supervised_share()
+    rows = [[text(label), *(num(counts[r]) for r in ROUTES)] for label, counts in e.routes.items()]
+    totals = e.route_totals()
+    rows.append(["<b>all</b>", *(f"<b>{num(totals[r])}</b>" for r in ROUTES)])
+    return (f'<p id="supervised">Supervised (SFT alone or first): <b>{supervised} of {trained}</b> best routes with '
+            "training seen running.</p>" + table(["group", *ROUTES], rows, numeric=range(1, len(ROUTES) + 1)))
+
+
+def _best_of_k(e: Experiment) -> str:
+    rows = [[text(group_label(g)), ", ".join(f"k={k}: {num(v)}" for k, v in best_of_k(g)) or "-"] for g in e.groups]
+    return table(["group", "expected best score of k runs"], rows)
+
+
+def _submissions(e: Experiment) -> str:
+    rows = [[text(r.run_id), text(r.group), num(r.baseline),
+             ", ".join(f"#{i} {num(s)}" + ("" if status == "scored" else f" ({text(status)})")
+                       for i, s, status in r.scores) or "no submission", text(r.route)] for r in e.runs]
+    return table(["run", "group", "baseline", "score at each submission", "best route"], rows)
+
+
+def render_experiment_html(title: str, e: Experiment, runs: list[RunSummary]) -> str:
+    svgs = scaling_svgs(group_runs(runs)) if runs else {}
+    body = {
+        "table": _table(e),
+        "heatmap": _heatmaps(e),
+        "routes": _routes(e),
+        "scaling": "".join(svgs.get(name, "") for name in FILES.values()) or "<p>No runs.</p>",
+        "best-of-k": _best_of_k(e),
+        "submissions": _submissions(e),
+    }
+    nav = "".join(f'<a href="#{key}">{name}</a>' for key, name in SECTIONS)
+    sections = "".join(f'<section id="{key}"><h2>{name}</h2>\n{body[key]}\n</section>\n' for key, name in SECTIONS)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+            '<meta name="referrer" content="no-referrer">\n'
+            f"<title>{text(title)}</title>\n<style>{CSS}</style></head>\n<body>\n"
+            f'<h1 id="title">{text(title)}</h1>\n<nav>{nav}</nav>\n{sections}'
+            '<footer class="note"><p>Written by agent2rl-tui from the runs\' records and reports.</p></footer>\n'
+            "</body></html>\n")
+
+
+def write_experiment_html(path: Path, title: str, e: Experiment, runs: list[RunSummary]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(render_experiment_html(title, e, runs), encoding="utf-8")
+    tmp.replace(path)
+    return path
