@@ -2,7 +2,7 @@
 
 As the run report's page (``review.html_report``): no script, no request (the same
 Content-Security-Policy), every name an agent or a person chose shown through ``html_parts.text``,
-the charts inline SVG drawn by ``review.plots``. The heatmap's colours are our numbers.
+the charts inline SVG drawn by ``review.plots``. The heatmap's shades are classes of our own.
 """
 
 from __future__ import annotations
@@ -24,14 +24,18 @@ SECTIONS = (("table", "The table"), ("heatmap", "Mode × task"), ("routes", "Whe
             ("scaling", "Scaling"), ("best-of-k", "Expected best of k"), ("submissions", "Each run's submissions"))
 
 
+HEAT_CSS = "".join(f".hp{i}{{background:hsl(130,60%,{100 - 11 * i}%)}}.hn{i}{{background:hsl(0,60%,{100 - 11 * i}%)}}"
+                   for i in range(1, 5))
+"""The heatmap's four shades each way: classes, so the page keeps no style attribute at all."""
+
+
 def _heat(value: float | None, scale: float) -> str:
-    """A cell coloured by the improvement: green above 0, red below, white at 0 (our numbers only)."""
+    """A cell shaded by the improvement: green above 0, red below, none at 0."""
     if value is None:
         return '<td class="num">-</td>'
-    share = min(1.0, abs(value) / scale) if scale else 0.0
-    light = round(100 - 45 * share)
-    hue = 130 if value >= 0 else 0
-    return f'<td class="num" style="background:hsl({hue},60%,{light}%)">{signed(value)}</td>'
+    level = min(4, max(1, round(4 * abs(value) / scale))) if scale and value else 0
+    shade = f" h{'p' if value > 0 else 'n'}{level}" if level else ""
+    return f'<td class="num{shade}">{signed(value)}</td>'
 
 
 def _table(e: Experiment) -> str:
@@ -91,7 +95,7 @@ def render_experiment_html(title: str, e: Experiment, runs: list[RunSummary]) ->
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
             '<meta name="referrer" content="no-referrer">\n'
-            f"<title>{text(title)}</title>\n<style>{CSS}</style></head>\n<body>\n"
+            f"<title>{text(title)}</title>\n<style>{CSS}{HEAT_CSS}</style></head>\n<body>\n"
             f'<h1 id="title">{text(title)}</h1>\n<nav>{nav}</nav>\n{sections}'
             '<footer class="note"><p>Written by agent2rl-tui from the runs\' records and reports.</p></footer>\n'
             "</body></html>\n")

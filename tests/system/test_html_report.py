@@ -101,7 +101,7 @@ def browser_dom(page: Path, profile: Path) -> str:
     return out.stdout
 
 
-def assert_nothing_loads(dom: Dom) -> None:
+def assert_nothing_loads(dom: Dom, svgs: int = 1) -> None:
     """No element that could load or run anything; links only to places on the page."""
     assert {tag for tag, _ in dom.elements} <= OUR_TAGS, {tag for tag, _ in dom.elements} - OUR_TAGS
     for tag, attrs in dom.elements:
@@ -111,7 +111,7 @@ def assert_nothing_loads(dom: Dom) -> None:
             assert tag == "a" and (attrs["href"] or "").startswith("#"), (tag, attrs)
     csp = [m for m in dom.tags("meta") if (m.get("http-equiv") or "").lower() == "content-security-policy"]
     assert csp and csp[0]["content"] == "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-    assert len(dom.tags("svg")) == 1
+    assert len(dom.tags("svg")) == svgs
 
 
 # -- the example run, in a browser --------------------------------------------------------
@@ -267,3 +267,39 @@ def test_page_size_is_capped(tmp_path: Path) -> None:
     transcript = dom.under("transcript")
     assert f"{MAX_STEPS + 500:,} steps" in transcript and "the page's size cap" in transcript
     assert "more characters" in transcript and 'step 0 &"<&"<' in transcript
+
+
+# -- the experiment's page (issue 42, 3) ------------------------------------------------------------
+
+def experiment_page(root: Path, port: int) -> tuple[Path, str]:
+    """Three runs of an agent with a hostile name, the experiment's page written by `compare --report --html`."""
+    from agent2rl_tui.review.experiment_html import render_experiment_html  # noqa: F401 - the module under test
+
+    bad = hostile_text(port)
+    for name, scores in (("r1", (30.0,)), ("r2", (50.0,)), ("r3", ())):
+        make_run(root, f"20261122T23332{name[-1]}-arith-{name}", agent=bad, scores=scores, baseline=10.0)
+    out = root.parent / "experiment"
+    proc = cli("compare", "--report", str(out), "--html", root=root)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out / "experiment.html", bad
+
+
+def assert_experiment_shown(dom: Dom, bad: str) -> None:
+    assert_nothing_loads(dom, svgs=4)  # the four scaling charts, inline
+    table = dom.under("table")
+    assert "+20.00 [" in table and "n=3; 2 of 3 valid" in table  # (20 + 40 + 0) / 3: the silent run counts at 0
+    assert one_line(bad) in table and "\x1b" not in dom.all_text.replace("\\x1b", "")
+    # Synthetic runs have no report (no iterations): no training seen, every route "none".
+    assert "0 of 0" in dom.under("supervised") and "none" in dom.under("routes")
+
+
+def test_experiment_page_parsed(tmp_path: Path) -> None:
+    page, bad = experiment_page(tmp_path / "root", 9)
+    assert_experiment_shown(Dom(page.read_text(encoding="utf-8")), bad)
+
+
+@needs_chromium
+def test_experiment_page_in_a_browser(tmp_path: Path, beacon: int) -> None:
+    page, bad = experiment_page(tmp_path / "root", beacon)
+    assert_experiment_shown(Dom(browser_dom(page, tmp_path / "profile")), bad)
+    assert Beacon.hits == []
