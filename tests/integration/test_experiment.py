@@ -172,3 +172,35 @@ def test_the_campaign_report_gives_the_papers_outputs_checked_by_hand(campaign: 
     assert "6 of 6" in dom.text["routes"] and "+50.00" in dom.text["heatmap"] and "+20.00" in dom.text["heatmap"]
     assert "0 of 2 valid" in dom.text["table"] and "too few runs for an interval" in dom.text["table"]
     assert page.count("<svg") >= 4  # the scaling charts, inline
+
+
+@pytest.mark.asyncio
+async def test_the_campaign_screen_shows_the_same_tables(campaign: Path) -> None:
+    from support.tui import open_runs, settle, table_rows
+    from textual.widgets import DataTable
+
+    from agent2rl_tui.ui.app import Agent2RLApp
+    from agent2rl_tui.ui.screens.campaign import CampaignScreen, CampaignsScreen
+    from agent2rl_tui.ui.screens.experiment import ExperimentScreen
+
+    app = Agent2RLApp(root=campaign.parent.parent)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await open_runs(pilot)
+        await pilot.press("g")
+        await settle(pilot, lambda: isinstance(app.screen, CampaignsScreen), what="Campaigns")
+        await pilot.press("enter")
+        await settle(pilot, lambda: isinstance(app.screen, CampaignScreen) and app.screen.loaded, what="the campaign")
+        await pilot.press("e")
+        await settle(pilot, lambda: isinstance(app.screen, ExperimentScreen) and app.screen.experiment is not None,
+                     timeout=60, what="the experiment's tables")
+        screen = app.screen
+        rows = {r[0].split(" · ")[2].split(" ")[0] + " " + r[0].split(" · ")[3]: r[1]
+                for r in table_rows(screen.query_one("#experiment-table", DataTable))}
+        assert rows["tiny-a free"].startswith("+50.00 too few runs for an interval; n=2; 2 of 2 valid")
+        assert rows["tiny-b free"].startswith("+0.00 too few runs for an interval; n=2; 0 of 2 valid")
+        heat = {r[0].split(" · ")[2].split(" ")[0] + " " + r[0].split(" · ")[-1]: r[1]
+                for r in table_rows(screen.query_one("#experiment-heatmap", DataTable))}
+        assert heat == {"tiny-a free": "+50.00", "tiny-a sft-only": "+20.00", "tiny-b free": "+0.00",
+                        "tiny-b sft-only": "+20.00"}
+        routes = table_rows(screen.query_one("#experiment-routes", DataTable))
+        assert sum(int(r[3]) for r in routes) == 2 and sum(int(r[1]) for r in routes) == 4  # SFT then RL, SFT

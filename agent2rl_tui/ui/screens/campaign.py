@@ -4,8 +4,9 @@
 (task · agent · driver · base model) with its runs by state and its statistics (best mean ±
 sd, the improvement's mean and bootstrap 95% CI, the expected best of 3 runs), and below it
 the runs of the highlighted cell (seed, attempt, state, best). ``enter`` on a run opens its
-Run screen, ``c`` compares the campaign's runs. The record is re-read every few seconds in a
-thread worker, so queued runs are seen to start and end.
+Run screen, ``c`` compares the campaign's runs, ``e`` shows the experiment's tables (the table,
+the mode x task heatmap, the best routes, the expected best of k: ``campaign report``'s). The
+record is re-read every few seconds in a thread worker, so queued runs are seen to start and end.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class CampaignScreen(Screen[None]):
     BINDINGS = [Binding("escape", "app.pop_screen", "Back", id="campaign-back"),
                 Binding("enter", "open_run", "Open run", id="campaign-open-run"),
                 Binding("c", "compare", "Compare", id="campaign-compare"),
+                Binding("e", "experiment", "Experiment", id="campaign-experiment"),
                 Binding("tab", "focus_next", "Cells / runs", show=False)]
 
     def __init__(self, folder: Path, refresh_s: float = 2.0) -> None:
@@ -172,3 +174,9 @@ class CampaignScreen(Screen[None]):
 
         runs = [r.summary for c in self.cells for r in c.runs if r.summary is not None]
         self.app.push_screen(CompareScreen(runs))
+
+    def action_experiment(self) -> None:
+        from agent2rl_tui.ui.screens.experiment import ExperimentScreen
+
+        runs = [r.summary for c in self.cells for r in c.runs if r.summary is not None]
+        self.app.push_screen(ExperimentScreen(f"campaign {self.folder.name}", runs))
