@@ -90,3 +90,31 @@ def test_agents_check_names_a_missing_cli_and_an_unknown_name(tmp_path: Path, ti
     assert "no agent CLI named example to check (those with a driver API: claude-code, codex" in unknown.stderr
     listing = cli("agents", root=tmp_path / "root")  # the group alone still lists the profiles
     assert listing.returncode == 0 and "claude-code" in listing.stdout and "example" in listing.stdout
+
+
+OPENHANDS_BIN = REPO / ".agent-clis" / "openhands" / "bin"
+
+
+@pytest.mark.slow
+@needs_bwrap
+@pytest.mark.skipif(not (OPENHANDS_BIN / "openhands").exists(),
+                    reason="openhands is not installed in .agent-clis/openhands: `make agent-clis` (Python 3.12)")
+def test_agents_check_passes_openhands_where_make_agent_clis_put_it(tmp_path: Path, tiny_model: Path) -> None:
+    """Issue 42 (4): the fifth agent system for real. Not on PATH: the check finds it where
+    `make agent-clis` installed it (its own Python 3.12 environment)."""
+    env = clean_env("")
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p and ".agent-clis" not in p)
+    env["LLM_API_KEY"] = "sk-real-key-must-not-travel"
+    proc = cli("agents", "check", "openhands", "--model", str(tiny_model), root=tmp_path / "root", env=env,
+               timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("openhands    OK     OpenHands CLI 1.") and str(OPENHANDS_BIN) in lines[0]
+    for what in ("starts in its sandbox", "calls its driver", "finds its tools", "runs commands", "writes files",
+                 "reaches the grader and submits", "transcript read", "tokens metered", "ends by itself"):
+        assert any(line.split()[:1] == ["ok"] and what in line for line in lines), (what, proc.stdout)
+    run = Path(proc.stdout.split("run folder: ")[1].split()[0])
+    with RunStore.of_run(run) as store:
+        assert store.llm_calls() and all(c.status == 200 for c in store.llm_calls())
+        assert [s.kind for s in store.submissions(kind="agent")] == ["agent"]
+    assert "sk-real-key-must-not-travel" not in (run / "logs" / "meter.log").read_text(errors="replace")
