@@ -227,13 +227,18 @@ def run_show(ctx: click.Context, run: str, as_json: bool, eval_seed: bool = Fals
 
         click.echo(json.dumps({**build_report(run_dir).to_json(), "status": s.status}, indent=2))
         return
+    from agent2rl_tui.review.eval_label import eval_label
+
     with RunStore.of_run(run_dir) as store:
         run_row = store.run()
         subs = store.submissions()
     _echo(f"run {s.id}  [{s.status}]")
     _echo(f"  folder   {run_dir}")
     _echo(f"  task {one_line(s.task)}, agent {one_line(s.agent)}, driver {one_line(s.driver or '-')}, "
-          f"base model {one_line(s.base_model)}")
+          f"base model {one_line(s.base_model)}" + (f", mode {s.mode}" if s.mode != "free" else ""))
+    config = run_row.config
+    base_row = next((sub for sub in subs if sub.kind == "baseline"), None)
+    _echo(f"  {eval_label(config.eval_limit, config.eval_seed, base_row.n_items if base_row else None)}")
     _echo(f"  budget {human_duration(s.budget_s)}, used {human_duration(s.budget_used_s)}, "
           f"started {iso(s.budget_start) or '-'}, ended {iso(s.ended_at) or '-'}")
     if run_row.end_reason:
@@ -241,7 +246,7 @@ def run_show(ctx: click.Context, run: str, as_json: bool, eval_seed: bool = Fals
     if s.error:
         _echo(f"  error: {one_line(s.error)}")
     if s.flags:
-        _echo(f"  {s.flags.upper()}: see the report's containment and contamination lines")
+        _echo(f"  {s.flags.upper()}: see the report")
     _echo(f"  baseline {_fmt(s.baseline)}, best {_fmt(s.best)}, improvement {_fmt(s.improvement)}")
     for sub in subs:  # one submission, one line, whatever its path and error hold
         label = "baseline" if sub.kind == "baseline" else f"#{sub.id}" + (" after" if sub.kind == "after" else "")

@@ -29,15 +29,16 @@ from typing import Any
 
 from agent2rl_tui.record.contamination import ContaminationResult
 from agent2rl_tui.review.codefacts import Evidence, Setting
+from agent2rl_tui.review.eval_label import eval_label
 from agent2rl_tui.review.html_evidence import item_flips_html, transcript_html
 from agent2rl_tui.review.html_parts import CSP, CSS, Capped, code, num, pre, row, signed, table, table_of, text
 from agent2rl_tui.review.iterations import TIME_KINDS, Iteration
 from agent2rl_tui.review.narrative import NarrativeEntry
 from agent2rl_tui.review.plots import trajectory_svg
-from agent2rl_tui.review.report import build_report
+from agent2rl_tui.review.report import NOTHING_CHECKABLE, build_report
 from agent2rl_tui.review.report_model import Report, SubmissionEntry
 from agent2rl_tui.review.run_usage import usage_line, usage_notes
-from agent2rl_tui.review.significance import Comparison
+from agent2rl_tui.review.significance import Comparison, p_text
 from agent2rl_tui.util.timeutil import human_duration, iso
 
 HTML_FILE = "report.html"
@@ -80,6 +81,9 @@ def _summary(r: Report) -> str:
         ("improvement", f"<b>{signed(r.improvement)}</b>"),
     ]
     res = r.resolution
+    if r.eval_limit is not None or r.eval_seed is not None:
+        pairs.append(("eval items", text(eval_label(r.eval_limit, r.eval_seed, res.n if res else None)
+                                         .removeprefix("eval: "))))
     if res:
         pairs.append(("resolution", f"{num(res.points, 1)} points on {num(res.n)} eval items"))
     if r.error:
@@ -106,6 +110,8 @@ def _contamination_line(c: ContaminationResult | str | None) -> str:
     if c.items:
         return (f'<span class="bad">CONTAMINATED?</span> {len(c.items):,} eval item(s) found in '
                 f'{len(c.hits):,} file(s) the agent wrote')
+    if not c.checkable_items:
+        return f"not checked ({text(NOTHING_CHECKABLE)})"
     return f"clean ({num(c.checkable_items)} eval items checked against {num(c.files_scanned)} file(s))"
 
 
@@ -125,7 +131,7 @@ def _contamination_hits(c: ContaminationResult | str | None) -> str:
 def _compared(c: Comparison | None) -> str:
     if c is None:
         return "-"
-    test = (f"; McNemar p = {c.p_value:.4f}, {num(c.gained)} gained, {num(c.lost)} lost"
+    test = (f"; McNemar {text(p_text(c.p_value))}, {num(c.gained)} gained, {num(c.lost)} lost"
             if c.p_value is not None else "")
     return f"{signed(c.diff)} [{signed(c.low)}, {signed(c.high)}] <b>{text(c.label)}</b>{test}"
 

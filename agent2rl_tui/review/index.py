@@ -80,7 +80,8 @@ class RunSummary:
 
     @property
     def flags(self) -> str:
-        """What a reviewer must see in the runs list: "not contained", "contaminated?"."""
+        """What a reviewer must see in the runs list: "not contained", "contaminated?", "outside its
+        mode", "without a valid submission"."""
         out = []
         if self.contaminated:
             out.append("contaminated?")
@@ -88,6 +89,8 @@ class RunSummary:
             out.append("not contained")
         if self.mode_kept is False:
             out.append("outside its mode")
+        if self.best is None and self.budget_start is not None and self.status not in ACTIVE_STATUSES:
+            out.append("without a valid submission")  # its best of budget is its baseline
         return " · ".join(out)
 
     @property

@@ -55,6 +55,7 @@ from agent2rl_tui.record.store import (
 from agent2rl_tui.record.transcripts import transcript_totals
 from agent2rl_tui.review.adherence import check_mode
 from agent2rl_tui.review.codefacts import Evidence, Setting
+from agent2rl_tui.review.eval_label import eval_label
 from agent2rl_tui.review.items import significance
 from agent2rl_tui.review.iterations import TIME_KINDS, Iteration, build_iterations
 from agent2rl_tui.review.narrative import narrative_lines, read_narrative
@@ -80,7 +81,7 @@ from agent2rl_tui.review.report_model import (
 from agent2rl_tui.review.run_usage import RunUsage, run_usage, usage_line, usage_notes
 from agent2rl_tui.review.runview import read_rows
 from agent2rl_tui.review.samples import summarize_samples
-from agent2rl_tui.review.significance import Comparison, resolution
+from agent2rl_tui.review.significance import Comparison, p_text, resolution
 from agent2rl_tui.review.typed_json import READ_ERRORS
 from agent2rl_tui.util.inert import md_block, md_code, md_escape
 from agent2rl_tui.util.timeutil import human_duration, iso, now
@@ -286,7 +287,8 @@ def build_report(run_dir: Path) -> Report:
     return Report(
         run_id=run.id, task=run.task, agent=run.agent, driver=run.driver, base_model=run.base_model,
         prompt_profile=prompt_profile_of(run.config, baseline, *subs),
-        decoding_row=decoding_row_of(run.config, baseline, *subs), status=run.status, end_reason=run.end_reason,
+        decoding_row=decoding_row_of(run.config, baseline, *subs), eval_limit=run.config.eval_limit,
+        eval_seed=run.config.eval_seed, status=run.status, end_reason=run.end_reason,
         agent_exit_code=run.agent_exit_code, error=run.error, budget_s=run.budget_s, budget_start=iso(run.budget_start),
         deadline=iso(run.deadline), agent_ended_at=iso(run.agent_ended_at), ended_at=iso(run.ended_at),
         baseline=baseline_part(baseline), resolution=resolution_of(baseline),
@@ -357,6 +359,8 @@ def head_lines(r: Report) -> list[str]:
         f"{_fmt(r.agent_exit_code)}, budget {human_duration(r.budget_s)}",
         f"- baseline **{_fmt(r.baseline.score)}**, best **{_fmt(best_score)}**, improvement **{_fmt(r.improvement)}**",
     ]
+    if r.eval_limit is not None or r.eval_seed is not None:
+        lines.append(f"- {_e(eval_label(r.eval_limit, r.eval_seed, r.resolution.n if r.resolution else None))}")
     res = r.resolution
     if res is not None and res.points is not None:
         lines.append(f"- resolution: {res.points:.1f} points on its {res.n} eval items (a paired difference "
@@ -501,7 +505,7 @@ def usage_lines(u: RunUsage | None) -> list[str]:
 def _said(c: Comparison | None) -> str:
     if c is None:
         return "-"
-    test = f"; McNemar p = {c.p_value:.4f}, {c.gained} gained, {c.lost} lost" if c.p_value is not None else ""
+    test = f"; McNemar {p_text(c.p_value)}, {c.gained} gained, {c.lost} lost" if c.p_value is not None else ""
     return f"{c.diff:+.2f} [{c.low:+.2f}, {c.high:+.2f}] **{c.label}**{test}"
 
 
@@ -614,6 +618,10 @@ def judged_lines(report: Report) -> list[str]:
     return lines
 
 
+NOTHING_CHECKABLE = ("no checkable items: this task's eval items are too short to be told apart from "
+                     "ordinary text, so nothing was looked for")
+
+
 def _contamination_line(c: ContaminationResult | str | None) -> str:
     if isinstance(c, str):
         return f"- contamination check: unreadable result ({md_escape(c)})"
@@ -622,6 +630,8 @@ def _contamination_line(c: ContaminationResult | str | None) -> str:
     if c.items:
         return (f"- contamination check: **CONTAMINATED?** {len(c.items)} eval item(s) found in "
                 f"{len(c.hits)} file(s) the agent wrote")
+    if not c.checkable_items:
+        return f"- contamination check: not checked ({NOTHING_CHECKABLE})"
     return (f"- contamination check: clean ({c.checkable_items} eval items checked against "
             f"{c.files_scanned} file(s))")
 

@@ -65,7 +65,7 @@ from agent2rl_tui.review.typed_json import (
 
 REPORT_VERSION = 1
 """The version of report.json this code writes (a file without a ``version`` key is version 1)."""
-OPTIONAL_KEYS = ("redactions", "graded_after", "mode_check")
+OPTIONAL_KEYS = ("redactions", "graded_after", "mode_check", "eval_limit", "eval_seed")
 """Keys added since version 1 that change no other key's meaning: a report made in code writes
 each only when it has a value, so a run without it keeps version 1's bytes."""
 _TEXT_ITEM = scalar(str, nullable=False)
@@ -404,6 +404,10 @@ class Report(Node):
     base_model: str | None = key(TEXT)
     prompt_profile: str | None = key(TEXT)
     decoding_row: str | None = key(TEXT)
+    eval_limit: int | None = key(INT)
+    """``--eval-limit``: the first N eval items only (None: all of them)."""
+    eval_seed: int | None = key(INT)
+    """The seed of the run's eval draw (which items); None for a run made before eval seeds."""
     status: str | None = key(TEXT)
     end_reason: str | None = key(TEXT)
     agent_exit_code: int | None = key(INT)

@@ -42,12 +42,21 @@ class Comparison:
 
     def describe(self) -> str:
         """``+12.00 points [+4.00, +20.00] better (100 items, McNemar p = 0.0120)``."""
-        test = f", McNemar p = {self.p_value:.4f}" if self.p_value is not None else ", paired bootstrap"
+        test = f", McNemar {p_text(self.p_value)}" if self.p_value is not None else ", paired bootstrap"
         return f"{self.diff:+.2f} points [{self.low:+.2f}, {self.high:+.2f}] {self.label} ({self.n} items{test})"
 
     def as_json(self) -> dict[str, object]:
         return {"n": self.n, "diff": round(self.diff, 4), "ci95": [round(self.low, 4), round(self.high, 4)],
                 "label": self.label, "p_value": self.p_value, "gained": self.gained, "lost": self.lost}
+
+
+P_FLOOR = 1e-4
+"""Below it a p-value is written "p < 0.0001": four decimals of 0.0000 would claim a p of zero."""
+
+
+def p_text(p: float) -> str:
+    """``p = 0.0120``, or ``p < 0.0001`` for a smaller one."""
+    return "p < 0.0001" if p < P_FLOOR else f"p = {p:.4f}"
 
 
 def mcnemar_exact(gained: int, lost: int) -> float:

@@ -42,6 +42,9 @@ def check_contamination(run_dir: Path, store: RunStore, task: Task) -> None:
         files = ", ".join(h.path for h in result.hits[:5])
         log.warning("contamination check: %d eval item(s) found in what the agent wrote (%s)", len(items), files)
         message = f"{len(items)} eval item(s) found in what the agent wrote"
+    elif not result.checkable_items:
+        log.info("contamination check: nothing checked (no eval item long enough to be told apart from other text)")
+        message = "not checked: no checkable eval items"
     else:
         log.info("contamination check: no eval item found in %d file(s) (%d checkable items)",
                  result.files_scanned, result.checkable_items)

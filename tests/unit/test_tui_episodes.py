@@ -298,11 +298,12 @@ async def test_level_one_items_keep_their_columns_and_keys(tmp_path: Path) -> No
         screen = await open_items(pilot, run_dir.name, "2")
         assert not screen.episodes and not screen.query(EpisodeView)
         table = screen.query_one("#items-table", VirtualTable)
-        assert [c.label for c in table.columns] == ["#", "ok", "vs prev", "vs base", "extracted", "gold", "prompt"]
+        # The item's question, the last user turn of its prompt; w shows the whole prompt (issue 43, 4).
+        assert [c.label for c in table.columns] == ["#", "ok", "vs prev", "vs base", "extracted", "gold", "question"]
         assert "items correct" in plain(screen.query_one("#items-title", Static))
         await settle(pilot, lambda: "item 0" in plain(screen.query_one("#item-text", Static)), what="item 0")
         keys = footer_keys(screen)
-        assert keys.get("escape") == "Back" and keys.get("f") == "Filter"
+        assert keys.get("escape") == "Back" and keys.get("f") == "Filter" and keys.get("w") == "Whole prompt"
         assert not {"t", "right_square_bracket", "left_square_bracket"} & set(keys)
         await pilot.press("t", "right_square_bracket")  # nothing happens
         assert table.cursor == 0 and app.screen is screen

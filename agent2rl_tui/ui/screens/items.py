@@ -5,7 +5,8 @@ Opened with ``i`` from Scores. The rows are the submission's own ``evals/<n>/res
 baseline (solved / broke); ``f`` cycles a filter (all, wrong, correct, changed since the
 previous submission, changed since the baseline, and where a reference profile's reading
 and our stricter one disagree); the highlighted item is shown whole
-below the table: prompt, output, extracted answer, gold and any other field recorded.
+below the table: the item's question (the prompt's last user turn; ``w``: the whole prompt, few-shot
+examples and all), output, extracted answer, gold and any other field recorded.
 
 The items of a judge-graded task are judgements: the list shows each item won or lost, the
 judge's preference for the model's output, which side it was shown on and the lengths; below
@@ -37,6 +38,7 @@ from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.record.store import Submission
 from agent2rl_tui.review.episodes_view import all_episodes, episode_rows, facts
 from agent2rl_tui.review.items import OtherItems, SubmissionItems
+from agent2rl_tui.review.question import last_user_turn
 from agent2rl_tui.review.runview import RunView
 from agent2rl_tui.ui.format import literal, literal_line
 from agent2rl_tui.ui.widgets.episode_view import EpisodeView
@@ -44,7 +46,7 @@ from agent2rl_tui.ui.widgets.virtual_table import Column, VirtualTable
 from agent2rl_tui.util.inert import one_line
 
 COLUMNS = [Column("#", 6, right=True), Column("ok", 3), Column("vs prev", 7), Column("vs base", 7),
-           Column("extracted", 16), Column("gold", 16), Column("prompt", 0)]
+           Column("extracted", 16), Column("gold", 16), Column("question", 0)]
 EPISODE_COLUMNS = [Column("#", 6, right=True), Column("won", 3), Column("vs prev", 7), Column("vs base", 7),
                    Column("end", 12), Column("steps", 5, right=True), Column("game", 14), Column("actions", 0)]
 JUDGED_COLUMNS = [Column("#", 6, right=True), Column("won", 3), Column("vs prev", 7), Column("vs base", 7),
@@ -110,6 +112,8 @@ class ItemsScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "back", "Back", id="items-back"),
         Binding("f", "next_filter", "Filter", id="items-filter"),
+        Binding("w", "whole_prompt", "Whole prompt", id="items-whole-prompt",
+                tooltip="The whole prompt the model saw (few-shot examples, template) or the item's question"),
         Binding("t", "toggle_turns", "Turns", id="items-turns",
                 tooltip="Read the highlighted episode's turns; again: back to the list"),
         Binding("]", "episode(1)", "Next episode", id="items-next-episode", group=EPISODES),
@@ -120,6 +124,7 @@ class ItemsScreen(Screen[None]):
         super().__init__()
         self.view = view
         self.sub = sub
+        self.whole_prompt = False
         self.items: list[ItemRow] = read.items
         self.episodes = all_episodes(read.items)
         """The items are episodes of an interactive task (shown turn by turn)."""
@@ -218,7 +223,7 @@ class ItemsScreen(Screen[None]):
         prev, base = self._row_change(item, self.prev), self._row_change(item, self.base)
         return [str(item.index), Text("✓" if ok else "✗", style="green" if ok else "red"),
                 Text(prev, style=CHANGE_STYLES[prev]), Text(base, style=CHANGE_STYLES[base]),
-                _short(item.extracted, 40), _short(item.gold, 40), _short(item.prompt)]
+                _short(item.extracted, 40), _short(item.gold, 40), _short(last_user_turn(item.prompt))]
 
     def _judged_cells(self, i: int) -> list[str | Text]:
         item = self.shown[i]
@@ -265,7 +270,10 @@ class ItemsScreen(Screen[None]):
                               f"{'correct' if extra['strict_correct'] else 'wrong'}"
                               + (" (differs from the score's)" if _readings_differ(item) else ""),
                               style="bold yellow" if _readings_differ(item) else "dim"))
-        for key, value in (("prompt", item.prompt), ("output", item.output)):
+        question = last_user_turn(item.prompt)
+        shown = (("prompt (whole)", item.prompt) if self.whole_prompt or question == item.prompt.strip()
+                 else ("question (the prompt's last user turn; w: the whole prompt)", question))
+        for key, value in (shown, ("output", item.output)):
             parts += [Text(key, style="dim"), literal(value)]
         rest = item.beside()
         if rest:
@@ -277,6 +285,10 @@ class ItemsScreen(Screen[None]):
     def read_turns(self) -> None:
         if self.episodes:
             self.query_one("#episode-view", EpisodeView).focus()
+
+    def action_whole_prompt(self) -> None:
+        self.whole_prompt = not self.whole_prompt
+        self.show_item()
 
     def action_next_filter(self) -> None:
         self.filter_index = (self.filter_index + 1) % len(self.filters)

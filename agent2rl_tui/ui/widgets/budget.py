@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from agent2rl_tui.record.store import RunStatus
+from agent2rl_tui.review.eval_label import eval_label
 from agent2rl_tui.review.runview import RunView
 from agent2rl_tui.ui.format import fmt_score, status_text
 from agent2rl_tui.util.inert import one_line
@@ -35,6 +36,7 @@ class BudgetHeader(Static):
         b = view.budget(t)
         best = view.best
         profile = view.prompt_profile
+        config = run.config
         who = Text.assemble(
             status_text(view.status), "  ",
             ("task ", "dim"), one_line(run.task),
@@ -42,6 +44,8 @@ class BudgetHeader(Static):
             *((("  decoding ", "dim"), one_line(view.decoding_row)) if view.decoding_row else ()),
             ("  agent ", "dim"), one_line(run.agent),
             ("  driver ", "dim"), one_line(run.driver or "-"), ("  base ", "dim"), one_line(run.base_model),
+            ("  ", "dim"), (eval_label(config.eval_limit, config.eval_seed,
+                                       view.baseline.n_items if view.baseline else None), "dim"),
         )
         delta = (best.score - view.baseline_score
                  if best and best.score is not None and view.baseline_score is not None else None)
