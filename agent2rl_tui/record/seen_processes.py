@@ -82,3 +82,16 @@ def processes_between(data: dict[str, Any] | None, start: float, end: float) -> 
         if isinstance(first, int | float) and isinstance(last, int | float) and first <= end and last >= start:
             out.append(p["cmd"])
     return out
+
+
+def process_spans(data: dict[str, Any] | None) -> list[tuple[str, float, float]]:
+    """Every recorded process as (command line, first seen, last seen)."""
+    out = []
+    for p in (data or {}).get("processes") or []:
+        if not isinstance(p, dict) or not isinstance(p.get("cmd"), str):
+            continue
+        first, last = p.get("first"), p.get("last")
+        if isinstance(first, int | float) and isinstance(last, int | float) and not isinstance(first, bool) \
+                and not isinstance(last, bool) and last >= first:
+            out.append((p["cmd"], float(first), float(last)))
+    return out

@@ -8,7 +8,8 @@ budget's start, each next one at the submission before). For each, without any L
   transcript names them, else the code files changed since the previous submission, else all;
 - what changed since the previous submission (files, lines) and the key code lines;
 - where the time went (training, the grader evaluating, the driver LLM thinking, other
-  commands, idle), from the transcript (trainers' runtimes and loss lines, timed tool calls),
+  commands, idle), from the processes seen running a training command (first to last seen), the
+  transcript (trainers' runtimes and loss lines, timed tool calls),
   the vitals (a busy GPU while the grader was not evaluating), the record's evaluations and the
   metered calls; "idle" is what none of them covers (a plain agent's script starting up counts);
 - a failure type, with its evidence, for an attempt that failed or trained badly:
@@ -43,7 +44,7 @@ from typing import Any
 
 from agent2rl_tui.record.revisions import GitRepo, SnapshotError
 from agent2rl_tui.record.runrecord import RunRecord
-from agent2rl_tui.record.seen_processes import processes_between
+from agent2rl_tui.record.seen_processes import process_spans, processes_between
 from agent2rl_tui.record.store import RunStore, Submission, SubStatus
 from agent2rl_tui.review.agent_summary import read_summary, sections_about
 from agent2rl_tui.review.codefacts import (
@@ -196,6 +197,13 @@ class CodeReader:
 def is_training_command(command: str) -> bool:
     """A command that trains: a launcher, or a script named for training (``train.py``, ``grpo.py``)."""
     return bool(LAUNCHER.match(command)) or any(TRAINING_SCRIPT.search(PurePosixPath(s).name) for s in scripts_in(command))
+
+
+def runs_training(cmdline: str) -> bool:
+    """A sampled process that trains: a launcher, or the script it executes is named for training.
+    A shell whose inline code only names such a script does not (``scripts_executed``)."""
+    return bool(LAUNCHER.match(cmdline)) or any(TRAINING_SCRIPT.search(PurePosixPath(s).name)
+                                                for s in scripts_executed(cmdline))
 
 
 def is_eval_command(command: str) -> bool:
@@ -362,7 +370,10 @@ def build_iterations(run_dir: Path, significance: dict[int, str] | None = None) 
     base_score = baseline.score if baseline is not None and baseline.status == SubStatus.SCORED else None
     base_hash = baseline.weights_hash if baseline is not None else None
     evals = [(s.started_at, s.finished_at) for s in all_subs if s.started_at and s.finished_at]
-    training = logs.training_intervals()
+    # Training is training while a trainer runs, whatever its logs look like: the stretches in which
+    # a process the supervisor saw ran a training command count too (issue 43, 4).
+    training = logs.training_intervals() + [(first, last) for cmd, first, last in process_spans(processes)
+                                            if runs_training(cmd)]
     labels = significance or {}
 
     def window(a: float, b: float) -> tuple[list[str], dict[str, float]]:

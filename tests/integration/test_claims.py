@@ -78,6 +78,9 @@ def test_a_script_written_but_never_run_is_not_reported_as_trained(tmp_path: Pat
     assert first["train_type"] == "GRPO" and first["observed"] is False and first["online"] is False, first
     assert second["train_type"] == "SFT" and second["observed"] is True, second
     assert any("code/sft.py" in cmd for cmd in second["seen_running"])
+    # Training is training while a trainer runs (issue 43, 4): the SFT stand-in logs nothing, yet the
+    # seconds its process was seen running count as training, not idle.
+    assert second["time"]["training_s"] >= 3, second["time"]
     assert report["route"] == "GRPO (written, not seen running) → SFT"
     md = (run / "report" / "report.md").read_text()
     assert "**written, not seen running**: no process sampled in the sandbox ran this code" in md

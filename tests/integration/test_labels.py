@@ -94,3 +94,13 @@ async def test_the_run_header_shows_the_eval_limit_and_seed(tmp_path: Path) -> N
     async with app.run_test(size=(200, 48)) as pilot:
         await settle(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.ready, what="the Run screen")
         assert "eval: first 10 items (--eval-limit), draw seed 7" in plain(app.screen.query_one("#budget", Static))
+
+
+def test_a_process_trains_when_the_script_it_runs_is_a_trainer_not_when_its_shell_names_one() -> None:
+    from agent2rl_tui.review.iterations import runs_training
+
+    assert runs_training("/usr/bin/python3 -u code/sft.py --model models/x")
+    assert runs_training("torchrun --nproc_per_node 2 train.py")
+    assert not runs_training("bash -c set -e; printf '%s' \"$X\" > code/grpo.py; python code/sft.py")
+    assert not runs_training("python -c import trl")
+    assert not runs_training("python code/eval.py")
