@@ -22,7 +22,8 @@ from agent2rl_tui.run.request import RunRequest
 
 CAMPAIGN_KEYS = {"eval_limit", "eval_timeout_s", "prompt_profile", "env", "judge", "search", "store", "engine",
                  "contain", "read_only_paths", "writable_paths", "allow_missing_key", "grace", "keep_submissions",
-                 "eval_memory_gib", "driver_url", "meter", "max_tokens", "max_cost_usd", "prices_path", "eval_seed"}
+                 "eval_memory_gib", "driver_url", "meter", "max_tokens", "max_cost_usd", "prices_path", "eval_seed",
+                 "mode"}
 """The keys campaign files have always taken: none may be lost."""
 
 CAMPAIGN = """name = "x"
