@@ -29,6 +29,11 @@ from typing import Any
 
 from agent2rl_tui.llm.usage import Usage
 
+STAND_IN_HEADER = "X-Agent2RL-Stand-In"
+"""A reply header by which a server says it stands in for a driver API (the scripted driver, a
+test's server): its calls are metered but never priced, whatever model name they carry (a real
+API never sends it; the person, not the agent, points the meter at its upstream)."""
+
 PACKAGE_PRICES = Path(__file__).with_name("prices.toml")
 # A dated snapshot of a listed model: claude-x-20250929, gpt-5-2025-08-07, gemini-2.5-pro@001, -latest.
 _SNAPSHOT = re.compile(r"^(?:[-@](?:\d{8}|\d{4}-\d{2}-\d{2}|\d{3})|-latest)$")

@@ -45,6 +45,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from agent2rl_tui.llm.intents import Plan, example, plan_step
+from agent2rl_tui.llm.prices import STAND_IN_HEADER
 from agent2rl_tui.llm.protocols import (
     COUNT_TOKENS,
     BadRequest,
@@ -110,6 +111,8 @@ class ScriptedDriver:
     calls: list[Served] = field(default_factory=list)
     api_key: str | None = None  # required of every call when set
     pace_s: float = 0.0  # between a stream's events
+    priced: bool = False
+    """Answer as a real API would, without ``STAND_IN_HEADER``: for tests of the meter's pricing."""
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -271,6 +274,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self.send_response(answer.status)
             self.send_header("Content-Type", answer.content_type)
+            if not self.server.driver.priced:
+                self.send_header(STAND_IN_HEADER, "scripted")  # metered, never priced as the model it names
             if answer.streaming:
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("Transfer-Encoding", "chunked")
@@ -316,10 +321,12 @@ class RunningDriver:
 
 @contextmanager
 def serve(script: Script | str | Path, host: str = "127.0.0.1", port: int = 0,
-          log: str | Path | None = None, *, api_key: str | None = None, pace_s: float = 0.0) -> Iterator[RunningDriver]:
-    """Run the driver on ``host:port`` (0: any free port) in a thread for the ``with`` block."""
+          log: str | Path | None = None, *, api_key: str | None = None, pace_s: float = 0.0,
+          priced: bool = False) -> Iterator[RunningDriver]:
+    """Run the driver on ``host:port`` (0: any free port) in a thread for the ``with`` block;
+    ``priced``: without the stand-in header, so the meter prices its calls by the model they name."""
     loaded = script if isinstance(script, Script) else load_script(script)
-    driver = ScriptedDriver(loaded, Path(log) if log else None, api_key=api_key, pace_s=pace_s)
+    driver = ScriptedDriver(loaded, Path(log) if log else None, api_key=api_key, pace_s=pace_s, priced=priced)
     server = _Server((host, port), driver)
     thread = threading.Thread(target=server.serve_forever, name="scripted-driver", daemon=True)
     thread.start()
@@ -347,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-key-env", metavar="VAR",
                         help="require of every call the key in this environment variable, as a real API does")
     parser.add_argument("--pace", type=float, default=0.0, help="seconds between a stream's events")
+    parser.add_argument("--priced", action="store_true",
+                        help="answer without the stand-in header, so a meter prices the calls by the model they "
+                             "name (for tests of pricing; by default a stand-in is never priced)")
     args = parser.parse_args(argv)
     api_key = None
     if args.api_key_env:
@@ -359,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     except ScriptError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    driver = ScriptedDriver(script, Path(args.log), api_key=api_key, pace_s=max(0.0, args.pace))
+    driver = ScriptedDriver(script, Path(args.log), api_key=api_key, pace_s=max(0.0, args.pace), priced=args.priced)
     try:
         server = _Server((args.host, args.port), driver)
     except OSError as exc:

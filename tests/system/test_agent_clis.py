@@ -96,9 +96,10 @@ class Driver:
         path = folder / "script.json"
         path.write_text(json.dumps(script))
         self.log = folder / "driver-calls.jsonl"
+        # --priced: answered as the real API would, so the meter's pricing of each CLI's calls is tried too.
         self.proc = subprocess.Popen([sys.executable, "-m", "agent2rl_tui.llm.scripted", "--script", str(path),
-                                      "--log", str(self.log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+                                      "--log", str(self.log), "--priced"], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
         self.url = (self.proc.stdout.readline() if self.proc.stdout else "").strip()
         assert self.url.startswith("http://"), self.proc.stderr.read() if self.proc.stderr else ""
 

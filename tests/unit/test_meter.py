@@ -35,11 +35,11 @@ from google.genai import types as gtypes
 from support.synthetic import add_transcript, claude_lines, make_run
 from test_scripted_driver import CLAUDE_TOOLS, OPENCODE_TOOLS, chat_agent, check_workspace, claude, codex, gemini, script
 
-from agent2rl_tui.llm import protocols
+from agent2rl_tui.llm import protocols, scripted
 from agent2rl_tui.llm.meter import Caps, Upstream, serve_meter
 from agent2rl_tui.llm.prices import PriceError, load_prices, parse_prices, read_prices
 from agent2rl_tui.llm.protocols import Reply
-from agent2rl_tui.llm.scripted import Served, serve
+from agent2rl_tui.llm.scripted import Served
 from agent2rl_tui.llm.sse import encode
 from agent2rl_tui.llm.usage import Usage
 from agent2rl_tui.record.store import SCHEMA_VERSION, LlmCall, RunStore
@@ -47,6 +47,12 @@ from agent2rl_tui.review.campaign_view import usage_columns
 from agent2rl_tui.review.report import build_report, render_markdown, write_report
 from agent2rl_tui.review.run_usage import run_usage
 from agent2rl_tui.util.inert import md_escape
+
+
+def serve(script, **kw):  # noqa: ANN001, ANN201 - scripted.serve's own
+    """The scripted driver answering as a real API would (no stand-in header): these tests are of
+    the meter's pricing; a stand-in's calls are never priced (test below)."""
+    return scripted.serve(script, priced=True, **kw)
 
 PRICES = load_prices(user=False)
 
@@ -686,3 +692,15 @@ def test_the_meter_process_refuses_what_it_cannot_do(tmp_path: Path) -> None:
     bad = meter("--run-dir", str(run), "--upstream", "http://x", "--prices", str(tmp_path / "p.toml"))
     assert bad.returncode == 2 and "USD per million tokens" in bad.stderr
     assert os.path.exists(run / "run.db") and not rows_of(run)
+
+
+
+def test_a_stand_ins_calls_are_metered_but_never_priced(run_dir: Path) -> None:
+    """Issue 43 (4): the scripted driver named a real model and was priced as one ($0.26 "claude-opus")."""
+    with scripted.serve(script(model="gpt-5-mini")) as driver, serve_meter(run_dir, driver.url) as meter:
+        client = openai.OpenAI(base_url=meter.url + "/v1", api_key="sk-test", max_retries=0)
+        client.chat.completions.create(model="gpt-5-mini", messages=[{"role": "user", "content": "Solve it."}])
+    (row,) = rows_of(run_dir)
+    (served,) = driver.calls
+    assert row.status == 200 and row.model == "gpt-5-mini" and usage_of(row) == served.usage  # metered
+    assert PRICES.find("gpt-5-mini") is not None and row.cost_usd is None  # a priced name, not priced

@@ -78,6 +78,7 @@ class Call:
     response_bytes: int = 0
     done: bool = False
     upstream_sock: socket.socket | None = None
+    stand_in: bool = False  # the upstream said it stands in for a driver API (``prices.STAND_IN_HEADER``)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def attach(self, sock: socket.socket | None) -> None:
@@ -255,6 +256,8 @@ class Ledger:
     def _priced(self, call: Call, metered: Metered | None) -> tuple[Usage | None, str | None, float | None]:
         usage = metered.usage if metered is not None and call.endpoint == GENERATE else None
         model = (metered.model if metered is not None and metered.model else None) or call.model or None
+        if call.stand_in:  # a stand-in's tokens are counted, never priced as the model it names
+            return usage, model, None
         cost = self.prices.cost(model, usage)
         if cost is None and usage is not None and call.model and call.model != model:
             cost = self.prices.cost(call.model, usage)

@@ -28,6 +28,7 @@ from agent2rl_tui.llm.meter.accounting import Call, secrets_of
 from agent2rl_tui.llm.meter.bodies import Inflater, error_body, error_message, json_body
 from agent2rl_tui.llm.meter.keys import NotThisRun
 from agent2rl_tui.llm.meter.upstream import HOP_BY_HOP, UpstreamLink, connection_listed, forwarded_headers
+from agent2rl_tui.llm.prices import STAND_IN_HEADER
 from agent2rl_tui.llm.protocols import (
     COUNT_TOKENS,
     GENERATE,
@@ -305,6 +306,7 @@ class Handler(BaseHTTPRequestHandler):
     def _relay(self, meter: Meter, call: Call, route: Route | None, resp: http.client.HTTPResponse) -> None:
         """The upstream's reply to the agent as it comes, its usage read on the way; the call recorded."""
         call.status = resp.status
+        call.stand_in = bool(resp.getheader(STAND_IN_HEADER))
         call.ttfb_s = round(time.monotonic() - call.started, 4)
         content_type = resp.getheader("Content-Type")
         call.streamed = (content_type or "").split(";")[0].strip().lower() == "text/event-stream"
