@@ -79,6 +79,7 @@ def _evaluate(job: EvalJob, keeper: EngineKeeper, worker_start: float, phase: li
     from agent2rl_tui.grader.evaluators.humaneval import HumanEvalEvaluator
     from agent2rl_tui.grader.failures import EvalFailure
     from agent2rl_tui.record.evaljob import EvalSummary, WorkerSummary
+    from agent2rl_tui.record.progress import ProgressWriter
     from agent2rl_tui.tasks import decoding
     from agent2rl_tui.tasks.modelfiles import weights_hash
     from agent2rl_tui.tasks.registry import TaskError, load_task
@@ -105,6 +106,7 @@ def _evaluate(job: EvalJob, keeper: EngineKeeper, worker_start: float, phase: li
     played: dict[str, Any] = {}
     details: dict[str, Any] = {}
     timings = {"worker_start": worker_start}
+    progress = ProgressWriter(out_dir, len(items))  # evals/<n>/progress.json: seen within a second of the start
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         # Exactly the weights the engine loads (the grader's copy holds nothing else).
@@ -118,6 +120,7 @@ def _evaluate(job: EvalJob, keeper: EngineKeeper, worker_start: float, phase: li
             from agent2rl_tui.grader.evaluators.episodes import play_task
 
             phase[0] = "play"
+            progress.phase("play")
             results, played = play_task(task, engine, items, settings, judge=job.judge,
                                         search=job.search, store=job.store)
             score = float(played["score"])
@@ -127,9 +130,11 @@ def _evaluate(job: EvalJob, keeper: EngineKeeper, worker_start: float, phase: li
             asked = [evaluator.prompt(item) for item in items]
             prompts = prompt_texts(engine, settings, asked)
             phase[0] = "generate"
-            outputs = engine.generate(prompts, settings)
+            progress.phase("generate")
+            outputs = engine.generate(prompts, settings, progress.advance)
             t2 = time.perf_counter()
             phase[0] = "score"
+            progress.phase("score")
             results = evaluator.judge_all(items, prompts, outputs)
             score = evaluator.score(results)
             details = evaluator.details(results)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent2rl_tui.record.contamination import ContaminationResult
+from agent2rl_tui.record.progress import read_progress
 from agent2rl_tui.record.root import RunError, default_root
 from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import (
@@ -68,6 +69,8 @@ class RunSummary:
     """``--eval-limit``: graded on the first N eval items only (None: all of them)."""
     mode: str = "free"
     """The training mode the agent was told to keep to (``--mode``)."""
+    scoring: str | None = None
+    """How far the evaluation under way has got (``40/100``), for a live run; None otherwise."""
     mode_kept: bool | None = None
     """Whether the training seen running kept to the mode (the report's ``mode_check``): False when
     it trained outside it; None for a free run, one without a report, or one that cannot tell."""
@@ -147,7 +150,8 @@ SELECT r.*,
   json_extract(r.config_json, '$.prompt_profile') AS config_profile,
   json_extract(r.config_json, '$.eval_limit') AS config_eval_limit,
   json_extract(r.config_json, '$.mode') AS config_mode,
-  (SELECT weights_hash FROM submissions WHERE id = {BASELINE_ID}) AS base_weights
+  (SELECT weights_hash FROM submissions WHERE id = {BASELINE_ID}) AS base_weights,
+  (SELECT id FROM submissions WHERE status = '{SubStatus.EVALUATING.value}' ORDER BY id LIMIT 1) AS evaluating_id
 FROM run r LIMIT 1
 """
 
@@ -161,10 +165,13 @@ def summarize(run_dir: Path) -> RunSummary:
         raise StoreError(f"{run_dir / 'run.db'} holds no run")
     run = dict(row)
     mode = run["config_mode"] if isinstance(run["config_mode"], str) and run["config_mode"] else "free"
+    status = effective_status(RunRecord.from_row(run))
+    progress = read_progress(run_dir, run["evaluating_id"]) \
+        if run["evaluating_id"] is not None and status in ACTIVE_STATUSES else None
     return RunSummary(
         path=run_dir,
         id=run["id"],
-        status=effective_status(RunRecord.from_row(run)),
+        status=status,
         task=run["task"],
         agent=run["agent"],
         driver=run["driver"],
@@ -188,6 +195,7 @@ def summarize(run_dir: Path) -> RunSummary:
         base_weights=run["base_weights"],
         eval_limit=run["config_eval_limit"] if isinstance(run["config_eval_limit"], int) else None,
         mode=mode,
+        scoring=progress.short() if progress is not None else None,
         mode_kept=None if mode == "free" else _mode_kept(run_dir),
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent2rl_tui.record.progress import EvalProgress, read_progress
 from agent2rl_tui.record.results import ItemRow
 from agent2rl_tui.record.revisions import Revision, list_revisions
 from agent2rl_tui.record.runrecord import RunRecord
@@ -18,6 +19,7 @@ from agent2rl_tui.record.store import (
     ACTIVE_STATUSES,
     RunStore,
     Submission,
+    SubStatus,
     best_of,
     decoding_row_of,
     previous_scored,
@@ -46,6 +48,8 @@ class RunView:
     baseline: Submission | None
     submissions: list[Submission]  # agent submissions, in order
     revisions: list[Revision]
+    progress: tuple[int, EvalProgress] | None = None
+    """The evaluation under way (its submission's id) and how far it has got, for a live run."""
 
     @property
     def live(self) -> bool:
@@ -96,8 +100,12 @@ def load_run_view(run_dir: Path) -> RunView:
         run = store.run()
         baseline = store.baseline()
         subs = store.submissions(kind="agent")
-    return RunView(path=run_dir, run=run, status=effective_status(run), baseline=baseline,
-                   submissions=subs, revisions=list_revisions(run_dir))
+    status = effective_status(run)
+    evaluating = next((s.id for s in ([baseline] if baseline else []) + subs if s.status == SubStatus.EVALUATING), None)
+    found = read_progress(run_dir, evaluating) if evaluating is not None and status in ACTIVE_STATUSES else None
+    return RunView(path=run_dir, run=run, status=status, baseline=baseline, submissions=subs,
+                   revisions=list_revisions(run_dir), progress=(evaluating, found) if found and evaluating is not None
+                   else None)
 
 
 def read_rows(run_dir: Path, sub_id: int) -> list[ItemRow]:

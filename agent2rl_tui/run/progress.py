@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
-from agent2rl_tui.record.store import RunStore, SubStatus
+from agent2rl_tui.record.progress import read_progress
+from agent2rl_tui.record.store import BASELINE_ID, RunStore, SubStatus
 from agent2rl_tui.util.diskfull import disk_full_message, is_disk_full
 
 log = logging.getLogger("agent2rl.supervisor")
@@ -54,3 +56,23 @@ def heartbeat(run_dir: Path, done: threading.Event, every_s: float) -> None:
                 failing = False
     finally:
         store.close()
+
+
+class BaselineProgress:
+    """Says how far the baseline's scoring has got (``evals/0/progress.json``), in supervisor.log and so
+    in a foreground ``run start``: when it is first seen, then every ``every_s`` while it changes."""
+
+    def __init__(self, run_dir: Path, every_s: float = 10.0) -> None:
+        self.run_dir, self.every_s = run_dir, every_s
+        self.last_said = 0.0
+        self.last_text: str | None = None
+
+    def tick(self) -> None:
+        found = read_progress(self.run_dir, BASELINE_ID)
+        if found is None:
+            return
+        text = found.text()
+        now = time.monotonic()
+        if text != self.last_text and (self.last_text is None or now - self.last_said >= self.every_s):
+            log.info("scoring the baseline: %s", text)
+            self.last_said, self.last_text = now, text

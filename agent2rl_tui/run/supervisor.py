@@ -36,7 +36,7 @@ from agent2rl_tui.run.grader_service import GraderService
 from agent2rl_tui.run.guard import Guard
 from agent2rl_tui.run.metering import MeterProcess
 from agent2rl_tui.run.profiles import AgentProfile, driver_setup, get_profile
-from agent2rl_tui.run.progress import ResultLog, heartbeat
+from agent2rl_tui.run.progress import BaselineProgress, ResultLog, heartbeat
 from agent2rl_tui.run.prompt import build_prompt
 from agent2rl_tui.run.services import ServiceError
 from agent2rl_tui.run.train_envs import URL_VAR as TRAIN_ENV_URL
@@ -205,7 +205,12 @@ class Supervisor:
         grader, port = service.process.popen, service.process.port
         self.store.update_run(grader_pid=grader.pid, grader_port=port)
         log.info("grader started (pid %s, port %s); scoring the baseline", grader.pid, port)
-        alive = lambda: grader.poll() is None and not self.stop_requested.is_set()  # noqa: E731
+        said = BaselineProgress(self.run_dir)
+
+        def alive() -> bool:
+            said.tick()  # how far the baseline has got, every ten seconds in the log
+            return grader.poll() is None and not self.stop_requested.is_set()
+
         try:
             info = service.wait_ready(self.cfg.eval_timeout_s + 120.0, alive)
         except GraderUnavailable as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,8 +81,10 @@ class Engine(Protocol):
         contents, one per line, or EngineError with ``require_template``."""
         ...
 
-    def generate(self, prompts: list[str], settings: InferenceSettings) -> list[str]:
-        """Completions for rendered prompts, in order, stop strings cut off. A prompt that does not
+    def generate(self, prompts: list[str], settings: InferenceSettings,
+                 progress: Callable[[int], None] | None = None) -> list[str]:
+        """Completions for rendered prompts, in order, stop strings cut off; ``progress(n)`` is told
+        as each n more prompts are done (the worker's progress file). A prompt that does not
         fit the context is an EngineError (``check_fit``); a completion ends at the context.
         Greedy at temperature 0; else sampled with ``top_p`` and ``top_k`` (0: no cut), seeded by
         the engine's seed so a rerun draws the same samples where the engine allows."""

@@ -7,6 +7,7 @@ by length before batching so a batch pads little, and results are put back in or
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,8 @@ class TransformersEngine:
         torch.manual_seed(self.seed * 1_000_003 + self.sampled_calls)
         self.sampled_calls += 1
 
-    def generate(self, prompts: list[str], settings: InferenceSettings) -> list[str]:
+    def generate(self, prompts: list[str], settings: InferenceSettings,
+                 progress: Callable[[int], None] | None = None) -> list[str]:
         import torch
 
         tok = self.tokenizer
@@ -110,6 +112,8 @@ class TransformersEngine:
             texts = tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
             for i, text in zip(idx, texts):
                 outputs[i] = completion_text(text, settings)
+            if progress is not None:
+                progress(len(idx))
         return outputs
 
     def generate_turns(self, keys: list[Any], prompts: list[str], settings: InferenceSettings) -> list[str]:

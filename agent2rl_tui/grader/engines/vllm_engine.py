@@ -19,6 +19,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -214,7 +215,8 @@ class VLLMEngine:
                enable_thinking: bool | None = None) -> str:
         return render_chat(self.tokenizer, messages, require_template, enable_thinking=enable_thinking)
 
-    def generate(self, prompts: list[str], settings: InferenceSettings) -> list[str]:
+    def generate(self, prompts: list[str], settings: InferenceSettings,
+                 progress: Callable[[int], None] | None = None) -> list[str]:
         from vllm import SamplingParams
 
         with_template = settings.chat and bool(getattr(self.tokenizer, "chat_template", None))
@@ -226,7 +228,7 @@ class VLLMEngine:
         inputs = [{"prompt_token_ids": self.tokenizer(p, add_special_tokens=special)["input_ids"]}
                   for p in prompts]
         check_fit([len(i["prompt_token_ids"]) for i in inputs], self.context_limit(), settings)
-        outputs = self.llm.generate(inputs, params, use_tqdm=False)
+        outputs = self.llm.generate(inputs, params, use_tqdm=False if progress is None else _counter(progress))
         self.prefill.calls += 1
         self.prefill.prompt_tokens += sum(len(i["prompt_token_ids"]) for i in inputs)
         self.prefill.cached_tokens += sum(o.num_cached_tokens or 0 for o in outputs)
@@ -244,3 +246,27 @@ class VLLMEngine:
             except Exception:  # noqa: BLE001 - the process exits next anyway
                 pass
         self.llm = None
+
+
+def _counter(progress: Callable[[int], None]) -> Callable[..., Any]:
+    """vLLM's ``use_tqdm`` takes a tqdm factory: one that draws nothing and tells ``progress`` as
+    prompts finish (the bar vLLM opens while adding requests is ignored)."""
+    from tqdm import tqdm  # type: ignore[import-untyped]
+
+    class Counter(tqdm):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.counts = kwargs.get("desc") != "Adding requests"
+            kwargs["file"] = open(os.devnull, "w")  # noqa: SIM115 - closed with the bar
+            super().__init__(*args, **kwargs)
+
+        def update(self, n: float | None = 1) -> bool | None:
+            if self.counts and n:
+                progress(int(n))
+            return super().update(n)
+
+        def close(self) -> None:
+            fp = self.fp
+            super().close()
+            fp.close()
+
+    return Counter

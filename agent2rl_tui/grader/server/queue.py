@@ -31,6 +31,7 @@ from agent2rl_tui.grader.server.intake import BaseModel, Intake, Manifest
 from agent2rl_tui.grader.server.validation import Accepted, Rejection, recordable
 from agent2rl_tui.grader.server.workers import JobOutOfMemory, JobTimeout, Worker, WorkerPool
 from agent2rl_tui.record.evaljob import EvalJob, WorkerSummary
+from agent2rl_tui.record.progress import EvalProgress, write_progress_quietly
 from agent2rl_tui.record.revisions import Revision, SnapshotError, Snapshotter
 from agent2rl_tui.record.store import RunStore, Submission, SubStatus
 from agent2rl_tui.util.diskfull import disk_full_message, is_disk_full
@@ -274,7 +275,10 @@ class Grader:
             return
         folder, manifest = str(taken.folder), taken.manifest
         (out_dir / "manifest.json").write_text(json.dumps(manifest.to_dict(), indent=2), encoding="utf-8")
-        self.store.update_submission(sub_id, status=SubStatus.EVALUATING, started_at=now())
+        started = now()
+        self.store.update_submission(sub_id, status=SubStatus.EVALUATING, started_at=started)
+        # Said at once: the worker may need seconds to start before it counts anything.
+        write_progress_quietly(out_dir, EvalProgress("start", 0, self.cfg.eval_limit or 0, started, started))
         log.info("evaluating submission %s: %s", sub_id, sub.resolved_path)
         worker = await self.workers.take()
         log_start = worker.log_size()

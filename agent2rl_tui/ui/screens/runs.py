@@ -182,7 +182,8 @@ class RunsScreen(StoppingScreen):
             "●" if r.id in self.marked else " ", status_text(r.status), r.task, r.agent, r.driver or "-",
             r.base_model, fmt_score(r.baseline), fmt_score(r.best), fmt_score(r.improvement, signed=True),
             str(r.n_submissions), str(r.n_revisions),
-            f"{human_duration(r.budget_used_s)} / {human_duration(r.budget_s)}",
+            f"baseline {r.scoring}" if r.scoring and r.budget_start is None
+            else f"{human_duration(r.budget_used_s)} / {human_duration(r.budget_s)}",
             fmt_time(r.created_at, self.clock()), Text(r.flags, style="bold red") if r.flags else "", r.id,
         ]
 

@@ -10,7 +10,7 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
-from agent2rl_tui.record.store import RunStatus
+from agent2rl_tui.record.store import BASELINE_ID, RunStatus
 from agent2rl_tui.review.eval_label import eval_label
 from agent2rl_tui.review.runview import RunView
 from agent2rl_tui.ui.format import fmt_score, status_text
@@ -62,6 +62,10 @@ class BudgetHeader(Static):
                           style="red")
         elif run.error:
             result.append(f"  ·  {one_line(run.error[:80])}", style="red")
+        scoring = ""
+        if view.progress is not None:
+            sub_id, progress = view.progress
+            scoring = f"scoring {'the baseline' if sub_id == BASELINE_ID else f'#{sub_id}'}: {progress.text()}"
         if b.started:
             budget = Text.assemble(
                 ("budget ", "dim"), budget_bar(b.fraction), " ",
@@ -70,6 +74,8 @@ class BudgetHeader(Static):
                 ("  ·  scoring ", "dim"), human_duration(b.scoring_s),
             )
         else:
-            budget = Text(f"budget {human_duration(b.total_s)} (not started: preparing, or scoring the baseline)",
-                          style="dim")
+            budget = Text(f"budget {human_duration(b.total_s)} (not started: "
+                          + (scoring or "preparing, or scoring the baseline") + ")", style="dim")
+        if scoring and b.started:
+            budget.append(f"  ·  {scoring}", style="dim")
         self.update(Group(who, result, budget))
