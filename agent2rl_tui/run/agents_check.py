@@ -135,15 +135,21 @@ def check_env(profile: AgentProfile) -> dict[str, str]:
     return env
 
 
+VERSION_TIMEOUT_S = 180.0
+"""A Python CLI's first ``--version`` in a fresh install compiles its modules (OpenHands: over a
+minute on two loaded cores); a later one takes seconds."""
+
+
 def cli_version(executable: str) -> str | None:
-    """The first line ``EXE --version`` prints, or None."""
+    """The first line ``EXE --version`` prints that names a version (a banner's frame is skipped), or None."""
     try:
-        out = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=60,
+        out = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S,
                              stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    line = (out.stdout or out.stderr).strip().splitlines()
-    return line[0][:80] if out.returncode == 0 and line else None
+    lines = [x.strip() for x in (out.stdout or out.stderr).splitlines()]
+    named = [x for x in lines if any(c.isdigit() for c in x) and not x.startswith(("+", "|", "-", "="))]
+    return named[0][:80] if out.returncode == 0 and named else None
 
 
 def check_agents(names: list[str], *, model: Path, root: Path | None = None,

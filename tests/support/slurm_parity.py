@@ -204,7 +204,8 @@ def test_campaign_results_read_the_same_for_local_and_slurm_runs(campaigns: dict
     local_text, local_rows, local_columns = results(local, tmp / "local.csv")
     slurm_text, slurm_rows, slurm_columns = results(slurm, tmp / "slurm.csv")
     assert local_columns == slurm_columns == AUTORL_COLUMNS + OUR_COLUMNS
-    assert "arith · example · scripted · tiny-llama\n  runs: 2 finished\n  best: " in local_text
+    assert "arith · example · scripted · tiny-llama\n  runs: 2 finished; counted: 2 of 2 valid\n  best of budget: " \
+        in local_text
     assert slurm_text == local_text  # the same cell, counts and statistics, to the printed digit
 
     assert [r["job_id"] for r in local_rows] == ["", ""] and all(r["job_id"].isdigit() for r in slurm_rows)

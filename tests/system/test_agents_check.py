@@ -118,3 +118,15 @@ def test_agents_check_passes_openhands_where_make_agent_clis_put_it(tmp_path: Pa
         assert store.llm_calls() and all(c.status == 200 for c in store.llm_calls())
         assert [s.kind for s in store.submissions(kind="agent")] == ["agent"]
     assert "sk-real-key-must-not-travel" not in (run / "logs" / "meter.log").read_text(errors="replace")
+
+
+def test_the_version_line_skips_a_banners_frame(tmp_path: Path) -> None:
+    """OpenHands prints its version under a framed banner; the check names the version, not the frame."""
+    from agent2rl_tui.run.agents_check import cli_version
+
+    exe = tmp_path / "framed"
+    exe.write_text("#!/bin/sh\nprintf '+------+\\n| Hi |\\n+------+\\n\\nOpenHands CLI 1.16.0\\n'\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    assert cli_version(str(exe)) == "OpenHands CLI 1.16.0"
+    exe.write_text("#!/bin/sh\nexit 3\n")
+    assert cli_version(str(exe)) is None
