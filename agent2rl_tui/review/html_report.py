@@ -29,6 +29,7 @@ from typing import Any
 
 from agent2rl_tui.record.contamination import ContaminationResult
 from agent2rl_tui.review.codefacts import Evidence, Setting
+from agent2rl_tui.review.curves import curve_charts, read_curves
 from agent2rl_tui.review.eval_label import eval_label
 from agent2rl_tui.review.html_evidence import item_flips_html, transcript_html
 from agent2rl_tui.review.html_parts import CSP, CSS, Capped, code, num, pre, row, signed, table, table_of, text
@@ -52,7 +53,8 @@ WARNINGS_BYTES = 250_000
 MAX_LIST = 30
 """Entries shown of one list in an iteration (evidence, key code, commands, problems)."""
 
-SECTIONS = (("summary", "Summary"), ("trajectory", "Score trajectory"), ("submissions", "Submissions"),
+SECTIONS = (("summary", "Summary"), ("trajectory", "Score trajectory"), ("training", "Training curves"),
+            ("submissions", "Submissions"),
             ("iterations", "Iterations"), ("items", "Item flips"), ("metrics", "Metrics"),
             ("transcript", "Transcript"), ("warnings", "Warnings"))
 
@@ -282,6 +284,20 @@ def _iterations(r: Report) -> str:
             + _cut_note(rows, "iterations in this table") + out.html() + _cut_note(out, "iterations"))
 
 
+def _training(run_dir: Path, r: Report) -> str:
+    """The agent's training curves (``review.curves``), the submissions marked on each."""
+    curves = read_curves(run_dir)
+    subs = [(int(s.submission_id), float(s.elapsed_s) / 60) for s in r.submissions
+            if s.submission_id is not None and isinstance(s.elapsed_s, int | float)]
+    charts = curve_charts(curves, subs)
+    skipped = (f'<p class="note">{curves.skipped:,} line(s) that looked like a trainer\'s log could not be '
+               "read and were skipped.</p>") if curves.skipped else ""
+    if not charts:
+        return '<p class="note">No trainer logged a loss, reward, KL or learning rate in the agent\'s output.</p>' \
+            + skipped
+    return "".join(charts) + skipped
+
+
 def _metrics(r: Report) -> str:
     rows = [(text(k), num(v, 3)) for k, v in r.metrics.rows()]
     return table(("metric", "value"), rows, numeric=(1,))
@@ -310,6 +326,7 @@ def render_html(run_dir: Path, report: Report | None = None) -> str:
     body = {
         "summary": _summary(r),
         "trajectory": _trajectory(r),
+        "training": _training(run_dir, r),
         "submissions": _submissions(r),
         "iterations": _iterations(r),
         "items": item_flips_html(run_dir),

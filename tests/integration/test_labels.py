@@ -104,3 +104,22 @@ def test_a_process_trains_when_the_script_it_runs_is_a_trainer_not_when_its_shel
     assert not runs_training("bash -c set -e; printf '%s' \"$X\" > code/grpo.py; python code/sft.py")
     assert not runs_training("python -c import trl")
     assert not runs_training("python code/eval.py")
+
+
+def test_training_curves_are_read_from_the_agents_output_as_hostile_text() -> None:
+    """Issue 43 (1): trainers' log dicts (numbers or, as recent transformers writes them, strings)
+    become series; a line that looks like one and does not parse is skipped and counted; nothing runs."""
+    from agent2rl_tui.review.curves import MAX_LINE, curves_of
+
+    lines = [(60.0, "{'loss': '1.183', 'grad_norm': '1.227', 'learning_rate': '0.002', 'epoch': '5.263'}"),
+             (120.0, "step 2 {'loss': 0.5606, 'learning_rate': 0.002}\nnoise {not a dict}"),
+             (150.0, "{'loss': __import__('os').system('touch /tmp/pwned')}"),  # not a literal: skipped
+             (170.0, "{'loss': nan}"), (175.0, "{'reward': float('inf')}"),
+             (180.0, "{'reward': 0.27, 'kl': 0.02, 'completions/mean_length': 7.5}"),
+             (190.0, "{'loss': 0.1, " + "'x': 1, " * MAX_LINE + "}")]  # past the cap: never parsed whole
+    curves = curves_of(lines, start=0.0)
+    assert curves.series["loss"] == [(1.0, 1.183), (2.0, 0.5606)]
+    assert curves.series["learning_rate"] == [(1.0, 0.002), (2.0, 0.002)]
+    assert curves.series["reward"] == [(3.0, 0.27)] and curves.series["kl"] == [(3.0, 0.02)]
+    assert curves.series["completions/mean_length"] == [(3.0, 7.5)]
+    assert curves.skipped == 3 and not Path("/tmp/pwned").exists()

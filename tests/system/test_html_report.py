@@ -126,7 +126,14 @@ def test_example_run_page_in_a_browser(example_run: tuple[Path, str], tmp_path: 
     assert f"html: {page}" in proc.stdout
     report = json.loads((run_dir / "report" / "report.json").read_text())
     dom = Dom(browser_dom(page, tmp_path / "profile"))
-    assert_nothing_loads(dom)
+    from agent2rl_tui.review.curves import read_curves
+
+    curves = read_curves(run_dir)  # SFT's loss, GRPO's reward: what the example agent's trainers logged
+    assert {"loss", "reward"} <= set(curves.series) and curves.skipped == 0
+    assert_nothing_loads(dom, svgs=1 + len(curves.series))  # the trajectory and a chart per metric (issue 43, 1)
+    training = dom.under("training")
+    assert "loss as the agent's trainers logged it" in training and "reward as the agent's trainers logged it" in training
+    assert "submission #1" in training and "submission #2" in training  # each submission marked on the curves
 
     assert dom.under("run-id") == report["run_id"] == run_dir.name
     assert report["route"] == "SFT → GRPO" and dom.under("route") == "SFT → GRPO"

@@ -166,6 +166,9 @@ def test_a_run_is_graded_on_vllm_and_the_engine_stays_warm(vllm_run: dict) -> No
     assert "differ from the warm one" in runs[ids[2]]["settings"]["engine_choice"]
     assert runs[0]["settings"]["engine_settings"]["engine"] == "vllm"  # recorded with each score
     assert "engine_start" in runs[0]["timings"] and "reload" in runs[ids[1]]["timings"]
+    from agent2rl_tui.record.progress import read_progress  # vLLM counted every prompt as it finished (issue 43, 2)
+
+    assert all((p := read_progress(run_dir, i)) is not None and p.done == p.total == 100 for i in ids)
     body = first.json()
     # The trained weights were the ones graded: the base model answers none of the draw, SFT some.
     assert body["status"] == "scored" and body["baseline_score"] == 0 and body["score"] > body["baseline_score"]
