@@ -40,6 +40,7 @@ from agent2rl_tui.review.report import NOTHING_CHECKABLE, build_report
 from agent2rl_tui.review.report_model import Report, SubmissionEntry
 from agent2rl_tui.review.run_usage import usage_line, usage_notes
 from agent2rl_tui.review.significance import Comparison, p_text
+from agent2rl_tui.review.vitals_charts import read_vitals, vitals_charts
 from agent2rl_tui.util.timeutil import human_duration, iso
 
 HTML_FILE = "report.html"
@@ -56,6 +57,7 @@ MAX_LIST = 30
 SECTIONS = (("summary", "Summary"), ("trajectory", "Score trajectory"), ("training", "Training curves"),
             ("submissions", "Submissions"),
             ("iterations", "Iterations"), ("items", "Item flips"), ("metrics", "Metrics"),
+            ("vitals", "Vitals over time"),
             ("transcript", "Transcript"), ("warnings", "Warnings"))
 
 
@@ -298,6 +300,14 @@ def _training(run_dir: Path, r: Report) -> str:
     return "".join(charts) + skipped
 
 
+def _vitals(run_dir: Path) -> str:
+    """CPU, memory and GPU use over the run (``review.vitals_charts``)."""
+    series = read_vitals(run_dir)
+    if series.empty:
+        return '<p class="note">No vitals were sampled.</p>'
+    return "".join(vitals_charts(series))
+
+
 def _metrics(r: Report) -> str:
     rows = [(text(k), num(v, 3)) for k, v in r.metrics.rows()]
     return table(("metric", "value"), rows, numeric=(1,))
@@ -327,6 +337,7 @@ def render_html(run_dir: Path, report: Report | None = None) -> str:
         "summary": _summary(r),
         "trajectory": _trajectory(r),
         "training": _training(run_dir, r),
+        "vitals": _vitals(run_dir),
         "submissions": _submissions(r),
         "iterations": _iterations(r),
         "items": item_flips_html(run_dir),

@@ -130,7 +130,10 @@ def test_example_run_page_in_a_browser(example_run: tuple[Path, str], tmp_path: 
 
     curves = read_curves(run_dir)  # SFT's loss, GRPO's reward: what the example agent's trainers logged
     assert {"loss", "reward"} <= set(curves.series) and curves.skipped == 0
-    assert_nothing_loads(dom, svgs=1 + len(curves.series))  # the trajectory and a chart per metric (issue 43, 1)
+    # The trajectory, a chart per logged metric (issue 43, 1) and CPU and memory over the run (43, 3).
+    assert_nothing_loads(dom, svgs=1 + len(curves.series) + 2)
+    vitals = dom.under("vitals")
+    assert "CPU use of the machine" in vitals and "the agent's processes" in vitals
     training = dom.under("training")
     assert "loss as the agent's trainers logged it" in training and "reward as the agent's trainers logged it" in training
     assert "submission #1" in training and "submission #2" in training  # each submission marked on the curves
