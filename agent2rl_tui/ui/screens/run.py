@@ -31,6 +31,7 @@ from agent2rl_tui.ui.panes.logs import LogsPane
 from agent2rl_tui.ui.panes.report import ReportPane
 from agent2rl_tui.ui.panes.revisions import RevisionsPane
 from agent2rl_tui.ui.panes.scores import ScoresPane
+from agent2rl_tui.ui.panes.training import TrainingPane
 from agent2rl_tui.ui.panes.transcript import TranscriptPane
 from agent2rl_tui.ui.screens.stop import StoppingScreen
 from agent2rl_tui.ui.widgets.budget import BudgetHeader
@@ -38,7 +39,7 @@ from agent2rl_tui.util.inert import one_line
 
 TABS = ("scores", "revisions", "transcript", "logs", "report", "iterations")
 FOCUS = {"scores": "#subs", "revisions": "#revs", "transcript": "#steps", "logs": "#log", "report": "#report-pane",
-         "iterations": "#iters"}
+         "iterations": "#iters", "training": "#training-pane"}
 
 
 PANES = Binding.Group("Panes")
@@ -53,6 +54,7 @@ class RunScreen(StoppingScreen):
         Binding("4", "tab('logs')", "Logs", id="tab-logs", group=PANES),
         Binding("5", "tab('report')", "Report", id="tab-report", group=PANES),
         Binding("6", "tab('iterations')", "Iterations", id="tab-iterations", group=PANES),
+        Binding("7", "tab('training')", "Training", id="tab-training", group=PANES),
         Binding("s", "stop", "Stop run", id="stop-run"),
     ]
 
@@ -84,6 +86,8 @@ class RunScreen(StoppingScreen):
                 yield ReportPane(self.run_dir)
             with TabPane("Iterations", id="iterations"):
                 yield IterationsPane(self.run_dir)
+            with TabPane("Training", id="training"):
+                yield TrainingPane(self.run_dir)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -140,9 +144,10 @@ class RunScreen(StoppingScreen):
         if self.view is None or tab in self.filled:
             return
         self.filled.add(tab)
-        panes: dict[str, type[ScoresPane | RevisionsPane | TranscriptPane | LogsPane | ReportPane | IterationsPane]] = {
+        panes: dict[str, type[ScoresPane | RevisionsPane | TranscriptPane | LogsPane | ReportPane | IterationsPane
+                              | TrainingPane]] = {
             "scores": ScoresPane, "revisions": RevisionsPane, "transcript": TranscriptPane,
-            "logs": LogsPane, "report": ReportPane, "iterations": IterationsPane}
+            "logs": LogsPane, "report": ReportPane, "iterations": IterationsPane, "training": TrainingPane}
         self.query_one(panes[tab]).update_view(self.view)
 
     @on(TabbedContent.TabActivated)
