@@ -16,7 +16,7 @@ from agent2rl_tui.review.experiment import (
     cell_text,
     group_label,
 )
-from agent2rl_tui.review.html_parts import CSP, CSS, num, signed, table, text
+from agent2rl_tui.review.html_parts import CSS, num, page, signed, table, text
 from agent2rl_tui.review.index import RunSummary
 from agent2rl_tui.review.scaling import FILES, group_runs, scaling_svgs
 
@@ -90,15 +90,8 @@ def render_experiment_html(title: str, e: Experiment, runs: list[RunSummary]) ->
         "best-of-k": _best_of_k(e),
         "submissions": _submissions(e),
     }
-    nav = "".join(f'<a href="#{key}">{name}</a>' for key, name in SECTIONS)
-    sections = "".join(f'<section id="{key}"><h2>{name}</h2>\n{body[key]}\n</section>\n' for key, name in SECTIONS)
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
-            '<meta name="referrer" content="no-referrer">\n'
-            f"<title>{text(title)}</title>\n<style>{CSS}{HEAT_CSS}</style></head>\n<body>\n"
-            f'<h1 id="title">{text(title)}</h1>\n<nav>{nav}</nav>\n{sections}'
-            '<footer class="note"><p>Written by agent2rl-tui from the runs\' records and reports.</p></footer>\n'
-            "</body></html>\n")
+    return page(text(title), f'<h1 id="title">{text(title)}</h1>', [(key, name, body[key]) for key, name in SECTIONS],
+                "Written by agent2rl-tui from the runs' records and reports.", css=CSS + HEAT_CSS)
 
 
 def write_experiment_html(path: Path, title: str, e: Experiment, runs: list[RunSummary]) -> Path:

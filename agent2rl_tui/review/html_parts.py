@@ -126,3 +126,18 @@ class Capped:
 
     def html(self) -> str:
         return "".join(self.parts)
+
+
+def page(title: str, heading: str, sections: Iterable[tuple[str, str, str]], footer: str, *, css: str = CSS) -> str:
+    """A whole page: no script, no request (``CSP``); ``title`` and ``heading`` ready HTML, ``sections``
+    (id, heading, ready HTML) in order with a nav to each, ``footer`` the closing paragraph's HTML."""
+    parts = list(sections)
+    nav = "".join(f'<a href="#{key}">{name}</a>' for key, name, _ in parts)
+    body = "".join(f'<section id="{key}"><h2>{name}</h2>\n{html_}\n</section>\n' for key, name, html_ in parts)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+            '<meta name="referrer" content="no-referrer">\n'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{title}</title>\n<style>{css}</style></head>\n<body>\n"
+            f"{heading}\n<nav>{nav}</nav>\n{body}"
+            f'<footer class="note"><p>{footer}</p></footer>\n</body></html>\n')

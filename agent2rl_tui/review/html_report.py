@@ -32,7 +32,7 @@ from agent2rl_tui.review.codefacts import Evidence, Setting
 from agent2rl_tui.review.curves import curve_charts, read_curves
 from agent2rl_tui.review.eval_label import eval_label
 from agent2rl_tui.review.html_evidence import item_flips_html, transcript_html
-from agent2rl_tui.review.html_parts import CSP, CSS, Capped, code, num, pre, row, signed, table, table_of, text
+from agent2rl_tui.review.html_parts import Capped, code, num, page, pre, row, signed, table, table_of, text
 from agent2rl_tui.review.iterations import TIME_KINDS, Iteration
 from agent2rl_tui.review.narrative import NarrativeEntry
 from agent2rl_tui.review.plots import trajectory_svg
@@ -345,17 +345,11 @@ def render_html(run_dir: Path, report: Report | None = None) -> str:
         "transcript": transcript_html(run_dir),
         "warnings": _warnings(r),
     }
-    nav = "".join(f'<a href="#{key}">{title}</a>' for key, title in SECTIONS)
-    sections = "".join(f'<section id="{key}"><h2>{title}</h2>\n{body[key]}\n</section>\n' for key, title in SECTIONS)
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
-            '<meta name="referrer" content="no-referrer">\n'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>Run {text(r.run_id)}</title>\n<style>{CSS}</style></head>\n<body>\n"
-            f'<h1>Run <span id="run-id">{text(r.run_id)}</span></h1>\n<nav>{nav}</nav>\n{sections}'
-            f"<footer class=\"note\"><p>Written by agent2rl-tui from the run's record; report generated "
-            f"{text(r.generated_at)}. Text the agent made is shown as text, control characters as "
-            "escapes; long texts and lists are cut where the page says so.</p></footer>\n</body></html>\n")
+    return page(f"Run {text(r.run_id)}", f'<h1>Run <span id="run-id">{text(r.run_id)}</span></h1>',
+                [(key, title, body[key]) for key, title in SECTIONS],
+                f"Written by agent2rl-tui from the run's record; report generated {text(r.generated_at)}. Text the "
+                "agent made is shown as text, control characters as escapes; long texts and lists are cut where the "
+                "page says so.")
 
 
 def write_html(run_dir: Path, out: Path | None = None, report: Report | None = None) -> Path:
