@@ -360,8 +360,10 @@ class PlayStats:
 def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Policy, *,
          fmt: EpisodeFormat | None = None, max_steps: int = 50, pool_size: int = 16,
          header_for: Callable[[Start], str] | None = None, fits: Callable[[str], bool] | None = None,
-         stats: PlayStats | None = None, workers: int = 1) -> list[Episode]:
-    """Play every game once; the episodes come back in the order of ``games``.
+         stats: PlayStats | None = None, workers: int = 1,
+         ended: Callable[[int], None] | None = None) -> list[Episode]:
+    """Play every game once; the episodes come back in the order of ``games``; ``ended(n)`` is told
+    as n more episodes end (the eval worker's progress).
 
     ``header_for`` gives a game's whole header (used as it is, never ``format``-ed), for
     tasks whose header depends on the game (ALFWorld's few-shot examples of its kind).
@@ -419,6 +421,8 @@ def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Poli
                 live = [slot for slot, ok in zip(live, verdicts, strict=True) if ok]
                 for _, p in full:
                     p.episode.end, p.episode.prompt = "context full", p.prompt
+                if full and ended is not None:
+                    ended(len(full))
                 start_next([env for env, _ in full])
                 if not live:
                     continue
@@ -448,6 +452,8 @@ def play(games: Iterable[str], make_env: Callable[[], Environment], policy: Poli
                 else:
                     still.append((env, following))
             live = still
+            if freed and ended is not None:
+                ended(len(freed))
             start_next(freed)
     finally:
         each(lambda env: env.close(), envs)

@@ -122,7 +122,7 @@ def _evaluate(job: EvalJob, keeper: EngineKeeper, worker_start: float, phase: li
             phase[0] = "play"
             progress.phase("play")
             results, played = play_task(task, engine, items, settings, judge=job.judge,
-                                        search=job.search, store=job.store)
+                                        search=job.search, store=job.store, ended=progress.advance)
             score = float(played["score"])
             t2 = t3 = time.perf_counter()
         else:

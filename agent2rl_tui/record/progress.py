@@ -44,13 +44,12 @@ class EvalProgress:
     def text(self) -> str:
         """``generating: 40 of 100 items, about 30s left``."""
         what = PHASES.get(self.phase, self.phase)
-        if self.phase == "play" and not self.done:  # games are counted at the end, all at once
-            return f"{what}: {self.total:,} of them"
         if self.phase in ("start", "load"):
             return f"{what} ({self.total:,} items to score)" if self.total else what
         eta = self.eta_s()
         left = f", about {human_duration(eta)} left" if eta is not None else ""
-        return f"{what}: {self.done:,} of {self.total:,} items{left}"
+        unit = "games" if self.phase == "play" else "items"
+        return f"{what}: {self.done:,} of {self.total:,} {unit}{left}"
 
 
     def short(self) -> str:

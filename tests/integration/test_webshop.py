@@ -152,6 +152,10 @@ def test_a_run_grades_its_baseline_in_the_store_it_names(store_url: str, tiny_mo
     with RunStore.of_run(run) as store:
         baseline = store.baseline()
     assert baseline.status == "scored" and baseline.n_items == 2, baseline.error
+    from agent2rl_tui.record.progress import read_progress  # each episode counted as it ended (issue 43, 2)
+
+    progress = read_progress(run, 0)
+    assert progress is not None and progress.phase == "play" and progress.done == progress.total == 2
     played = json.loads(baseline.settings_json)["episodes"]
     assert played["games"] == 2 and "success_rate_at_1.0" in played and "mean_reward" in played
     kit = (run / "workspace" / "data" / "play.py").read_text()  # a client of the run's train-environment service

@@ -181,9 +181,10 @@ def engine_policy(engine: Engine, settings: InferenceSettings, *,
 
 def play_task(task: Task, engine: Engine, items: list[dict[str, Any]], settings: InferenceSettings, *,
               judge: dict[str, Any] | None = None, search: dict[str, Any] | None = None,
-              store: dict[str, Any] | None = None) -> tuple[list[ItemResult], dict[str, Any]]:
+              store: dict[str, Any] | None = None,
+              ended: Callable[[int], None] | None = None) -> tuple[list[ItemResult], dict[str, Any]]:
     """Per-episode results and the summary (score, games won, by kind, generate calls); a
-    searching task's answers judged by the run's judge."""
+    searching task's answers judged by the run's judge; ``ended(n)`` as n more episodes end."""
     spec = EnvSpec.from_table(task.env_table, data_dir=task_cache(task), search=search, store=store)
     fmt = episode_format(spec, settings, engine)
 
@@ -194,7 +195,7 @@ def play_task(task: Task, engine: Engine, items: list[dict[str, Any]], settings:
     episodes = play([str(item["game"]) for item in items], spec.factory(), policy, fmt=fmt,
                     max_steps=spec.max_steps, pool_size=spec.pool_size, workers=spec.workers,
                     header_for=header_maker(task, spec, settings.prompt_template),
-                    fits=context_check(engine, settings), stats=stats)
+                    fits=context_check(engine, settings), stats=stats, ended=ended)
     judged: dict[str, Any] = {}
     extras: list[dict[str, Any]] = [{} for _ in episodes]
     if spec.kind == "search-qa":
