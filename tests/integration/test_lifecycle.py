@@ -76,7 +76,7 @@ def test_an_agent_that_ignores_sigterm_is_killed_at_the_deadline(tmp_path: Path,
         assert report["containment"]["contained"] is False and report["containment"]["requested"] is False
         md = (run_dir / "report" / "report.md").read_text()
         assert "containment: **NOT CONTAINED**: started with --no-contain" in md
-        assert summarize(run_dir).flags == "not contained"
+        assert summarize(run_dir).flags == "not contained · without a valid submission"  # it never submitted
         assert "not contained" in cli("runs", root=tmp_path / "runs").stdout
         assert not (run_dir / "agent-home").exists()
     else:
