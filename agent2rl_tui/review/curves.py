@@ -107,6 +107,17 @@ def read_curves(run_dir: Path) -> Curves:
                           if kind in ("raw", "tool_result", "message") and text), start)
 
 
+def marks_on(points: list[tuple[float, float]], submissions: list[tuple[int, float]]) -> list[tuple[int, float, float]]:
+    """Each submission (id, minutes) on a curve: (id, minutes, the value the curve had then); one made
+    before the curve's first point is left out."""
+    out = []
+    for sub_id, at in submissions:
+        before = [y for x, y in points if x <= at]
+        if before:
+            out.append((sub_id, at, before[-1]))
+    return out
+
+
 def curve_charts(curves: Curves, submissions: list[tuple[int, float]]) -> list[str]:
     """One SVG a metric, minutes on x; ``submissions`` ((id, minutes since the budget's start)) marked
     on each line where it stood when the submission was made."""
@@ -118,10 +129,7 @@ def curve_charts(curves: Curves, submissions: list[tuple[int, float]]) -> list[s
         chart = Chart(f"{name} as the agent's trainers logged it", "minutes since the budget's start", name,
                       series=[Series(points, PALETTE[n % len(PALETTE)], name, markers=len(points) < 60)],
                       legend=[(name, PALETTE[n % len(PALETTE)])], xmin=0.0)
-        for sub_id, at in submissions:
-            before = [y for x, y in points if x <= at]
-            if before:
-                chart.marks.append((at, before[-1], f"submission #{sub_id}", "#ffd700"))
+        chart.marks.extend((at, y, f"submission #{sub_id}", "#ffd700") for sub_id, at, y in marks_on(points, submissions))
         if chart.marks:
             chart.legend.append(("a submission", "#ffd700"))
         out.append(render(chart))

@@ -37,10 +37,10 @@ You are in a workspace with a base model, training data and a time budget. Your 
 to post-train the model so that it scores as high as possible on the task described in
 `description.md`, within the budget. You may submit as many models as you like; the
 result of the run is the best score among your submissions.
-
+{mode_section}
 ## The loop
 1. Explore: read `description.md`, look at `data/`, try the base model in `models/`.
-2. Write your code in `code/` (SFT, GRPO, PPO, online rollouts: anything goes).
+2. Write your code in `code/` ({what_goes}).
 3. Train and save a full model (weights, config and tokenizer, via `save_pretrained`) to a
    new folder under `output/`, e.g. `output/v1`.
 4. Submit it to the grader (below) and read the score; iterate.
@@ -170,11 +170,11 @@ def populate_workspace(
         _make_read_only(data_dir)
     (ws / "description.md").write_text(description_text(task, settings), encoding="utf-8")
     data_files = ", ".join(f"`{p.name}`" for p in sorted(data_dir.iterdir()))
+    constraint = mode_section(mode)  # the mode first, where the loop says what goes
     text = INSTRUCTIONS.format(task=task.name, base_model=base_model, data_files=data_files,
-                               budget=human_duration(budget_s), grace=human_duration(grace_s))
-    if mode_section(mode):  # the constraint first, where the loop says what goes
-        text = text.replace("(SFT, GRPO, PPO, online rollouts: anything goes)", "(within your training mode, below)")
-        text = text.replace("\n## The loop\n", mode_section(mode) + "\n## The loop\n", 1)
+                               budget=human_duration(budget_s), grace=human_duration(grace_s),
+                               mode_section=constraint, what_goes="within your training mode, above" if constraint
+                               else "SFT, GRPO, PPO, online rollouts: anything goes")
     if task.level == 3:
         text += train_env_section(task)
     (ws / "instructions.md").write_text(text, encoding="utf-8")

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.agent_scripts import MUTATE, SUBMIT
 from support.runs import cli, wait_for
 
 from agent2rl_tui.review.index import summarize
@@ -33,19 +34,6 @@ from trl import SFTConfig, SFTTrainer  # the stand-in trains by spinning: what c
 end = time.process_time() + 8
 while time.process_time() < end:
     pass
-'''
-MUTATE = '''import pathlib, shutil, sys
-src, dst = pathlib.Path("models/tiny-llama"), pathlib.Path(sys.argv[1])
-shutil.copytree(src, dst, copy_function=shutil.copyfile)  # the base model's files are read-only
-w = dst / "model.safetensors"
-data = bytearray(w.read_bytes())
-data[len(data) // 2] ^= int(sys.argv[2])  # a weight of its own
-w.write_bytes(bytes(data))
-'''
-SUBMIT = '''import json, os, sys, urllib.request as u
-body = json.dumps({"model_path": os.path.abspath(sys.argv[1])}).encode()
-print(u.urlopen(u.Request(os.environ["GRADING_SERVER_URL"] + "/submit", data=body,
-                          headers={"content-type": "application/json"})).status)
 '''
 AGENT = r"""
 set -e

@@ -18,6 +18,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from support.agent_scripts import MUTATE, SUBMIT
 from support.runs import cli, wait_for
 
 from agent2rl_tui.run.campaign import Campaign
@@ -30,19 +31,6 @@ from trl import {kind}Config, {kind}Trainer  # the stand-in trains by spinning: 
 end = time.process_time() + 3
 while time.process_time() < end:
     pass
-'''
-MUTATE = '''import os, pathlib, shutil, sys
-src, dst = pathlib.Path(os.environ["MODEL_PATH"]), pathlib.Path(sys.argv[1])
-shutil.copytree(src, dst, copy_function=shutil.copyfile)
-w = dst / "model.safetensors"
-data = bytearray(w.read_bytes())
-data[len(data) // 2] ^= int(sys.argv[2])
-w.write_bytes(bytes(data))
-'''
-SUBMIT = '''import json, os, sys, urllib.request as u
-body = json.dumps({"model_path": os.path.abspath(sys.argv[1])}).encode()
-print(u.urlopen(u.Request(os.environ["GRADING_SERVER_URL"] + "/submit", data=body,
-                          headers={"content-type": "application/json"})).status)
 '''
 AGENT = r"""
 set -e

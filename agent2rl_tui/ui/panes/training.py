@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from agent2rl_tui.review.curves import Curves, read_curves
+from agent2rl_tui.review.curves import Curves, marks_on, read_curves
 from agent2rl_tui.review.runview import RunView
 from agent2rl_tui.review.vitals_charts import VitalsSeries, read_vitals
 from agent2rl_tui.ui.format import literal_line
@@ -91,10 +91,8 @@ class TrainingPane(Vertical):
         if names and self.curves:
             points = self.curves.series[names[self.metric % len(names)]]
             plt.plot([x for x, _ in points], [y for _, y in points], marker="braille")
-            for sub_id, at in self.submissions:
-                before = [y for x, y in points if x <= at]
-                if before:
-                    plt.scatter([at], [before[-1]], marker="◆", color="yellow", label=f"#{sub_id}")
+            for sub_id, at, y in marks_on(points, self.submissions):
+                plt.scatter([at], [y], marker="◆", color="yellow", label=f"#{sub_id}")
             plt.xlabel("minutes")
         self.query_one("#curve", PlotextPlot).refresh()
         machine = self.query_one("#machine", PlotextPlot).plt
