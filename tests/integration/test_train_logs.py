@@ -1,0 +1,130 @@
+"""Training curves from the files a real trainer writes (issue 43, 1): transformers' Trainer on the
+tiny model, with ``report_to="tensorboard"`` and a checkpoint every 3 steps, in a run's workspace.
+The curves come back on the run's clock from its TensorBoard event files (the tensorboard package's
+reader) and, where those are gone, from its ``trainer_state.json`` files; the agent's hostile
+files (links out, FIFOs, garbage, files too large) are skipped and counted, never followed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support.runs import make_prepared_run
+
+from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review.curves import curve_charts, read_curves
+from agent2rl_tui.review.train_logs import MAX_STATE_BYTES
+
+TRAINER = """
+import sys, torch
+from torch.utils.data import Dataset
+from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+class Rows(Dataset):
+    def __len__(self): return 24
+    def __getitem__(self, i):
+        ids = torch.tensor([1 + (i + j) % 50 for j in range(12)])
+        return {"input_ids": ids, "labels": ids}
+
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1])
+args = TrainingArguments(output_dir=sys.argv[2], max_steps=6, logging_steps=1, save_steps=3, per_device_train_batch_size=4,
+                         learning_rate=1e-3, report_to=["tensorboard"],
+                         disable_tqdm=True, use_cpu=True, save_only_model=True)
+Trainer(model=model, args=args, train_dataset=Rows()).train()
+"""
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
+    """A run folder whose workspace holds a real Trainer's checkpoints and TensorBoard events."""
+    run_dir = make_prepared_run(tmp_path_factory.mktemp("root"), tiny_model)
+    output = run_dir / "workspace" / "output" / "sft"
+    out = subprocess.run([sys.executable, "-c", TRAINER, str(tiny_model), str(output)], capture_output=True, text=True,
+                         timeout=540, env={**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return run_dir
+
+
+def _copy(run_dir: Path, tmp_path: Path, events: bool = True) -> Path:
+    """A copy of the run folder to change (without the trainer's TensorBoard event files: ``events=False``)."""
+    copy = tmp_path / run_dir.name
+    shutil.copytree(run_dir, copy, symlinks=True)
+    if not events:
+        found = list((copy / "workspace").rglob("events.out.tfevents.*"))
+        assert found
+        for path in found:
+            path.unlink()
+    return copy
+
+
+def test_the_curves_come_from_the_trainers_tensorboard_events_on_the_runs_clock(trained_run: Path) -> None:
+    with RunStore.of_run(trained_run) as store:
+        run = store.run()
+    elapsed_min = (time.time() - run.budget_start) / 60
+    curves = read_curves(trained_run)
+    assert {"loss", "learning_rate", "grad_norm"} <= set(curves.series)
+    assert curves.origin["loss"] == "TensorBoard events"
+    loss = curves.series["loss"]
+    assert len(loss) == 6  # one point a logging step
+    assert all(0 <= at <= elapsed_min for at, _ in loss) and [at for at, _ in loss] == sorted(at for at, _ in loss)
+    assert curves.notes() == []
+    (chart,) = [c for c in curve_charts(curves, [(1, loss[-1][0])]) if "loss as the agent" in c]
+    assert "(from TensorBoard events)" in chart and "submission #1" in chart
+
+
+def test_without_event_files_the_checkpoints_trainer_state_gives_the_same_losses(trained_run: Path, tmp_path: Path) -> None:
+    with_events = read_curves(trained_run).series["loss"]
+    run_dir = _copy(trained_run, tmp_path, events=False)
+    curves = read_curves(run_dir)
+    assert curves.origin["loss"] == "trainer_state.json"
+    loss = curves.series["loss"]
+    assert [round(v, 4) for _, v in loss] == [round(v, 4) for _, v in with_events]
+    # Steps 3 and 6 are the two checkpoints' anchors; the others lie on the line through them.
+    times = [at for at, _ in loss]
+    assert times == sorted(times) and times[0] < times[-1]
+
+
+def test_a_single_checkpoint_with_no_clock_is_counted_not_placed(trained_run: Path, tmp_path: Path) -> None:
+    run_dir = _copy(trained_run, tmp_path, events=False)
+    sft = run_dir / "workspace" / "output" / "sft"
+    shutil.rmtree(sft / "checkpoint-3")
+    curves = read_curves(run_dir)  # no training process was seen by a supervisor: nothing says when step 0 was
+    assert "loss" not in curves.series and curves.files_unplaced == 1
+    assert any("no clock" in note for note in curves.notes())
+
+
+def test_the_agents_hostile_log_files_are_skipped_and_counted_never_followed(trained_run: Path, tmp_path: Path) -> None:
+    run_dir = _copy(trained_run, tmp_path, events=False)
+    sft = run_dir / "workspace" / "output" / "sft"
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    # A link out to a trainer_state.json with made-up losses: never read.
+    (outside / "checkpoint-9").mkdir()
+    fake = {"global_step": 9, "log_history": [{"step": s, "loss": 99.0} for s in range(1, 10)]}
+    (outside / "checkpoint-9" / "trainer_state.json").write_text(json.dumps(fake))
+    (sft / "checkpoint-9").mkdir()
+    (sft / "checkpoint-9" / "trainer_state.json").symlink_to(outside / "checkpoint-9" / "trainer_state.json")
+    (run_dir / "workspace" / "output" / "linked").symlink_to(outside, target_is_directory=True)
+    # A FIFO named as an event file (never opened: reading it would block), garbage, and a file too large.
+    logs = run_dir / "workspace" / "output" / "tb"
+    logs.mkdir()
+    os.mkfifo(logs / "events.out.tfevents.1.fifo")
+    (logs / "events.out.tfevents.2.garbage").write_bytes(b"\x00\xff not a record" * 100)
+    big = run_dir / "workspace" / "output" / "big" / "checkpoint-1"
+    big.mkdir(parents=True)
+    (big / "trainer_state.json").write_text('{"log_history": [' + " " * (MAX_STATE_BYTES + 1) + "]}")
+    (run_dir / "workspace" / "output" / "bad").mkdir()
+    (run_dir / "workspace" / "output" / "bad" / "trainer_state.json").write_text("{not json")
+
+    curves = read_curves(run_dir)
+    assert 99.0 not in [v for _, v in curves.series["loss"]]
+    assert curves.origin["loss"] == "trainer_state.json" and len(curves.series["loss"]) == 6
+    # The garbage event file has no scalars (the reader skips what it cannot parse): counted or empty, never a point.
+    assert curves.files_skipped >= 2  # the file too large and the malformed JSON
+    assert any("could not be read" in note for note in curves.notes())
