@@ -33,6 +33,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "What works on this machine, part by part, and what fixes the rest (every part, or PARTS): python, "
                "torch, packages, bubblewrap, alfworld, textworld, java, chromium, slurm, agents, data, disk, vllm. "
                "vLLM's check grades one item with the tiny model (30-60 s on a CPU)."),
+    "export": ("report", "export_cmd",
+               "Write a run in another tool's format: an Inspect AI eval log (the agent's transcript as messages "
+               "and tool events, each submission's score, best of budget, baseline and improvement)."),
     "open": ("runs", "open_cmd", "Open one run folder in the TUI (live or finished, here or copied from elsewhere)."),
     "prompt": ("tasks", "prompt_cmd", "Print the prompt template every coding agent gets."),
     "report": ("report", "report_cmd",

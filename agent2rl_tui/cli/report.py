@@ -53,6 +53,27 @@ def report_cmd(ctx: click.Context, run: str, summarizer_url: str | None = None, 
         click.echo(f"html: {html_path}")
 
 
+@click.command("export")
+@click.argument("run")
+@click.option("--format", "fmt", type=click.Choice(["inspect"]), default="inspect", show_default=True,
+              help="inspect: an Inspect AI eval log (`inspect view` shows it; needs the inspect extra).")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write it (.eval: Inspect's zip format, .json: its JSON) [default: report/RUN_ID.eval "
+                   "in the run folder].")
+@click.pass_context
+def export_cmd(ctx: click.Context, run: str, fmt: str, out: Path | None) -> None:
+    """Write a run in another tool's format: an Inspect AI eval log (the agent's transcript as
+    messages and tool events, each submission's score, best of budget, baseline and improvement)."""
+    from agent2rl_tui.review.export_inspect import export_inspect
+
+    try:
+        run_dir = find_run(run, ctx.obj["root"])
+        written = export_inspect(run_dir, out or run_dir / "report" / f"{run_dir.name}.eval")
+    except USER_ERRORS as exc:
+        _fail(exc)
+    click.echo(f"{fmt}: {written}")
+
+
 @click.command("compare")
 @click.argument("runs", nargs=-1)
 @click.option("--campaign", "campaign_ref", help="Compare the current runs of a campaign (its folder or name).")
