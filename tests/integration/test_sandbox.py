@@ -343,8 +343,13 @@ _forge(found)
 
 
 @pytest.mark.parametrize("attack", sorted(FORGERIES))
-def test_a_wrong_function_cannot_forge_its_pass(box: Sandbox, attack: str) -> None:
-    """The old runner held the verdict nonce in its frame: walking f_back (or gc) found it."""
+def test_a_wrong_function_cannot_forge_its_pass(box: Sandbox, attack: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old runner held the verdict nonce in its frame: walking f_back (or gc) found it.
+
+    Each attack must run to its failing check, so it gets the time to: "races on names" makes
+    thousands of renames and reads, which took more than the box's 4 s on a loaded 2-core machine
+    (a fresh-clone run with two CPU hogs timed it out, a pass for the wrong reason)."""
+    monkeypatch.setattr(box, "timeout_s", 120.0)
     body = "".join("    " + line + "\n" for line in FORGE.splitlines() + FORGERIES[attack].splitlines())
     program = WRONG + "if True:\n" + body + CHECK
     result = box.run(program)
