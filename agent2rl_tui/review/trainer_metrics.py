@@ -14,14 +14,21 @@ METRICS = ("loss", "reward", "kl", "learning_rate", "grad_norm", "entropy", "com
            "completions/mean_length", "reward_std")
 """The metrics drawn, in this order, where a run logged them (TRL's names, old and new)."""
 NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?")
+LARGEST = 1e100
+"""A logged value beyond this is no measurement (and would overflow a chart's axis)."""
 
 
 def logged_number(value: Any) -> float | None:
     """A logged number, or None: recent transformers write them as strings (``'loss': '0.5606'``)."""
     if isinstance(value, str) and len(value) < 40 and NUMBER.fullmatch(value.strip()):
         value = float(value)
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an int too large for a float
+            return None
+        if math.isfinite(number) and abs(number) <= LARGEST:
+            return number
     return None
 
 

@@ -7,6 +7,7 @@ files (links out, FIFOs, garbage, files too large) are skipped and counted, neve
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 from support.runs import make_prepared_run
 
 from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.review import train_logs
 from agent2rl_tui.review.curves import curve_charts, read_curves
 from agent2rl_tui.review.train_logs import MAX_STATE_BYTES
 
@@ -128,3 +130,35 @@ def test_the_agents_hostile_log_files_are_skipped_and_counted_never_followed(tra
     # The garbage event file has no scalars (the reader skips what it cannot parse): counted or empty, never a point.
     assert curves.files_skipped >= 2  # the file too large and the malformed JSON
     assert any("could not be read" in note for note in curves.notes())
+
+
+def test_a_copied_output_folder_is_one_curve_and_absurd_steps_are_dropped(trained_run: Path, tmp_path: Path) -> None:
+    run_dir = _copy(trained_run, tmp_path, events=False)
+    output = run_dir / "workspace" / "output"
+    with_one = read_curves(run_dir).series["loss"]
+    time.sleep(1.1)  # the copy's files are newer, as `cp -r` makes them
+    shutil.copytree(output / "sft", output / "final")
+    assert read_curves(run_dir).series["loss"] == with_one  # not the curve twice, shifted in time
+    absurd = output / "absurd" / "checkpoint-5"
+    absurd.mkdir(parents=True)
+    history = [{"step": 10**400, "loss": 1.0}, {"step": True, "loss": 2.0}, {"step": -3, "loss": 3.0},
+               {"step": 2, "loss": 1e308}, {"step": 4, "loss": 4.0}]
+    (absurd / "trainer_state.json").write_text(json.dumps({"global_step": 10**400, "log_history": history}))
+    curves = read_curves(run_dir)  # never raises: the report and the Training pane read it
+    values = [v for _, v in curves.series["loss"]]
+    assert not {1.0, 2.0, 3.0, 1e308} & set(values)
+    assert all(math.isfinite(at) for at, _ in curves.series["loss"])
+
+
+def test_a_folder_swapped_for_a_link_after_the_listing_is_not_followed(trained_run: Path, tmp_path: Path) -> None:
+    run_dir = _copy(trained_run, tmp_path, events=False)
+    workspace = run_dir / "workspace"
+    states, _ = train_logs._walk(workspace)
+    assert len(states) == 2
+    outside = tmp_path / "elsewhere"
+    shutil.copytree(workspace / "output" / "sft", outside)
+    shutil.rmtree(workspace / "output" / "sft")
+    (workspace / "output" / "sft").symlink_to(outside, target_is_directory=True)
+    for state in states:
+        with pytest.raises(ValueError, match="a link"):
+            train_logs._read(workspace, state, train_logs.MAX_STATE_BYTES)
