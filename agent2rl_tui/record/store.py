@@ -638,6 +638,10 @@ class RunStore:
         walked, since a run of hours holds hundreds of thousands of steps."""
         yield from self.conn.execute("SELECT at, kind, tool, call_id, text, args_json FROM steps ORDER BY seq")
 
+    def step_lines_with_role(self) -> Iterator[tuple[float, str, str | None, str | None, str | None, str, str | None]]:
+        """As ``step_lines``, with each step's role: (at, kind, role, tool, call_id, text, args_json)."""
+        yield from self.conn.execute("SELECT at, kind, role, tool, call_id, text, args_json FROM steps ORDER BY seq")
+
     def gpu_busy_intervals(self, min_util_pct: float) -> list[tuple[float, float]]:
         """Stretches between two vitals samples in which a GPU was at least ``min_util_pct`` busy
         (the later sample's reading, over the time since the one before)."""

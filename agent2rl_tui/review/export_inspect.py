@@ -20,6 +20,7 @@ markdown, links or media).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +35,10 @@ from agent2rl_tui.util.inert import visible
 INSTALL = "pip install 'agent2rl-tui[inspect]' (make test installs it)"
 MAX_PROMPT_CHARS = 200_000
 RAW_LINES_PER_EVENT = 200
+MAX_EXPORT_CHARS = 50_000_000
+"""The transcript exported, in characters (a run of hours holds hundreds of thousands of steps)."""
+MAX_ARG_DEPTH = 32
+MAX_ARG_CHARS = 100_000
 """The agent's plain output lines, gathered into one info event at most this many at a time."""
 InspectStatus = Literal["started", "success", "cancelled", "error"]
 STATUS: dict[str, InspectStatus] = {RunStatus.FINISHED: "success", RunStatus.STOPPED: "cancelled", RunStatus.FAILED: "error",
@@ -49,38 +54,66 @@ def _iso(at: float | None) -> str:
     return _when(at).isoformat()
 
 
-def _args(args_json: str | None) -> dict[str, Any]:
-    import json
+def _nested_within(value: Any, depth: int) -> bool:
+    if isinstance(value, dict):
+        return depth > 0 and all(_nested_within(v, depth - 1) for v in value.values())
+    if isinstance(value, list):
+        return depth > 0 and all(_nested_within(v, depth - 1) for v in value)
+    return True
 
+
+def _inert(value: Any) -> Any:
+    """JSON data with every string in it, keys too, through ``visible``."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {visible(str(k)): _inert(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_inert(v) for v in value]
+    return value
+
+
+def _args(args_json: str | None) -> dict[str, Any]:
+    """A tool call's arguments, inert; the raw text (capped) where they are not a JSON object nested
+    at most ``MAX_ARG_DEPTH`` deep."""
+    raw = args_json or "{}"
     try:
-        value = json.loads(args_json or "{}")
-    except ValueError:
-        return {"arguments": visible(args_json or "")}
-    return value if isinstance(value, dict) else {"arguments": value}
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        value = None
+    if isinstance(value, dict) and _nested_within(value, MAX_ARG_DEPTH):
+        return dict(_inert(value))
+    return {"arguments": visible(raw[:MAX_ARG_CHARS])}
 
 
 class _Transcript:
-    """The record's steps as Inspect's messages and events, in order."""
+    """The record's steps as Inspect's messages and events, in order, within ``MAX_EXPORT_CHARS``."""
 
-    def __init__(self, steps: Iterator[tuple[float, str, str | None, str | None, str, str | None]]) -> None:
+    def __init__(self, steps: Iterator[tuple[float, str, str | None, str | None, str | None, str, str | None]]) -> None:
         from inspect_ai.event import InfoEvent, ToolEvent
-        from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ContentReasoning
+        from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser, ContentReasoning
         from inspect_ai.tool import ToolCall
 
         self.messages: list[Any] = []
         self.events: list[Any] = []
-        calls: dict[str, Any] = {}
+        self.cut_at: float | None = None
+        pending: dict[str, Any] = {}  # tool events waiting for their result, oldest first
+        used: set[str] = set()
         raw: list[str] = []
         raw_at = 0.0
-        n_calls = 0
+        chars = 0
 
         def flush_raw() -> None:
             if raw:
                 self.events.append(InfoEvent(source="agent output", data="\n".join(raw), timestamp=_when(raw_at)))
                 raw.clear()
 
-        for at, kind, tool, call_id, text, args_json in steps:
+        for at, kind, role, tool, call_id, text, args_json in steps:
             text = visible(text or "")
+            chars += len(text) * (2 if kind == "tool_result" else 1) + len(args_json or "")
+            if chars > MAX_EXPORT_CHARS:
+                self.cut_at = at
+                break
             if kind in ("raw", "system", "error", "result"):
                 if not raw:
                     raw_at = at
@@ -90,12 +123,14 @@ class _Transcript:
                 continue
             flush_raw()
             if kind == "message":
-                self.messages.append(ChatMessageAssistant(content=text, model=None))
+                self.messages.append(ChatMessageUser(content=text) if role == "user" else ChatMessageAssistant(content=text))
             elif kind == "reasoning":
                 self.messages.append(ChatMessageAssistant(content=[ContentReasoning(reasoning=text)]))
             elif kind == "tool_call":
-                n_calls += 1
-                ident = call_id or f"call-{n_calls}"
+                ident = visible(call_id or "") or f"call-{len(used) + 1}"
+                while ident in used:  # an id used twice: each call its own
+                    ident += "'"
+                used.add(ident)
                 function = visible(tool or "tool")
                 call = ToolCall(id=ident, function=function, arguments=_args(args_json))
                 last = self.messages[-1] if self.messages else None
@@ -105,15 +140,22 @@ class _Transcript:
                     self.messages.append(ChatMessageAssistant(content="", tool_calls=[call]))
                 event = ToolEvent(id=ident, function=function, arguments=call.arguments, timestamp=_when(at),
                                   pending=None, completed=None)
-                calls[ident] = event
+                pending[ident] = event
                 self.events.append(event)
             elif kind == "tool_result":
-                ident = call_id or f"call-{n_calls}"
+                # Its call by id; a result without one (or with an id no pending call has) is the oldest call's.
+                key = visible(call_id or "")
+                event = pending.pop(key, None) or (pending.pop(next(iter(pending))) if pending else None)
+                ident = event.id if event is not None else key or "unknown"
                 self.messages.append(ChatMessageTool(content=text, tool_call_id=ident, function=visible(tool or "") or None))
-                if ident in calls:
-                    calls[ident].result = text
-                    calls[ident].completed = _when(at)
+                if event is not None:
+                    event.result = text
+                    event.completed = _when(at)
         flush_raw()
+        if self.cut_at is not None:
+            self.events.append(InfoEvent(source="agent2rl-tui", timestamp=_when(self.cut_at), data=(
+                f"The transcript is cut here, at {MAX_EXPORT_CHARS:,} characters; the record has the rest "
+                "(agent2rl-tui run steps RUN).")))
 
 
 def _score(report: Report) -> tuple[float | None, float | None, float | None]:
@@ -152,12 +194,12 @@ def build_eval_log(run_dir: Path) -> Any:
     report = read_report(run_dir) or build_report(run_dir)
     with RunStore.of_run(run_dir) as store:
         run = store.run()
-        transcript = _Transcript(store.step_lines())
+        transcript = _Transcript(store.step_lines_with_role())
         subs = store.submissions(kind="agent")
     instructions = _instructions(run_dir)
     model = run.driver or f"agent/{run.agent}"
     best, baseline, improvement = _score(report)
-    submissions = [entry.to_json() for entry in report.submissions]
+    submissions = [_inert(entry.to_json()) for entry in report.submissions]
     score_events = [ScoreEvent(score=Score(value=s.score, explanation=f"submission #{s.id}: {s.status}"),
                                intermediate=True, timestamp=_when(s.finished_at or s.received_at))
                     for s in subs if s.score is not None]
@@ -169,9 +211,9 @@ def build_eval_log(run_dir: Path) -> Any:
         messages=[ChatMessageUser(content=instructions), *transcript.messages], events=events,
         scores={"agent2rl": Score(value=known or 0.0, answer=None,
                                   explanation=f"best of budget {best}, baseline {baseline}, improvement {improvement}",
-                                  metadata={"submissions": submissions, "route": report.route})},
-        metadata={"run_id": run.id, "task": run.task, "agent": run.agent, "status": run.status,
-                  "end_reason": report.end_reason, "flags": report.error},
+                                  metadata={"submissions": submissions, "route": _inert(report.route)})},
+        metadata=_inert({"run_id": run.id, "task": run.task, "agent": run.agent, "status": run.status,
+                         "end_reason": report.end_reason, "flags": report.error}),
         started_at=_iso(run.budget_start or run.created_at), completed_at=_iso(run.ended_at) if run.ended_at else None)
     usage, model_usage = report.usage, {}
     if usage is not None and usage.tokens_in + usage.tokens_out:
@@ -207,8 +249,10 @@ def _instructions(run_dir: Path) -> str:
 
 def export_inspect(run_dir: Path, out: Path) -> Path:
     """Write the run to ``out`` (``.eval``: Inspect's zip format; ``.json``: its JSON format)."""
-    from inspect_ai.log import write_eval_log
-
+    try:
+        from inspect_ai.log import write_eval_log
+    except ImportError:
+        raise RunError(f"exporting to Inspect AI needs the inspect_ai package: {INSTALL}") from None
     if out.suffix not in (".eval", ".json"):
         raise RunError(f"{out.name}: an Inspect log ends in .eval (its zip format) or .json")
     log = build_eval_log(run_dir)

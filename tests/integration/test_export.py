@@ -15,7 +15,7 @@ from pathlib import Path
 
 from inspect_ai.event import InfoEvent, ScoreEvent, ToolEvent
 from inspect_ai.log import read_eval_log, resolve_sample_attachments
-from inspect_ai.model import ChatMessageAssistant, ChatMessageTool
+from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
 from support.runs import cli, read_report, wait_for
 from support.synthetic import T0, add_transcript, standard_run
 
@@ -26,7 +26,14 @@ def test_a_runs_transcript_and_scores_read_back_from_its_inspect_log(tmp_path: P
     run = standard_run(tmp_path)
     hostile = {"type": "assistant", "message": {"id": "mx", "content": [
         {"type": "text", "text": "clear the screen \x1b[2J\x1b]0;pwned\x07 done"}]}}
-    add_transcript(run, [(json.dumps(hostile), T0 + 100)])
+    deep: object = "x"
+    for _ in range(300):
+        deep = {"d": deep}
+    user = {"type": "user", "message": {"content": [{"type": "text", "text": "a turn the user wrote"}]}}
+    calls = {"type": "assistant", "message": {"id": "my", "content": [
+        {"type": "tool_use", "id": "deep", "name": "Bash", "input": deep},
+        {"type": "tool_use", "id": "esc", "name": "Bash", "input": {"command": "printf '\x1b[31mred'"}}]}}
+    add_transcript(run, [(json.dumps(hostile), T0 + 100), (json.dumps(user), T0 + 101), (json.dumps(calls), T0 + 102)])
     out = tmp_path / "exported" / "run.eval"
     done = cli("export", run.name, "--format", "inspect", "--out", str(out), root=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -36,12 +43,17 @@ def test_a_runs_transcript_and_scores_read_back_from_its_inspect_log(tmp_path: P
     assert log.eval.task == "agent2rl/arith" and log.eval.run_id == run.name and log.status == "success"
     (sample,) = log.samples or []
     calls = [c for m in sample.messages if isinstance(m, ChatMessageAssistant) for c in (m.tool_calls or [])]
-    assert len(calls) == 10 and calls[0].id == "t1" and calls[0].function == "Bash"
+    assert len(calls) == 12 and calls[0].id == "t1" and calls[0].function == "Bash"
+    by_id = {c.id: c for c in calls}
+    assert set(by_id["deep"].arguments) == {"arguments"}  # nested too deep: kept as its text, the export still made
+    assert by_id["esc"].arguments == {"command": "printf '\\x1b[31mred'"}  # inert, as the record shows it
+    assert any(isinstance(m, ChatMessageUser) and m.text == "a turn the user wrote" for m in sample.messages)
     assert calls[0].arguments == {"command": "python code/train.py --step 1"}
     results = {m.tool_call_id: m.text for m in sample.messages if isinstance(m, ChatMessageTool)}
     assert results["t1"] == "loss 0.3333"
     tools = [e for e in sample.events if isinstance(e, ToolEvent)]
     assert [e.id for e in tools] == [c.id for c in calls] and tools[0].result == "loss 0.3333"
+    assert all(e.result for e in tools[:10])  # each of the ten calls paired with its own result
     scored = [e for e in sample.events if isinstance(e, ScoreEvent)]
     with RunStore.of_run(run) as store:
         agent_scores = [s.score for s in store.submissions(kind="agent") if s.score is not None]
