@@ -22,6 +22,8 @@ event files (each scalar with its wall time). Both are read here into points on 
   folder whose history is another's (a copy: ``cp -r out final``) is read once, the earliest.
 - A file that does not parse is skipped and counted; a step must be a whole number from 0 to
   ``MAX_STEP``; a point whose time is not finite is dropped.
+- What a file held is kept by its size and modification time (``_PARSED``): a live run's Training
+  pane reads again on each change of the record, and parses only the files that changed.
 """
 
 from __future__ import annotations
@@ -182,27 +184,53 @@ def _events(workspace: Path, files: list[_File], start: float, budget: _Budget,
     series: dict[str, list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="agent2rl-tb-") as tmp:
         for n, file in enumerate(files):
-            copy = Path(tmp) / str(n) / file.parts[-1]
             try:
                 if file.size > MAX_EVENTS_BYTES or not budget.take(file.size):
                     raise ValueError("too large")
-                data, _ = _read(workspace, file, MAX_EVENTS_BYTES)
-                copy.parent.mkdir()
-                copy.write_bytes(data)
-                del data
-                acc = EventAccumulator(str(copy), size_guidance={"scalars": MAX_SCALARS})
-                acc.Reload()
-                for tag in acc.Tags().get("scalars", []):
-                    name = metric_of(str(tag))
-                    for event in acc.Scalars(tag) if name is not None else []:
-                        point = _point(float(event.wall_time), start, float(event.value))
-                        if name is not None and point is not None:
-                            series.setdefault(name, []).append(point)
+                scalars = _cached(workspace, file, lambda: _scalars(workspace, file, Path(tmp) / str(n), EventAccumulator))
             except Exception:  # the agent's bytes: any failure of the reader is a file skipped
                 out.skipped += 1
-            finally:
-                copy.unlink(missing_ok=True)
+                continue
+            for name, wall_time, value in scalars:
+                point = _point(wall_time, start, value)
+                if point is not None:
+                    series.setdefault(name, []).append(point)
     return {name: sorted(points) for name, points in series.items()}
+
+
+def _scalars(workspace: Path, file: _File, folder: Path, reader: Any) -> list[tuple[str, float, float]]:
+    """The metrics in one event file, as (metric, wall time, value), read from a private copy in ``folder``."""
+    data, _ = _read(workspace, file, MAX_EVENTS_BYTES)
+    copy = folder / file.parts[-1]
+    folder.mkdir()
+    try:
+        copy.write_bytes(data)
+        del data
+        acc = reader(str(copy), size_guidance={"scalars": MAX_SCALARS})
+        acc.Reload()
+        out = []
+        for tag in acc.Tags().get("scalars", []):
+            name = metric_of(str(tag))
+            if name is not None:
+                out += [(name, float(e.wall_time), float(e.value)) for e in acc.Scalars(tag)]
+        return out
+    finally:
+        copy.unlink(missing_ok=True)
+
+
+_PARSED: dict[tuple[str, tuple[str, ...], int, float], Any] = {}
+"""What each file held when last read, by its size and modification time: the Training pane reads a
+live run's files again on each change of its record, and most have not changed."""
+MAX_PARSED = 512
+
+
+def _cached(workspace: Path, file: _File, parse: Callable[[], Any]) -> Any:
+    key = (str(workspace), file.parts, file.size, file.mtime)
+    if key not in _PARSED:
+        if len(_PARSED) >= MAX_PARSED:
+            _PARSED.clear()
+        _PARSED[key] = parse()
+    return _PARSED[key]
 
 
 # ---- trainer_state.json ---------------------------------------------------------------------------
@@ -270,8 +298,7 @@ def _states(workspace: Path, files: list[_File], start: float, began_before: Cal
         try:
             if file.size > MAX_STATE_BYTES or not budget.take(file.size):
                 raise ValueError("too large")
-            raw, mtime = _read(workspace, file, MAX_STATE_BYTES)
-            state = _state(raw, mtime)
+            state = _cached(workspace, file, lambda: _state(*_read(workspace, file, MAX_STATE_BYTES)))
         except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser goes
             out.skipped += 1
             continue
