@@ -43,7 +43,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "--summarizer-model, first a narrative of each iteration (report/narrative.json, cached); with "
                "--html, also the whole report as one HTML page (report/report.html, or --out PATH)."),
     "run": ("runs", "run_group", "Start, show and stop runs."),
-    "runs": ("runs", "runs_cmd", "List runs with status, scores and budget used."),
+    "runs": ("listing", "runs_cmd", "List runs with status, scores and budget used."),
     "tasks": ("tasks", "tasks_cmd", "List the tasks the registry finds."),
     "tiny-model": ("tasks", "tiny_model", "Build the tiny Llama model and tokenizer at PATH (offline, in seconds)."),
     "tui": ("runs", "tui_cmd", "Open the TUI on the Runs screen (what `agent2rl-tui` alone does in a terminal)."),
@@ -146,8 +146,8 @@ def main(ctx: click.Context, root: Path | None) -> None:
 
             _run_tui(root)
             return
-        from agent2rl_tui.cli.runs import _print_runs
+        from agent2rl_tui.cli.listing import print_runs
         from agent2rl_tui.review.index import list_runs
 
-        _print_runs(list_runs(root), root)
+        print_runs(list_runs(root), root)
         click.echo("\n`agent2rl-tui --help` lists the commands; `agent2rl-tui demo` runs the demo.")

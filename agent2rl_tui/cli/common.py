@@ -11,7 +11,7 @@ import click
 from agent2rl_tui.record.root import RunError
 from agent2rl_tui.record.store import StoreError
 from agent2rl_tui.run.profiles import ProfileError
-from agent2rl_tui.tasks.registry import TaskError
+from agent2rl_tui.tasks.errors import TaskError
 from agent2rl_tui.util.inert import visible
 
 if TYPE_CHECKING:

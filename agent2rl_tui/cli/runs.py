@@ -19,9 +19,8 @@ import click
 
 from agent2rl_tui.cli.common import USER_ERRORS, _echo, _fail, _fmt, _run_tui, command_for
 from agent2rl_tui.cli.flags import _options
-from agent2rl_tui.record.root import default_root
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
-from agent2rl_tui.review.index import find_run, list_runs, summarize
+from agent2rl_tui.review.index import find_run, summarize
 from agent2rl_tui.run.options import OptionValueError, request_from_flags
 from agent2rl_tui.run.options import flags as run_flags
 from agent2rl_tui.util.inert import one_line, visible
@@ -45,21 +44,6 @@ def open_cmd(path: Path) -> None:
     except USER_ERRORS as exc:
         _fail(exc)
     _run_tui(run_dir.parent, open_run=run_dir)
-
-
-@click.command("runs")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per run.")
-@click.pass_context
-def runs_cmd(ctx: click.Context, as_json: bool) -> None:
-    """List runs with status, scores and budget used."""
-    runs = list_runs(ctx.obj["root"])
-    if as_json:
-        for r in runs:
-            fields = {k: v for k, v in r.__dict__.items() if k not in ("path", "usage")}
-            click.echo(json.dumps({**fields, "path": str(r.path), "improvement": r.improvement,
-                                   "usage": r.usage.as_json() if r.usage else None}))
-        return
-    _print_runs(runs, ctx.obj["root"])
 
 
 @click.group("run")
@@ -186,21 +170,6 @@ def _print_result(run_dir: Path) -> None:
         if s.flags:
             _echo(f"warning: this run is {s.flags} (see the report)")
         _echo(f"report: {run_dir / 'report' / 'report.md'}")
-
-
-def _print_runs(runs: list[Any], root: Path | None = None) -> None:
-    if not runs:
-        click.echo(f"no runs under {root or default_root()}")
-        return
-    header = f"{'run':44} {'status':9} {'task':8} {'agent':8} {'base':>7} {'best':>7} {'delta':>7} {'subs':>4} {'used':>8}"
-    click.echo(header)
-    for r in runs:
-        _echo(
-            f"{one_line(r.id):44} {one_line(r.status):9} {one_line(r.task):8} {one_line(r.agent):8} "
-            f"{_fmt(r.baseline):>7} {_fmt(r.best):>7} "
-            f"{_fmt(r.improvement):>7} {r.n_submissions:>4} {human_duration(r.budget_used_s):>8}"
-            + (f"  {one_line(r.flags)}" if r.flags else "")
-        )
 
 
 @run_group.command("show")
