@@ -25,7 +25,7 @@ from typing import Any
 from agent2rl_tui.record.seen_processes import process_spans
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.review.iterations import runs_training
-from agent2rl_tui.review.train_logs import read_file_curves
+from agent2rl_tui.review.train_logs import FileCurves, read_file_curves
 from agent2rl_tui.review.trainer_metrics import METRICS, logged_number
 
 __all__ = ["METRICS", "Curves", "curve_charts", "curves_of", "marks_on", "parse_line", "read_curves"]
@@ -44,13 +44,17 @@ class Curves:
     skipped: int = 0
     """Lines that looked like a trainer's log dict but could not be read."""
     origin: dict[str, str] = field(default_factory=dict)
-    """Per metric, where its points came from: "agent output" or a kind of log file."""
-    files_skipped: int = 0
-    """Log files in the workspace that could not be read (malformed, too large, not a regular file)."""
-    files_unplaced: int = 0
-    """trainer_state.json folders with no clock to place their steps on."""
-    files_unread: int = 0
-    """TensorBoard event files not read: the tensorboard package is not installed."""
+    """The metrics read from the workspace's log files, and from which kind ("TensorBoard events" ...)."""
+    files: FileCurves = field(default_factory=FileCurves)
+    """What the reader of those files met: files skipped, folders without a clock, files not read."""
+
+    @property
+    def files_skipped(self) -> int:
+        return self.files.skipped
+
+    @property
+    def files_unplaced(self) -> int:
+        return self.files.unplaced
 
     def add(self, at_min: float, logged: dict[Any, Any]) -> None:
         for name in METRICS:
@@ -63,19 +67,19 @@ class Curves:
         out = []
         if self.skipped:
             out.append(f"{self.skipped:,} line(s) that looked like a trainer's log could not be read and were skipped")
-        if self.files_skipped:
-            out.append(f"{self.files_skipped:,} trainer log file(s) in the workspace could not be read and were skipped")
-        if self.files_unplaced:
-            out.append(f"{self.files_unplaced:,} trainer_state.json folder(s) had no clock to place their steps on")
-        if self.files_unread:
-            out.append(f"{self.files_unread:,} TensorBoard event file(s) not read: the tensorboard package is not "
+        if self.files.skipped:
+            out.append(f"{self.files.skipped:,} trainer log file(s) in the workspace could not be read and were skipped")
+        if self.files.unplaced:
+            out.append(f"{self.files.unplaced:,} trainer_state.json folder(s) had no clock to place their steps on")
+        if self.files.unread_events:
+            out.append(f"{self.files.unread_events:,} TensorBoard event file(s) not read: the tensorboard package is not "
                        "installed (pip install 'agent2rl-tui[tensorboard]')")
         return out
 
     def from_files(self, name: str) -> str:
         """`` (from <kind of file>)`` for a metric read from the workspace's log files, else ``""``."""
-        origin = self.origin.get(name, "agent output")
-        return "" if origin == "agent output" else f" (from {origin})"
+        origin = self.origin.get(name)
+        return f" (from {origin})" if origin else ""
 
     def title(self, name: str) -> str:
         """A chart's title: the metric, and the file it came from where that is not the agent's output."""
@@ -83,8 +87,7 @@ class Curves:
 
     def thinned(self) -> Curves:
         """At most ``MAX_POINTS`` a series, evenly spaced, the last point kept."""
-        out = Curves(skipped=self.skipped, origin=dict(self.origin), files_skipped=self.files_skipped,
-                     files_unplaced=self.files_unplaced, files_unread=self.files_unread)
+        out = Curves(skipped=self.skipped, origin=dict(self.origin), files=self.files)
         for name, points in self.series.items():
             if len(points) > MAX_POINTS:
                 step = len(points) / MAX_POINTS
@@ -133,18 +136,16 @@ def read_curves(run_dir: Path) -> Curves:
         curves = curves_of(((at, text) for at, kind, _, _, text, _ in store.step_lines()
                             if kind in ("raw", "tool_result", "message") and text), start)
         spans = process_spans(store.last_event_data("agent_processes"))
-    curves.origin = {name: "agent output" for name in curves.series}
 
     def began_before(at: float) -> float | None:
         """When the training process that was running at ``at`` started (the latest such start)."""
         starts = [first for cmd, first, last in spans if first <= at <= last + SAMPLE_SLACK_S and runs_training(cmd)]
         return max(starts) if starts else None
 
-    files = read_file_curves(Path(run_dir) / "workspace", start, began_before)
-    for name, points in files.series.items():
+    curves.files = read_file_curves(Path(run_dir) / "workspace", start, began_before)
+    for name, points in curves.files.series.items():
         if name not in curves.series:
-            curves.series[name], curves.origin[name] = points, files.origin[name]
-    curves.files_skipped, curves.files_unplaced, curves.files_unread = files.skipped, files.unplaced, files.unread_events
+            curves.series[name], curves.origin[name] = points, curves.files.origin[name]
     return curves.thinned()
 
 

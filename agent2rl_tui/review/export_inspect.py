@@ -9,8 +9,9 @@ read is their format by construction, not a copy of it:
 - the sample: the agent's instructions as its input; the agent's messages, reasoning, tool calls and
   tool results as chat messages; its tool calls also as tool events, each submission's score as an
   intermediate score event, the agent's plain output lines as info events, all on the run's clock;
-- the scores: best of budget (the best valid submission, else the baseline), the baseline and the
-  improvement, with every submission in the score's metadata; token use as the model's usage.
+- the scores: best of budget (the best valid submission, else the baseline: ``review.outcome``,
+  the rule statistics over runs use), the baseline and the improvement, with every submission in
+  the score's metadata; token use as the model's usage.
 
 Everything comes from the record (the transcript was redacted as it was written); text the agent
 produced has its control characters shown as escapes (``util.inert.visible``), and the log tells the
@@ -28,8 +29,9 @@ from typing import Any, Literal
 
 from agent2rl_tui.record.root import RunError
 from agent2rl_tui.record.store import RunStatus, RunStore
+from agent2rl_tui.review.index import summarize
+from agent2rl_tui.review.outcome import outcome
 from agent2rl_tui.review.report import build_report, read_report
-from agent2rl_tui.review.report_model import Report
 from agent2rl_tui.util.inert import visible
 
 INSTALL = "pip install 'agent2rl-tui[inspect]' (make test installs it)"
@@ -158,16 +160,6 @@ class _Transcript:
                 "(agent2rl-tui run steps RUN).")))
 
 
-def _score(report: Report) -> tuple[float | None, float | None, float | None]:
-    """Best of budget, the baseline and the improvement (0 without a valid submission)."""
-    baseline = report.baseline.score
-    best = report.best.score if report.best is not None and report.best.score is not None else baseline
-    improvement = report.improvement
-    if improvement is None and baseline is not None:
-        improvement = 0.0
-    return best, baseline, improvement
-
-
 def build_eval_log(run_dir: Path) -> Any:
     """The run as an ``inspect_ai.log.EvalLog``. RunError when inspect_ai is not installed."""
     try:
@@ -198,7 +190,10 @@ def build_eval_log(run_dir: Path) -> Any:
         subs = store.submissions(kind="agent")
     instructions = _instructions(run_dir)
     model = run.driver or f"agent/{run.agent}"
-    best, baseline, improvement = _score(report)
+    summary = summarize(run_dir)
+    counted = outcome(summary)  # best of budget: the rule compare and campaigns count a run by
+    best, baseline, improvement = counted.best, summary.baseline, counted.improvement
+    started, ended = _iso(run.budget_start or run.created_at), _iso(run.ended_at) if run.ended_at else None
     submissions = [_inert(entry.to_json()) for entry in report.submissions]
     score_events = [ScoreEvent(score=Score(value=s.score, explanation=f"submission #{s.id}: {s.status}"),
                                intermediate=True, timestamp=_when(s.finished_at or s.received_at))
@@ -214,7 +209,7 @@ def build_eval_log(run_dir: Path) -> Any:
                                   metadata={"submissions": submissions, "route": _inert(report.route)})},
         metadata=_inert({"run_id": run.id, "task": run.task, "agent": run.agent, "status": run.status,
                          "end_reason": report.end_reason, "flags": report.error}),
-        started_at=_iso(run.budget_start or run.created_at), completed_at=_iso(run.ended_at) if run.ended_at else None)
+        started_at=started, completed_at=ended)
     usage, model_usage = report.usage, {}
     if usage is not None and usage.tokens_in + usage.tokens_out:
         model_usage = {model: ModelUsage(input_tokens=usage.tokens_in, output_tokens=usage.tokens_out,
@@ -234,8 +229,7 @@ def build_eval_log(run_dir: Path) -> Any:
     return EvalLog(eval=spec, plan=plan, status=status, samples=[sample],
                    results=EvalResults(total_samples=1, completed_samples=1 if status == "success" else 0,
                                        scores=[EvalScore(name="agent2rl", scorer="agent2rl-grader", metrics=metrics)]),
-                   stats=EvalStats(started_at=_iso(run.budget_start or run.created_at),
-                                   completed_at=_iso(run.ended_at) if run.ended_at else "", model_usage=model_usage))
+                   stats=EvalStats(started_at=started, completed_at=ended or "", model_usage=model_usage))
 
 
 def _instructions(run_dir: Path) -> str:
@@ -249,13 +243,11 @@ def _instructions(run_dir: Path) -> str:
 
 def export_inspect(run_dir: Path, out: Path) -> Path:
     """Write the run to ``out`` (``.eval``: Inspect's zip format; ``.json``: its JSON format)."""
-    try:
-        from inspect_ai.log import write_eval_log
-    except ImportError:
-        raise RunError(f"exporting to Inspect AI needs the inspect_ai package: {INSTALL}") from None
     if out.suffix not in (".eval", ".json"):
         raise RunError(f"{out.name}: an Inspect log ends in .eval (its zip format) or .json")
-    log = build_eval_log(run_dir)
+    log = build_eval_log(run_dir)  # RunError first where inspect_ai is not installed
+    from inspect_ai.log import write_eval_log
+
     out.parent.mkdir(parents=True, exist_ok=True)
     write_eval_log(log, str(out), format="eval" if out.suffix == ".eval" else "json")
     return out

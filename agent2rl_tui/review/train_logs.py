@@ -339,10 +339,7 @@ def read_file_curves(workspace: Path, start: float,
 
     ``began_before(t)``: when the training process running at ``t`` started (None: not known)."""
     out = FileCurves()
-    try:
-        states, events = _walk(workspace)
-    except OSError:  # no workspace (a copied record without it), or it is a link
-        return out
+    states, events = _walk(workspace)  # nothing where there is no workspace (a record copied without it) or a link
     budget = _Budget()
     for origin, series in (("TensorBoard events", _events(workspace, events, start, budget, out)),
                            ("trainer_state.json", _states(workspace, states, start, began_before, budget, out))):
