@@ -68,14 +68,18 @@ class ALFWorld:
         try:
             import textworld
             from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
-            from textworld.envs.wrappers import Filter, GenericEnvironment
+            from textworld.envs.pddl import PddlEnv
+            from textworld.envs.wrappers import Filter
         except ImportError as exc:
             raise EnvError(f"ALFWorld is not installed ({exc}): `pip install -e '.[alfworld]'` "
                            "(alfworld==0.4.2; it builds fast-downward and jericho, a few minutes)") from exc
         if not root.is_dir():
             raise EnvError(f"the ALFWorld games folder {root} does not exist: {PREPARE_HINT}")
         self.root = root
-        env: Any = GenericEnvironment(textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"]))
+        # PddlEnv itself, not textworld's GenericEnvironment: that one picks a backend by searching the
+        # whole path for ".z[1-8]", so a games folder under e.g. /tmp/x.z4ab/ was played as a Z-machine
+        # file and every game failed ("Only .z[1-8] files are supported!").
+        env: Any = PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"]))
         for wrapper in (AlfredDemangler(shuffle=False), AlfredInfos, Filter):
             env = wrapper(env)
         self._env = env
