@@ -15,11 +15,14 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Set
+from pathlib import Path
 
 from agent2rl_tui.record.store import RunStore
-from agent2rl_tui.run import containment
+from agent2rl_tui.run import agent_setup, containment
+from agent2rl_tui.run.agent_output import AgentOutput
+from agent2rl_tui.run.profiles import AgentProfile
 from agent2rl_tui.util import procs
-from agent2rl_tui.util.timeutil import human_duration
+from agent2rl_tui.util.timeutil import human_duration, now
 
 log = logging.getLogger("agent2rl.supervisor")
 
@@ -64,3 +67,15 @@ def exit_code(agent: subprocess.Popen[bytes], contained: bool) -> int:
         agent.kill()
         code = agent.wait()
     return containment.exit_code(code, contained=contained)
+
+
+def after_exit(run_dir: Path, code: int, output: AgentOutput | None, profile: AgentProfile | None) -> None:
+    """What follows the agent's exit: a CLI that failed silently gets an error step in its
+    transcript, and the login files its profile names leave the run's home."""
+    normalizer = output.recorder.normalizer if output is not None else None
+    if normalizer is not None and hasattr(normalizer, "agent_exited"):
+        normalizer.agent_exited(code, lambda: agent_setup.stderr_tail(run_dir), now())
+    if profile is not None and profile.login_files:
+        removed = containment.forget_logins(run_dir / containment.AGENT_HOME, profile.login_files)
+        if removed:
+            log.info("login files removed from the run's home: %s", ", ".join(removed))

@@ -16,12 +16,13 @@ from pathlib import Path
 from agent2rl_tui.record.contamination import check_run, write_contamination
 from agent2rl_tui.record.redact import Redactor, redact_db, redact_tree
 from agent2rl_tui.record.runconfig import RunConfig
-from agent2rl_tui.record.store import RunStore
+from agent2rl_tui.record.store import RunStore, SubStatus
 from agent2rl_tui.review.report import write_report
 from agent2rl_tui.review.report_model import Report
 from agent2rl_tui.run.summarizer import SummarizerSettings, describe, write_narrative
 from agent2rl_tui.tasks.registry import Task
 from agent2rl_tui.util.diskfull import disk_full_message, is_disk_full
+from agent2rl_tui.util.timeutil import now
 
 log = logging.getLogger("agent2rl.supervisor")
 
@@ -50,6 +51,16 @@ def check_contamination(run_dir: Path, store: RunStore, task: Task) -> None:
                  result.files_scanned, result.checkable_items)
         message = "no eval item found in what the agent wrote"
     store.event("supervisor", "contamination", message, result.event_data())
+
+
+def fail_unfinished(store: RunStore) -> None:
+    """Submissions still queued or being scored when the run closes: failed, saying why."""
+    for sub in store.submissions():
+        if sub.status in (SubStatus.QUEUED, SubStatus.EVALUATING):
+            store.update_submission(
+                sub.id, status=SubStatus.FAILED, finished_at=now(), error_code="run_ended",
+                error="run_ended: the run ended before this submission was evaluated",
+            )
 
 
 def write_final_report(run_dir: Path, store: RunStore, status: str) -> None:

@@ -10,15 +10,20 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Callable
+import threading
 from pathlib import Path
-from typing import Any
 
-from agent2rl_tui.grader.client import GraderClient
+from agent2rl_tui.grader.client import GraderClient, GraderUnavailable
 from agent2rl_tui.grader.launch import GraderProcess, spawn_grader
+from agent2rl_tui.record.store import RunStore, SubStatus
+from agent2rl_tui.run.progress import BaselineProgress
 from agent2rl_tui.util import procs
 
 GRADER_STOP_S = 10.0
+
+
+class BaselineFailed(RuntimeError):
+    """The run cannot start its budget: the baseline was not scored (the message says why)."""
 
 
 class GraderService:
@@ -53,12 +58,31 @@ class GraderService:
         self.process = spawn_grader(self.run_dir, self.log_path, keep_socket=True, gpus=self.gpus, die_with_us=True)
         return self.process.url
 
-    def wait_ready(self, timeout_s: float, alive: Callable[[], bool]) -> dict[str, Any]:
-        """Its ``/info`` once it is ready (the baseline scored or failed); ``GraderUnavailable`` when
-        it is not within ``timeout_s`` or ``alive()`` turns false."""
-        assert self.url is not None, "start() first"
-        with GraderClient(self.url) as client:
-            return client.wait_ready(timeout_s, alive=alive)
+    def wait_baseline(self, timeout_s: float, stopped: threading.Event, store: RunStore) -> float:
+        """The baseline's score once the grader has it, saying in the log how far it has got
+        (``run.progress.BaselineProgress``). ``BaselineFailed`` with the run's error when the grader
+        is not ready within ``timeout_s``, dies, is stopped, or could not score the base model."""
+        assert self.process is not None and self.url is not None, "start() first"
+        popen, said = self.process.popen, BaselineProgress(self.run_dir)
+
+        def alive() -> bool:
+            said.tick()
+            return popen.poll() is None and not stopped.is_set()
+
+        try:
+            with GraderClient(self.url) as client:
+                info = client.wait_ready(timeout_s, alive=alive)
+        except GraderUnavailable as exc:
+            if stopped.is_set():
+                raise BaselineFailed("stopped while the baseline was being scored") from exc
+            raise BaselineFailed(f"the grader did not start: {exc}; see logs/grader.log") from exc
+        baseline = info.get("baseline") or {}
+        if baseline.get("status") != SubStatus.SCORED:  # the grader's answer has a code; the record the text
+            recorded = store.baseline()
+            raise BaselineFailed(
+                f"the base model could not be scored: {(recorded.error if recorded else None) or 'unknown error'}"
+            )
+        return float(baseline["score"])
 
     def died(self) -> int | None:
         return self.process.popen.poll() if self.process is not None else None

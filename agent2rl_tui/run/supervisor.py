@@ -25,24 +25,23 @@ import time
 from functools import cached_property
 from pathlib import Path
 
-from agent2rl_tui.grader.client import GraderUnavailable
 from agent2rl_tui.record.redact import Redactor, redact_logging
-from agent2rl_tui.record.revisions import SnapshotError, Snapshotter
+from agent2rl_tui.record.revisions import Snapshotter
 from agent2rl_tui.record.runconfig import RunConfig
-from agent2rl_tui.record.store import RunStatus, RunStore, SubStatus
+from agent2rl_tui.record.store import RunStatus, RunStore
 from agent2rl_tui.run import agent_end, agent_setup, closing, containment, neighbours, services
 from agent2rl_tui.run.agent_output import AgentOutput
-from agent2rl_tui.run.grader_service import GraderService
+from agent2rl_tui.run.grader_service import BaselineFailed, GraderService
 from agent2rl_tui.run.guard import Guard
 from agent2rl_tui.run.metering import MeterProcess
 from agent2rl_tui.run.profiles import AgentProfile, driver_setup, get_profile
-from agent2rl_tui.run.progress import BaselineProgress, ResultLog, heartbeat
+from agent2rl_tui.run.progress import ResultLog, heartbeat
 from agent2rl_tui.run.prompt import build_prompt
 from agent2rl_tui.run.services import ServiceError
 from agent2rl_tui.run.train_envs import URL_VAR as TRAIN_ENV_URL
 from agent2rl_tui.run.train_envs import TrainEnvProcess
 from agent2rl_tui.run.vitals import VitalsSampler
-from agent2rl_tui.run.watcher import RevisionWatcher
+from agent2rl_tui.run.watcher import RevisionWatcher, take_snapshot
 from agent2rl_tui.run.workspace import make_run_folder, populate_workspace, write_run_meta
 from agent2rl_tui.tasks.registry import Task, load_task
 from agent2rl_tui.util import procs as procs
@@ -154,10 +153,10 @@ class Supervisor:
             attempt("write the agent's output that waited for room", waiting.close)
         attempt("mark the run as ending", lambda: self.store.update_run(status=RunStatus.ENDING, heartbeat_at=now()))
         for what, step in (
-                ("end the agent", self.shutdown_agent), ("stop the meter", self.stop_meter),
-                ("stop the train environments", self.stop_train_envs), ("stop the watcher", self.stop_watcher),
+                ("end the agent", self.shutdown_agent), ("stop the meter", lambda: self.stop_service("meter")),
+                ("stop the train environments", lambda: self.stop_service("train_envs")), ("stop the watcher", self.stop_watcher),
                 ("stop the grader", self.stop_grader), ("stop the vitals", lambda: self.vitals.stop(self.store)),
-                ("close unfinished submissions", self.fail_unfinished),
+                ("close unfinished submissions", lambda: closing.fail_unfinished(self.store)),
                 ("check for contamination", lambda: closing.check_contamination(self.run_dir, self.store, self.task)),
                 ("sweep secrets", lambda: closing.redact_record(self.run_dir, self.store, self.redactor)),
                 ("record peak memory", lambda: AgentOutput.record_peak_memory(self.store))):
@@ -205,25 +204,11 @@ class Supervisor:
         grader, port = service.process.popen, service.process.port
         self.store.update_run(grader_pid=grader.pid, grader_port=port)
         log.info("grader started (pid %s, port %s); scoring the baseline", grader.pid, port)
-        said = BaselineProgress(self.run_dir)
-
-        def alive() -> bool:
-            said.tick()  # how far the baseline has got, every ten seconds in the log
-            return grader.poll() is None and not self.stop_requested.is_set()
-
         try:
-            info = service.wait_ready(self.cfg.eval_timeout_s + 120.0, alive)
-        except GraderUnavailable as exc:
-            if self.stop_requested.is_set():
-                raise RunFailed("stopped while the baseline was being scored") from exc
-            raise RunFailed(f"the grader did not start: {exc}; see logs/grader.log") from exc
-        baseline = info.get("baseline") or {}
-        if baseline.get("status") != SubStatus.SCORED:  # the grader's answer has a code; the record the text
-            recorded = self.store.baseline()
-            raise RunFailed(
-                f"the base model could not be scored: {(recorded.error if recorded else None) or 'unknown error'}"
-            )
-        log.info("baseline score %.2f", baseline["score"])
+            score = service.wait_baseline(self.cfg.eval_timeout_s + 120.0, self.stop_requested, self.store)
+        except BaselineFailed as exc:
+            raise RunFailed(str(exc)) from exc
+        log.info("baseline score %.2f", score)
 
     def run_agent(self) -> str:
         profile = get_profile(self.run.agent, self._profiles_path())
@@ -261,7 +246,7 @@ class Supervisor:
         if profile.own_home and not self.containment.contained:  # its own home all the same
             env["HOME"] = str(self.run_dir / containment.AGENT_HOME)
         argv = self.containment.wrap(argv)
-        self.take_snapshot("start")
+        take_snapshot(self.snapshotter, self.store, "start")
         self.watcher = RevisionWatcher(self.snapshotter)
         self.watcher.start()
         shown = " ".join("PROMPT" if a == prompt else a for a in argv)
@@ -336,28 +321,16 @@ class Supervisor:
             elif attr == "grader" and service.pid != before:
                 self.store.update_run(grader_pid=service.pid)
 
-    def stop_train_envs(self) -> None:
-        if self.train_envs is not None:
-            service, self.train_envs = self.train_envs, None
+    def stop_service(self, attr: str) -> None:
+        """Stop the meter or the train-environment service, once."""
+        service = getattr(self, attr)
+        setattr(self, attr, None)
+        if service is not None:
             service.stop()
-
-    def stop_meter(self) -> None:
-        if self.meter is not None:
-            meter, self.meter = self.meter, None
-            meter.stop()
 
     def _profiles_path(self) -> Path | None:
         path = self.cfg.profiles_path
         return Path(path) if path else None
-
-    def take_snapshot(self, trigger: str) -> None:
-        try:
-            rev, new = self.snapshotter.snapshot(trigger)
-            if new:
-                log.info("revision %d (%s): %d file(s) changed", rev.seq, trigger, rev.files_changed)
-        except SnapshotError as exc:
-            log.warning("%s snapshot failed: %s", trigger, exc)
-            self.store.event("supervisor", "snapshot_failed", f"{trigger} snapshot failed: {exc}")
 
     def stop_watcher(self) -> None:
         """Stop watching and take the final snapshot of the workspace."""
@@ -365,7 +338,7 @@ class Supervisor:
             return
         watcher, self.watcher = self.watcher, None
         watcher.stop()
-        self.take_snapshot("final")
+        take_snapshot(self.snapshotter, self.store, "final")
 
     def _wait_agent(self, deadline: float) -> str:
         assert self.agent is not None
@@ -418,15 +391,9 @@ class Supervisor:
             self.watcher.stop()
         agent_end.kill_strays(self._service_pids(), lambda: self._popen_pids() | {agent.pid}, contained, self.store)
         code = agent_end.exit_code(agent, contained)
-        normalizer = self.output.recorder.normalizer if self.output is not None else None
-        if normalizer is not None and hasattr(normalizer, "agent_exited"):  # an agent failing silently: an error step
-            normalizer.agent_exited(code, lambda: agent_setup.stderr_tail(self.run_dir), now())
-        if self.profile is not None and self.profile.login_files:
-            removed = containment.forget_logins(self.run_dir / containment.AGENT_HOME, self.profile.login_files)
-            if removed:
-                log.info("login files removed from the run's home: %s", ", ".join(removed))
-        self.stop_meter()  # the calls the agent left under way are recorded as they stood
-        self.stop_train_envs()  # no training after the deadline
+        agent_end.after_exit(self.run_dir, code, self.output, self.profile)
+        self.stop_service("meter")  # the calls the agent left under way are recorded as they stood
+        self.stop_service("train_envs")  # no training after the deadline
         self.vitals.agent_pgid = None  # gone by design from here on: not an "agent group gone" event
         shutil.rmtree(self.run_dir / containment.AGENT_TMP, ignore_errors=True)
         self.store.update_run(agent_exit_code=code, agent_ended_at=now())
@@ -459,14 +426,6 @@ class Supervisor:
         if left:
             self.store.event("supervisor", "workers_killed", f"killed {len(left)} process(es) left by the grader",
                              {"pids": left})
-
-    def fail_unfinished(self) -> None:
-        for sub in self.store.submissions():
-            if sub.status in (SubStatus.QUEUED, SubStatus.EVALUATING):
-                self.store.update_submission(
-                    sub.id, status=SubStatus.FAILED, finished_at=now(), error_code="run_ended",
-                    error="run_ended: the run ended before this submission was evaluated",
-                )
 
 
 def main(argv: list[str] | None = None) -> int:

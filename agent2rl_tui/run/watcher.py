@@ -32,7 +32,7 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
-from agent2rl_tui.record.revisions import SnapshotCancelled, Snapshotter
+from agent2rl_tui.record.revisions import SnapshotCancelled, SnapshotError, Snapshotter
 from agent2rl_tui.record.store import RunStore
 
 log = logging.getLogger("agent2rl.watcher")
@@ -200,3 +200,14 @@ def watch_workspace(run_dir: Path, **kw: float) -> RevisionWatcher:
     watcher = RevisionWatcher(Snapshotter(run_dir), **kw)
     watcher.start()
     return watcher
+
+
+def take_snapshot(snapshotter: Snapshotter, store: RunStore, trigger: str) -> None:
+    """One snapshot outside the watcher's loop (the run's ``start`` and ``final``); a failure is an event, never fatal."""
+    try:
+        rev, new = snapshotter.snapshot(trigger)
+        if new:
+            log.info("revision %d (%s): %d file(s) changed", rev.seq, trigger, rev.files_changed)
+    except SnapshotError as exc:
+        log.warning("%s snapshot failed: %s", trigger, exc)
+        store.event("supervisor", "snapshot_failed", f"{trigger} snapshot failed: {exc}")
