@@ -10,14 +10,14 @@ import click
 
 from agent2rl_tui.record.root import RunError
 from agent2rl_tui.record.store import StoreError
-from agent2rl_tui.run.profiles import ProfileError
-from agent2rl_tui.tasks.errors import TaskError
 from agent2rl_tui.util.inert import visible
 
 if TYPE_CHECKING:
     from agent2rl_tui.review.index import RunSummary
 
-USER_ERRORS = (RunError, TaskError, ProfileError, StoreError, ValueError)
+USER_ERRORS = (RunError, StoreError, ValueError)
+"""Errors a command shows as one line (a task's ``TaskError`` and a profile's ``ProfileError`` are
+subclasses of ``ValueError``: caught here without importing the registry or the profiles)."""
 
 
 def _fail(exc: Exception) -> NoReturn:

@@ -32,7 +32,7 @@ from agent2rl_tui.record.summary_parts import (
     WinRates,
     as_json,
 )
-from agent2rl_tui.tasks.registry import InferenceSettings
+from agent2rl_tui.tasks.eval_settings import InferenceSettings
 
 P = TypeVar("P", bound=Part)
 """One of a summary's inner tables (``record.summary_parts``)."""

@@ -29,7 +29,7 @@ from typing import Any
 
 from agent2rl_tui.record.modes import FREE, MODES
 from agent2rl_tui.record.setting import Flag, FormField, parse_pairs, paths_of, setting
-from agent2rl_tui.tasks.registry import DEFAULT_EVAL_TIMEOUT_S, EVAL_SEED_KEY
+from agent2rl_tui.tasks.eval_settings import DEFAULT_EVAL_TIMEOUT_S, EVAL_SEED_KEY
 
 GIB = 1 << 30
 DEFAULT_MAX_QUEUED = 4
