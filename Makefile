@@ -83,13 +83,13 @@ demo: demo-setup
 # loop of a change (no Slurm, npm CLIs, vLLM, chromium, installs, benchmarks or type checker);
 # `make test-unit` the unit tier alone (in-process, no torch).
 test: setup agent-clis
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/unit tests/integration
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests/unit tests/integration
 
 test-unit: setup
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/unit
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests/unit
 
 # Every benchmark, at its full sizes; the suite runs each with --quick (tests/system/test_bench.py).
 bench: setup

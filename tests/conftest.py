@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.alpaca import REFERENCE_FILE, alpaca_rows
+from support.order import pytest_collection_modifyitems  # noqa: F401 - the longest files start first
 from support.paths import SHARED_DATA
 from support.runs import PINNED_EVAL_SEED, SCRIPTED_GRADING, cli
 from support.skip_policy import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401 - no silent skips under CI

@@ -1,0 +1,41 @@
+"""The order the suite's files start in: the longest first, so that pytest-xdist's workers end
+together instead of one running a long file alone at the end.
+
+``--dist loadfile`` hands each worker whole files in the order it is given them, but only with
+``--no-loadscope-reorder`` (the Makefile passes it): by default xdist puts the files with the most
+tests first, which started the Slurm file 39th of 91, the plain install 76th and mypy 84th.
+The list comes from ``--durations`` of loaded fresh-clone runs; a file not on it follows, those
+with more tests first (xdist's own rule).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+LONGEST_FIRST = (
+    "test_campaign_slurm_real.py",  # about eight minutes of Slurm jobs, bounded by Slurm's own timers
+    "test_plain_install.py",  # pip installs a venv of its own
+    "test_bench.py",  # every benchmark's quick run
+    "test_campaign.py",  # an 8-run campaign of whole runs
+    "test_gsm8k_run.py",  # two whole runs of the example agent on GSM8K
+    "test_alfworld.py",
+    "test_trainenv.py",  # the first of the files that read the shared example run
+    "test_agent_clis.py",
+    "test_episodes.py",
+    "test_iterations.py",
+    "test_agents_check.py",
+    "test_vllm.py",
+    "test_experiment.py",
+    "test_tui.py",
+    "test_types.py",  # mypy
+    "test_prompt_profiles.py",
+    "test_eval_items.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    tests_in = Counter(item.path for item in items)
+    items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), -tests_in[item.path]))  # stable within a file

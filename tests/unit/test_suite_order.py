@@ -1,0 +1,31 @@
+"""The suite's files start longest first (``support.order``), and the list cannot rot silently."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from support.order import LONGEST_FIRST
+from support.paths import REPO
+
+
+def test_every_file_on_the_list_exists_once() -> None:
+    files = [p.name for p in (REPO / "tests").rglob("test_*.py")]
+    assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST)
+    assert [name for name in LONGEST_FIRST if files.count(name) != 1] == []
+
+
+def test_files_are_collected_longest_first_whatever_order_they_are_given_in() -> None:
+    given = ["tests/unit/test_numbers.py", "tests/integration/test_eval_items.py", "tests/system/test_types.py"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *given],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    order = list(dict.fromkeys(line.split("::")[0] for line in proc.stdout.splitlines() if "::" in line))
+    assert order == ["tests/system/test_types.py", "tests/integration/test_eval_items.py", "tests/unit/test_numbers.py"]
+
+
+def test_every_suite_command_of_the_makefile_keeps_that_order() -> None:
+    commands = [line for line in (REPO / "Makefile").read_text(encoding="utf-8").splitlines()
+                if "-m pytest" in line and "--dist loadfile" in line]
+    assert len(commands) == 3
+    assert all("--no-loadscope-reorder" in line for line in commands), commands
