@@ -1,7 +1,7 @@
 """A run's eval items, as its record fixes them.
 
 A drawing task (``Task.draws_eval``: arith, twc) grades each run on items drawn with the run's
-own eval seed, which lives in run.db's config only (``tasks.registry.EVAL_SEED_KEY``). Whatever
+own eval seed, which lives in run.db's config only (``tasks.eval_settings.EVAL_SEED_KEY``). Whatever
 looks at a run's eval items after the fact (the contamination check, a reviewer, a test) asks
 here, so it sees the items the grader scored, never the task's default split. A run made before
 eval seeds has none, and its items are the task's default split (``load_split("eval")``): for

@@ -270,7 +270,7 @@ class RunConfig:
         "the same items). Default: a new secret draw. An agent that knows the seed can compute its eval items: "
         "keep it from the agent.", kind="int", bounds=(0, (1 << 63) - 1), metavar="N"),), campaign="eval_seed",
         metadata={JSON_KEY: EVAL_SEED_KEY})
-    """The seed of the run's eval draw (key ``tasks.registry.EVAL_SEED_KEY``): here only; None in a
+    """The seed of the run's eval draw (key ``tasks.eval_settings.EVAL_SEED_KEY``): here only; None in a
     request: drawn afresh when the run is made."""
     mode: str | None = setting(None, rank=185, group="agent", flags=(Flag(
         "--mode", "mode",

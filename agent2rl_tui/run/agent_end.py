@@ -5,7 +5,8 @@ the agent's group, a grace period, SIGKILL (``agent_killed``); then every descen
 supervisor that left the group (a double fork, a ``setsid``) and is none of the supervisor's own
 services (``strays_killed``); then the agent's exit status, read once through its Popen. Kept
 apart from the supervisor so the order of these moves, which decides what survives a deadline,
-reads in one place.
+reads in one place. What follows the exit is here too (``after_exit``): the error step of a CLI
+that failed silently, and its login files leaving the run's home.
 """
 
 from __future__ import annotations

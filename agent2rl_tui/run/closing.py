@@ -1,10 +1,11 @@
 """What the supervisor does once the agent's phase is over, to close the record.
 
-Each step is never fatal: the contamination check (record/contamination/), the sweep that keeps
-the run's secrets out of its record (record/redact.py), the report with its
-result line in the supervisor's log, and the optional narrative (``--summarizer-*``) followed by
-the report again with it. Whatever fails becomes an event in the record, and the run's status
-is written after them all, so whoever sees the run ended finds its report.
+Each step is never fatal: submissions left unscored failed with ``run_ended``, the contamination
+check (record/contamination/), the sweep that keeps the run's secrets out of its record
+(record/redact.py), the report with its result line in the supervisor's log, and the optional
+narrative (``--summarizer-*``) followed by the report again with it. Whatever fails becomes an
+event in the record, and the run's status is written after them all, so whoever sees the run
+ended finds its report.
 """
 
 from __future__ import annotations

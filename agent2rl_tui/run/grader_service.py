@@ -1,4 +1,5 @@
-"""The run's grader as a ``run.services.Service``: a subprocess on a loopback socket kept here.
+"""The run's grader as a ``run.services.Service``: a subprocess on a loopback socket kept here,
+and the wait for its baseline score before the budget starts (``wait_baseline``).
 
 Kept apart from ``run.services`` so that what imports the service kinds (the meter's and the
 train-environment service's modules, which the front ends reach through the preflight) does

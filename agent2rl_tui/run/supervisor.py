@@ -24,6 +24,7 @@ import threading
 import time
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 from agent2rl_tui.record.redact import Redactor, redact_logging
 from agent2rl_tui.record.revisions import Snapshotter
@@ -321,7 +322,7 @@ class Supervisor:
             elif attr == "grader" and service.pid != before:
                 self.store.update_run(grader_pid=service.pid)
 
-    def stop_service(self, attr: str) -> None:
+    def stop_service(self, attr: Literal["meter", "train_envs"]) -> None:
         """Stop the meter or the train-environment service, once."""
         service = getattr(self, attr)
         setattr(self, attr, None)

@@ -69,7 +69,7 @@ class GraderConfig:
     max_queued: int = DEFAULT_MAX_QUEUED
     """Submissions that may wait to be evaluated at once; more are refused (429) until they are scored."""
     eval_seed: int | None = None
-    """The seed of the run's eval draw (``tasks.registry.EVAL_SEED_KEY``), from the record only."""
+    """The seed of the run's eval draw (``tasks.eval_settings.EVAL_SEED_KEY``), from the record only."""
     scripted_worker: dict[str, Any] | None = None
     """Evaluations answered by a script, not a model (``grader.scripted_worker``; the run's config only)."""
     after_the_run: bool = False
