@@ -130,7 +130,9 @@ def test_preferences_are_read_in_both_modes_and_both_orders(alpaca_data: Path, j
 def test_the_same_pairs_are_judged_once(alpaca_data: Path, judge_server) -> None:
     judge = judge_server()
     items = reference_items(6)
-    outputs = [f"answer {i} " * (i * 30) for i in range(6)]
+    # Answers of this test's own: the judge cache is shared by the worker's session, and another
+    # file judged an empty answer of these items first when the suite ran longest files first.
+    outputs = [f"judged-once answer {i} " * (i * 30 + 1) for i in range(6)]
     first = make_evaluator(judge, "ranking")
     first_results = first.judge_all(items, ["p"] * 6, outputs)
     calls = judge.requests()
