@@ -48,14 +48,6 @@ class Curves:
     files: FileCurves = field(default_factory=FileCurves)
     """What the reader of those files met: files skipped, folders without a clock, files not read."""
 
-    @property
-    def files_skipped(self) -> int:
-        return self.files.skipped
-
-    @property
-    def files_unplaced(self) -> int:
-        return self.files.unplaced
-
     def add(self, at_min: float, logged: dict[Any, Any]) -> None:
         for name in METRICS:
             value = logged_number(logged.get(name))

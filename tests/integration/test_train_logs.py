@@ -97,7 +97,7 @@ def test_a_single_checkpoint_with_no_clock_is_counted_not_placed(trained_run: Pa
     sft = run_dir / "workspace" / "output" / "sft"
     shutil.rmtree(sft / "checkpoint-3")
     curves = read_curves(run_dir)  # no training process was seen by a supervisor: nothing says when step 0 was
-    assert "loss" not in curves.series and curves.files_unplaced == 1
+    assert "loss" not in curves.series and curves.files.unplaced == 1
     assert any("no clock" in note for note in curves.notes())
 
 
@@ -128,7 +128,7 @@ def test_the_agents_hostile_log_files_are_skipped_and_counted_never_followed(tra
     assert 99.0 not in [v for _, v in curves.series["loss"]]
     assert curves.origin["loss"] == "trainer_state.json" and len(curves.series["loss"]) == 6
     # The garbage event file has no scalars (the reader skips what it cannot parse): counted or empty, never a point.
-    assert curves.files_skipped >= 2  # the file too large and the malformed JSON
+    assert curves.files.skipped >= 2  # the file too large and the malformed JSON
     assert any("could not be read" in note for note in curves.notes())
 
 
