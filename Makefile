@@ -11,7 +11,9 @@ BIN := $(VENV)/bin
 FLAVOUR ?= $(if $(shell command -v nvidia-smi 2>/dev/null),nvidia,cpu)
 LOCK := locks/$(FLAVOUR).txt
 DEMO_LOCK := locks/$(FLAVOUR)-demo.txt
-PIP_LOCKED := $(BIN)/pip install -q --disable-pip-version-check --no-deps
+# The venv's bin first on PATH: a package whose build calls a bare `python` (fast-downward-textworld, which
+# ALFWorld needs) gets the venv's; pyenv's, run inside pip's isolated build environment, found no standard library.
+PIP_LOCKED := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pip install -q --disable-pip-version-check --no-deps
 LOCK_FAILED := echo "error: pip could not install $(LOCK)'s pins. The locks are for CPython 3.11 on x86_64 Linux; \
 the cpu flavour's torch==2.13.0+cpu comes from PyTorch's CPU index where pip finds no such wheel: \
 PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu make $(MAKECMDGOALS)" >&2; exit 1
