@@ -25,6 +25,13 @@ from support.skip_policy import pytest_make_collect_report, pytest_runtest_maker
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.tasks.registry import load_task
 
+# One thread for torch in every process the suite starts (graders, eval workers, the agents' training),
+# unless the caller says otherwise. The suite runs more processes than there are cores: a torch process
+# with a thread per core gains nothing there and spins its idle threads, and a time-boxed training
+# stage burns a core per thread for its whole share of the budget (a 2-minute GSM8K run: 162 s of
+# CPU with two threads, 108 s with one, on 2 cores).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _roots_list_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> None:

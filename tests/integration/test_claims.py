@@ -30,8 +30,14 @@ trainer = GRPOTrainer(model="models/tiny-llama", reward_funcs=[rollout], args=GR
 trainer.train()
 '''
 SFT = '''import time
-from trl import SFTConfig, SFTTrainer  # the stand-in trains by spinning: what counts is that it ran
-end = time.process_time() + 8
+
+
+def trainer():  # named for the code facts, which read the code; never built (importing TRL costs ~10 s of CPU)
+    from trl import SFTConfig, SFTTrainer
+    return SFTTrainer, SFTConfig
+
+
+end = time.process_time() + 8  # the stand-in trains by spinning: what counts is that it ran
 while time.process_time() < end:
     pass
 '''

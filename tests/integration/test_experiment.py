@@ -26,9 +26,15 @@ from agent2rl_tui.tasks.tinymodel import build_tiny_model
 
 SCORES = json.dumps({"scores": {"0": 10.0, "1": 30.0, "2": 60.0}, "default_score": 0.0})
 
-TRAIN = '''import sys, time
-from trl import {kind}Config, {kind}Trainer  # the stand-in trains by spinning: what counts is that it ran
-end = time.process_time() + 3
+TRAIN = '''import time
+
+
+def trainer():  # named for the code facts, which read the code; never built (importing TRL costs ~10 s of CPU)
+    from trl import {kind}Config, {kind}Trainer
+    return {kind}Trainer, {kind}Config
+
+
+end = time.process_time() + 3  # the stand-in trains by spinning: what counts is that it ran
 while time.process_time() < end:
     pass
 '''

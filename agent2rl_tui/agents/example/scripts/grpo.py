@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import without_vllm  # noqa: F401  (before anything imports TRL)
 from prompts import grader_messages
 from reward import exact_match_reward
 from timebox import StopAt, add_until, limit

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import without_vllm  # noqa: F401  (before anything imports TRL)
 from timebox import add_until, limit, time_up
 
 

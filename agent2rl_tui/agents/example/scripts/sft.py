@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import without_vllm  # noqa: F401  (before anything imports TRL)
 from prompts import grader_messages
 from timebox import StopAt, add_until, limit, time_left
 
