@@ -76,6 +76,18 @@ class ScriptedWorker:
         return self.scores.get(submission_id, self.default_score)
 
 
+def inference_of(job: EvalJob) -> dict[str, Any]:
+    """The run's inference settings (its prompt profile, decoding row, ...), recorded as the real worker
+    records them: they need no model. Empty where the task cannot be read."""
+    from agent2rl_tui.tasks import decoding
+    from agent2rl_tui.tasks.registry import TaskError, load_task
+
+    try:
+        return decoding.run_settings(load_task(job.task_folder), job.prompt_profile, job.decoding_row).to_dict()
+    except (TaskError, OSError, ValueError):
+        return {}
+
+
 def answer(job: EvalJob, script: ScriptedWorker) -> WorkerSummary:
     """The job's summary by the script, its result lines written to the job's folder."""
     sub_id = job.submission_id
@@ -94,7 +106,7 @@ def answer(job: EvalJob, script: ScriptedWorker) -> WorkerSummary:
             row = ItemRow(index=i, prompt=f"scripted item {i}", output="", extracted=None, gold="",
                           correct=i < correct)
             fh.write(row.to_line() + "\n")
-    made = EvalSummary.made_with(evaluator=ENGINE, engine_choice=ENGINE, engine_load=ENGINE, inference={},
+    made = EvalSummary.made_with(evaluator=ENGINE, engine_choice=ENGINE, engine_load=ENGINE, inference=inference_of(job),
                                  engine_settings={"engine": ENGINE}, details={})
     from agent2rl_tui.tasks.modelfiles import weights_hash  # the real hash: a copy of the base model is told apart
 

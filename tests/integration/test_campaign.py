@@ -1,5 +1,9 @@
 """Campaigns: a real matrix of runs (2 tasks x 2 agents x 2 seeds, the tiny model, CPU) queued by the
 real scheduler, its statistics against a hand computation, the CSV, and a run killed mid-campaign.
+
+The matrix's runs are graded by the real grader with a scripted eval worker (``SCRIPTED_GRADING``:
+the campaign is what is tested here, the grading with a model is test_run_e2e's); its example agent
+trains for real.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.runs import cli, fill, wait_for
+from support.runs import SCRIPTED_GRADING, cli, fill, wait_for
 
+from agent2rl_tui.record.runconfig import SCRIPTED_WORKER_ENV
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.review.campaign_view import AUTORL_COLUMNS, cell_results, read_runs
 from agent2rl_tui.review.index import summarize
@@ -76,8 +81,10 @@ env = { EXAMPLE_SFT_STEPS = "1", EXAMPLE_GRPO_STEPS = "0" }
 def matrix(prepared_data: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The 8-run campaign, started detached through the CLI and run to its end."""
     tmp_path = tmp_path_factory.mktemp("matrix")
-    proc = cli("campaign", "start", str(campaign_file(tmp_path, tiny_model, MATRIX)), root=tmp_path / "root",
-               timeout=60)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(SCRIPTED_WORKER_ENV, SCRIPTED_GRADING)
+        proc = cli("campaign", "start", str(campaign_file(tmp_path, tiny_model, MATRIX)), root=tmp_path / "root",
+                   timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     folder = folder_of(proc.stdout)
     with Campaign(folder) as campaign:
@@ -93,6 +100,7 @@ def test_a_campaign_runs_its_matrix_at_most_n_at_once_and_reports_per_cell(matri
     assert len(rows) == 8 and all(r.run_dir for r in rows)
     runs = {r.id: summarize(Path(r.run_dir or "")) for r in rows}
     assert {s.status for s in runs.values()} == {"finished"}, {s.id: (s.status, s.error) for s in runs.values()}
+    assert {s.baseline for s in runs.values()} == {10.0}  # the scripted worker's baseline: no model loaded
     assert all(Path(r.run_dir or "").parent == folder for r in rows)  # grouped under the campaign
     # Never more than two at once: each run from its start by the scheduler to its end.
     spans = [(r.started_at, runs[r.id].ended_at) for r in rows]

@@ -15,9 +15,11 @@ import json
 import os
 import re
 import signal
+import sys
 from pathlib import Path
 
 import pytest
+from support.agent_scripts import MUTATE, SUBMIT
 from support.runs import cli, fill, wait_for
 from support.slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the session fixture
 
@@ -44,13 +46,13 @@ gpus_per_run = 0        # the test node has no GPUs: no gres asked
 cpus_per_task = CPUS
 
 [[agents]]
-agent = "example"
-drivers = ["scripted"]
+agent = "command"   # a changed copy of the base model, submitted: Slurm's part is what is tested here
+command = '"$PY" -c "$MUTATE_CODE" output/m1 1 && "$PY" -c "$SUBMIT_CODE" output/m1'
 
 [options]
 eval_limit = 2
 grace = "5s"
-env = { EXAMPLE_SFT_STEPS = "1", EXAMPLE_GRPO_STEPS = "0" }
+env = ENV
 """
 
 STATUS_LINE = re.compile(r"^\s*(\d+) .* seed (\d+)\s+(\S+)\s+(?:(\S+)\s+)?job (\d+) ([A-Z_]+)")
@@ -75,7 +77,9 @@ def test_a_campaign_runs_as_slurm_jobs_and_slurm_decides_how_many_at_once(
     per_job = max(1, cpus // 2)  # so that at most two of the four jobs fit on the node at once
     fit = cpus // per_job
     spec = tmp_path / "campaign.toml"
-    spec.write_text(fill(FOUR_RUNS, MODEL=str(tiny_model), CPUS=str(per_job)), encoding="utf-8")
+    env = {"PY": sys.executable, "MUTATE_CODE": MUTATE, "SUBMIT_CODE": SUBMIT}
+    inline = "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }"  # a TOML inline table
+    spec.write_text(fill(FOUR_RUNS, MODEL=str(tiny_model), CPUS=str(per_job), ENV=inline), encoding="utf-8")
     elsewhere = tmp_path / "elsewhere"  # `campaign start` runs from a folder the jobs never see
     elsewhere.mkdir()
     proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=300, cwd=elsewhere)

@@ -16,4 +16,5 @@ def _not_installed(*_args: object, **_kwargs: object) -> bool:
     return False
 
 
-importlib.import_module("trl.import_utils").is_vllm_available = _not_installed  # TRL's package is lazy: no attribute
+# By import_module: TRL's package is lazy and has no ``import_utils`` attribute to reach it by.
+setattr(importlib.import_module("trl.import_utils"), "is_vllm_available", _not_installed)
