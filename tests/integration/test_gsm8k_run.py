@@ -1,7 +1,7 @@
 """A whole run of the example agent on a GSM8K slice: real data, the real grader, the tiny model,
 the reference prompt profile (AutoRL-Bench's 4-shot OpenCompass prompt, the task's default), at the
-agent's default sizes under a 2-minute budget: one run, read by both tests (a whole GSM8K run is
-about 90 s of CPU)."""
+agent's default sizes under a 90-second budget: one run, read by both tests (a
+whole GSM8K run is about 80 s of CPU)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 def gsm8k_run(prepared_data: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("gsm8k") / "runs"
     proc = cli("run", "start", "--task", "gsm8k", "--agent", "example", "--model", str(tiny_model),
-               "--budget", "2m", "--grace", "5s", "--eval-limit", "4", root=root, timeout=600)
+               "--budget", "90s", "--grace", "5s", "--eval-limit", "4", root=root, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
 
