@@ -37,9 +37,7 @@ def trainer():  # named for the code facts, which read the code; never built (im
     return SFTTrainer, SFTConfig
 
 
-end = time.process_time() + 8  # the stand-in trains by spinning: what counts is that it ran
-while time.process_time() < end:
-    pass
+time.sleep(8)  # the stand-in "trains" without using the CPU: what counts is that it was seen running
 '''
 AGENT = r"""
 set -e

@@ -34,9 +34,7 @@ def trainer():  # named for the code facts, which read the code; never built (im
     return {kind}Trainer, {kind}Config
 
 
-end = time.process_time() + 3  # the stand-in trains by spinning: what counts is that it ran
-while time.process_time() < end:
-    pass
+time.sleep(3)  # the stand-in "trains" without using the CPU: what counts is that it was seen running
 '''
 AGENT = r"""
 set -e
