@@ -24,8 +24,11 @@ def test_files_are_collected_longest_first_whatever_order_they_are_given_in() ->
     assert order == ["tests/system/test_types.py", "tests/integration/test_eval_items.py", "tests/unit/test_numbers.py"]
 
 
-def test_every_suite_command_of_the_makefile_keeps_that_order() -> None:
-    commands = [line for line in (REPO / "Makefile").read_text(encoding="utf-8").splitlines()
-                if "-m pytest" in line and "--dist loadfile" in line]
-    assert len(commands) == 3
-    assert all("--no-loadscope-reorder" in line for line in commands), commands
+def test_every_suite_command_of_the_makefile_keeps_that_order_and_writes_bytecode() -> None:
+    """``make test``, ``test-fast`` and ``test-unit`` (as ``make -n`` prints them): the order kept, and
+    bytecode caches written whatever the shell's PYTHONDONTWRITEBYTECODE says."""
+    for target in ("test", "test-fast", "test-unit"):
+        proc = subprocess.run(["make", "-n", target], cwd=REPO, capture_output=True, text=True, timeout=60)
+        suite = [line for line in proc.stdout.splitlines() if "-m pytest" in line]
+        assert len(suite) == 1, proc.stdout + proc.stderr
+        assert "--no-loadscope-reorder" in suite[0] and suite[0].startswith("PYTHONDONTWRITEBYTECODE= "), suite
