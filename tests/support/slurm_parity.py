@@ -5,9 +5,8 @@ The session's one-node cluster (tests/support/slurm_cluster.py, as in tests/syst
 runs two campaigns through the CLI while the local scheduler runs a third:
 
 - one matrix (arith, the example agent, two seeds, a fixed eval draw) with ``backend = "local"``
-  and with ``backend = "slurm"``: ``campaign results``, its CSV and the TUI's campaign and Compare
-  screens read the same for both (the example agent trains with its own fixed seed, so its
-  scores are the same too);
+  and with ``backend = "slurm"``, graded by a scripted eval worker: ``campaign results``, its CSV
+  and the TUI's campaign and Compare screens read the same for both;
 - an AlpacaEval run graded by a judge (tests/support/judge_server.py) that answers only with its key,
   the key's variable named in the campaign's options and its value set only in the shell that
   submits: the job's run is judged (the key reached the node), its agent sees the submitting
@@ -30,13 +29,14 @@ from pathlib import Path
 
 import pytest
 
+from agent2rl_tui.record.runconfig import SCRIPTED_WORKER_ENV
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.review.campaign_view import AUTORL_COLUMNS, OUR_COLUMNS, cell_results, read_runs
 from agent2rl_tui.review.index import summarize
 from agent2rl_tui.run.campaign import Campaign
 from agent2rl_tui.run.campaign.slurm_jobs import ENDED_STATES
 from support import local_server
-from support.runs import cli, fill, wait_for
+from support.runs import SCRIPTED_GRADING, cli, fill, wait_for
 from support.slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the session fixture
 
 MATRIX = """
@@ -135,7 +135,10 @@ def campaigns(slurm_cluster: SlurmCluster, prepared_data: Path, tiny_model: Path
         for backend in ("local", "slurm"):
             spec = tmp / f"{backend}.toml"
             spec.write_text(fill(MATRIX, BACKEND=backend, MODEL=str(tiny_model)), encoding="utf-8")
-            proc = cli("campaign", "start", str(spec), root=tmp / backend, timeout=300)
+            # Graded by a scripted eval worker (the same scores on both backends by construction): the
+            # campaign's reading is what is compared; the judged run below is graded for real.
+            proc = cli("campaign", "start", str(spec), root=tmp / backend, timeout=300,
+                       env={**os.environ, SCRIPTED_WORKER_ENV: SCRIPTED_GRADING})
             assert proc.returncode == 0, proc.stdout + proc.stderr
             started[backend] = folder_of(proc.stdout)
         spec = tmp / "judged.toml"

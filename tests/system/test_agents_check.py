@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 from support.paths import REPO
-from support.runs import cli
+from support.runs import SCRIPTED_GRADING, cli
 
+from agent2rl_tui.record.runconfig import SCRIPTED_WORKER_ENV
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.run import containment
 
@@ -24,9 +25,12 @@ needs_bwrap = pytest.mark.skipif(containment.probe() is not None,
 
 
 def clean_env(path: str) -> dict[str, str]:
+    """No API keys; ``path`` first on PATH; the check's run graded by a scripted eval worker (the CLI is
+    what is checked: a model's grading adds seconds of CPU and nothing the check reads)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "CODEX_", "GEMINI_",
                                                                      "GOOGLE_", "LLM_", "CLAUDE_"))}
     env["PATH"] = f"{path}{os.pathsep}{env['PATH']}"
+    env[SCRIPTED_WORKER_ENV] = SCRIPTED_GRADING
     return env
 
 
