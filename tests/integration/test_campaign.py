@@ -18,9 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.runs import SCRIPTED_GRADING, cli, fill, wait_for
+from support.runs import cli, fill, scripted_env, wait_for
 
-from agent2rl_tui.record.runconfig import SCRIPTED_WORKER_ENV
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.review.campaign_view import AUTORL_COLUMNS, cell_results, read_runs
 from agent2rl_tui.review.index import summarize
@@ -81,10 +80,8 @@ env = { EXAMPLE_SFT_STEPS = "1", EXAMPLE_GRPO_STEPS = "0" }
 def matrix(prepared_data: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The 8-run campaign, started detached through the CLI and run to its end."""
     tmp_path = tmp_path_factory.mktemp("matrix")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(SCRIPTED_WORKER_ENV, SCRIPTED_GRADING)
-        proc = cli("campaign", "start", str(campaign_file(tmp_path, tiny_model, MATRIX)), root=tmp_path / "root",
-                   timeout=60)
+    proc = cli("campaign", "start", str(campaign_file(tmp_path, tiny_model, MATRIX)), root=tmp_path / "root",
+               timeout=60, env=scripted_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     folder = folder_of(proc.stdout)
     with Campaign(folder) as campaign:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.agent_scripts import MUTATE, SUBMIT
-from support.runs import cli, wait_for
+from support.runs import cli, toml_inline, wait_for
 
 from agent2rl_tui.run.campaign import Campaign
 from agent2rl_tui.tasks.tinymodel import build_tiny_model
@@ -98,8 +98,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
     b = build_tiny_model(tmp / "tiny-b", seed=0, weights_seed=1)  # another model: other weights
     env = {"SFT_CODE": TRAIN.format(kind="SFT"), "GRPO_CODE": TRAIN.format(kind="GRPO"), "MUTATE_CODE": MUTATE,
            "SUBMIT_CODE": SUBMIT, "PY": sys.executable}
-    inline = "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }"  # a TOML inline table
-    spec = CAMPAIGN.format(a=a, b=b, agent=AGENT, env=inline)
+    spec = CAMPAIGN.format(a=a, b=b, agent=AGENT, env=toml_inline(env))
     path = tmp / "campaign.toml"
     path.write_text(spec, encoding="utf-8")
     mp = pytest.MonkeyPatch()

@@ -5,7 +5,6 @@ what is tested here happens around evaluations, and a model's would only cost ti
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -14,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.runs import cli, processes_with, read_report, wait_for
+from support.runs import cli, processes_with, read_report, scripted_env, wait_for
 
 from agent2rl_tui.record.store import ACTIVE_STATUSES, RunStore
 from agent2rl_tui.review.index import summarize
@@ -34,7 +33,7 @@ STUBBORN = (
 
 SLEEPER = "import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n"
 
-SCRIPTED = {**os.environ, "AGENT2RL_SCRIPTED_WORKER": json.dumps({"scores": {"0": 10.0}, "default_score": 50.0})}
+SCRIPTED = scripted_env()
 """``run start``'s environment: every evaluation of the run answered by the scripted worker."""
 
 

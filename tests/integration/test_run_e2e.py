@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -162,8 +163,6 @@ def test_the_agent_runs_its_own_code_and_logs_it(example_run: tuple[Path, str]) 
     assert "[example-agent] running python code/grpo.py" in log
     assert "SFT: 1000 steps on 300 rows" in log and "GRPO: 400 steps on 300 rows" in log  # the scripts' own lines
     # It generates with transformers: TRL, told so (code/without_vllm.py), never imports the installed vLLM.
-    import importlib.util
-
     assert importlib.util.find_spec("vllm") is not None  # vLLM is installed here (the full lock)
     assert "code/without_vllm.py" in log and "vLLM" not in log  # TRL warns of vLLM's version when it imports it
 

@@ -14,12 +14,13 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from agent2rl_tui.grader.client import GraderClient
 from agent2rl_tui.grader.launch import GraderProcess, spawn_grader
+from agent2rl_tui.record.runconfig import SCRIPTED_WORKER_ENV
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.run.lifecycle import create_run
 from agent2rl_tui.run.request import RunRequest
@@ -29,6 +30,17 @@ from agent2rl_tui.util.timeutil import now
 
 SCRIPTED_GRADING = json.dumps({"scores": {"0": 10.0}, "default_score": 50.0})
 """The script of a run graded without a model (grader/scripted_worker.py): baseline 10, every submission 50."""
+
+
+def scripted_env(env: Mapping[str, str] | None = None, script: str = SCRIPTED_GRADING) -> dict[str, str]:
+    """``env`` (this process's environment by default) with ``script`` for the scripted eval worker: the
+    runs a CLI started with it creates (campaigns and their Slurm jobs too) are graded without a model."""
+    return {**(os.environ if env is None else env), SCRIPTED_WORKER_ENV: script}
+
+
+def toml_inline(values: Mapping[str, str]) -> str:
+    """``values`` as a TOML inline table (a campaign's ``env = {...}``): JSON's strings are TOML's basic strings."""
+    return "{ " + ", ".join(f"{key} = {json.dumps(value)}" for key, value in values.items()) + " }"
 
 
 def cli(*args: str, root: Path | None = None, timeout: float = 300, **kw) -> subprocess.CompletedProcess[str]:

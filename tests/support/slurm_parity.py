@@ -29,14 +29,13 @@ from pathlib import Path
 
 import pytest
 
-from agent2rl_tui.record.runconfig import SCRIPTED_WORKER_ENV
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.review.campaign_view import AUTORL_COLUMNS, OUR_COLUMNS, cell_results, read_runs
 from agent2rl_tui.review.index import summarize
 from agent2rl_tui.run.campaign import Campaign
 from agent2rl_tui.run.campaign.slurm_jobs import ENDED_STATES
 from support import local_server
-from support.runs import SCRIPTED_GRADING, cli, fill, wait_for
+from support.runs import cli, fill, scripted_env, wait_for
 from support.slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the session fixture
 
 MATRIX = """
@@ -138,7 +137,7 @@ def campaigns(slurm_cluster: SlurmCluster, prepared_data: Path, tiny_model: Path
             # Graded by a scripted eval worker (the same scores on both backends by construction): the
             # campaign's reading is what is compared; the judged run below is graded for real.
             proc = cli("campaign", "start", str(spec), root=tmp / backend, timeout=300,
-                       env={**os.environ, SCRIPTED_WORKER_ENV: SCRIPTED_GRADING})
+                       env=scripted_env())
             assert proc.returncode == 0, proc.stdout + proc.stderr
             started[backend] = folder_of(proc.stdout)
         spec = tmp / "judged.toml"

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 from support.paths import REPO
-from support.runs import SCRIPTED_GRADING, cli
+from support.runs import cli, scripted_env
 
-from agent2rl_tui.record.runconfig import SCRIPTED_WORKER_ENV
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.run import containment
 
@@ -30,8 +29,7 @@ def clean_env(path: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "CODEX_", "GEMINI_",
                                                                      "GOOGLE_", "LLM_", "CLAUDE_"))}
     env["PATH"] = f"{path}{os.pathsep}{env['PATH']}"
-    env[SCRIPTED_WORKER_ENV] = SCRIPTED_GRADING
-    return env
+    return scripted_env(env)
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from support.agent_scripts import MUTATE, SUBMIT
-from support.runs import cli, fill, wait_for
+from support.runs import cli, fill, toml_inline, wait_for
 from support.slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the session fixture
 
 from agent2rl_tui.record.store import RunStore
@@ -77,9 +77,8 @@ def test_a_campaign_runs_as_slurm_jobs_and_slurm_decides_how_many_at_once(
     per_job = max(1, cpus // 2)  # so that at most two of the four jobs fit on the node at once
     fit = cpus // per_job
     spec = tmp_path / "campaign.toml"
-    env = {"PY": sys.executable, "MUTATE_CODE": MUTATE, "SUBMIT_CODE": SUBMIT}
-    inline = "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }"  # a TOML inline table
-    spec.write_text(fill(FOUR_RUNS, MODEL=str(tiny_model), CPUS=str(per_job), ENV=inline), encoding="utf-8")
+    env = toml_inline({"PY": sys.executable, "MUTATE_CODE": MUTATE, "SUBMIT_CODE": SUBMIT})
+    spec.write_text(fill(FOUR_RUNS, MODEL=str(tiny_model), CPUS=str(per_job), ENV=env), encoding="utf-8")
     elsewhere = tmp_path / "elsewhere"  # `campaign start` runs from a folder the jobs never see
     elsewhere.mkdir()
     proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=300, cwd=elsewhere)
