@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.agent_scripts import MUTATE, SUBMIT
-from support.runs import cli, toml_inline, wait_for
+from support.runs import cli, scripted_env, toml_inline, wait_for
 
 from agent2rl_tui.run.campaign import Campaign
 from agent2rl_tui.tasks.tinymodel import build_tiny_model
@@ -101,17 +101,12 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
     spec = CAMPAIGN.format(a=a, b=b, agent=AGENT, env=toml_inline(env))
     path = tmp / "campaign.toml"
     path.write_text(spec, encoding="utf-8")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("AGENT2RL_SCRIPTED_WORKER", SCORES)
-    try:
-        proc = cli("campaign", "start", str(path), root=tmp / "root", timeout=120)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert "4 cells x 2 seeds = 8 runs" in proc.stdout
-        folder = Path(next(x.split(": ", 1)[1] for x in proc.stdout.splitlines() if x.startswith("campaign folder: ")))
-        with Campaign(folder) as c:
-            wait_for(lambda: c.meta().ended_at, timeout=1200, interval=1, what="the campaign to end")
-    finally:
-        mp.undo()
+    proc = cli("campaign", "start", str(path), root=tmp / "root", timeout=120, env=scripted_env(script=SCORES))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "4 cells x 2 seeds = 8 runs" in proc.stdout
+    folder = Path(next(x.split(": ", 1)[1] for x in proc.stdout.splitlines() if x.startswith("campaign folder: ")))
+    with Campaign(folder) as c:
+        wait_for(lambda: c.meta().ended_at, timeout=1200, interval=1, what="the campaign to end")
     return folder
 
 
