@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from support import local_server
-from support.runs import make_prepared_run
+from support.runs import make_prepared_run, scripted_env
 from test_deepsearchqa import write_questions
 
 from agent2rl_tui.envs import EnvSpec
@@ -407,6 +407,9 @@ EXAMPLE_ENV = {"EXAMPLE_SFT_STEPS": "4", "EXAMPLE_GRPO_STEPS": "1", "EXAMPLE_GAM
 
 
 def example_run(tmp_path: Path, tiny_model: Path, task: str, *extra: str, env: dict[str, str] | None = None) -> Path:
+    """The example agent's whole run on ``task``, its training through the service; graded by the scripted
+    eval worker, since what is tested is the agent's route (the grading of these tasks is test_deepsearchqa's
+    and test_webshop's)."""
     import re
 
     from support.runs import cli
@@ -415,7 +418,7 @@ def example_run(tmp_path: Path, tiny_model: Path, task: str, *extra: str, env: d
             "--grace", "5s", "--eval-limit", "2", *extra]
     for key, value in EXAMPLE_ENV.items():
         args += ["--env", f"{key}={value}"]
-    proc = cli(*args, root=tmp_path / "runs", timeout=1200, env={**os.environ, **(env or {})})
+    proc = cli(*args, root=tmp_path / "runs", timeout=1200, env=scripted_env({**os.environ, **(env or {})}))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
 
