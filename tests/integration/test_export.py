@@ -13,9 +13,6 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from inspect_ai.event import InfoEvent, ScoreEvent, ToolEvent
-from inspect_ai.log import read_eval_log, resolve_sample_attachments
-from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
 from support.runs import cli, read_report, wait_for
 from support.synthetic import T0, add_transcript, standard_run
 
@@ -23,6 +20,11 @@ from agent2rl_tui.record.store import RunStore
 
 
 def test_a_runs_transcript_and_scores_read_back_from_its_inspect_log(tmp_path: Path) -> None:
+    # inspect_ai here, not at the top: every worker collects this file, ~1.5 s each (support/lazy.py).
+    from inspect_ai.event import ScoreEvent, ToolEvent
+    from inspect_ai.log import read_eval_log
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
+
     run = standard_run(tmp_path)
     hostile = {"type": "assistant", "message": {"id": "mx", "content": [
         {"type": "text", "text": "clear the screen \x1b[2J\x1b]0;pwned\x07 done"}]}}
@@ -71,6 +73,9 @@ def test_a_runs_transcript_and_scores_read_back_from_its_inspect_log(tmp_path: P
 
 def test_the_example_agents_real_run_exports_its_output_and_best_of_budget(example_run: tuple[Path, str],
                                                                             tmp_path: Path) -> None:
+    from inspect_ai.event import InfoEvent, ScoreEvent
+    from inspect_ai.log import read_eval_log, resolve_sample_attachments
+
     run = tmp_path / example_run[0].name
     shutil.copytree(example_run[0], run)
     done = cli("export", str(run), root=tmp_path)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from safetensors.torch import load_file, save_file
+from support.lazy import lazy
 from support.runs import LiveGrader, make_prepared_run, wait_for
 
 from agent2rl_tui.grader.failures import ADVICE
@@ -28,6 +28,8 @@ from agent2rl_tui.grader.server.validation import Rejection
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.tasks.modelfiles import weights_hash
 from agent2rl_tui.tasks.registry import load_task
+
+safetensors_torch = lazy("safetensors.torch")  # torch, imported by the tests that write weights
 
 MIB = 1 << 20
 
@@ -42,8 +44,8 @@ def model_folder(src: Path, dst: Path) -> Path:
 def zeroed(src: Path, dst: Path) -> Path:
     """The base model with every weight set to zero (it scores nothing)."""
     model_folder(src, dst)
-    tensors = load_file(str(dst / "model.safetensors"))
-    save_file({k: v * 0 for k, v in tensors.items()}, str(dst / "model.safetensors"))
+    tensors = safetensors_torch.load_file(str(dst / "model.safetensors"))
+    safetensors_torch.save_file({k: v * 0 for k, v in tensors.items()}, str(dst / "model.safetensors"))
     return dst
 
 
@@ -148,9 +150,9 @@ def test_broken_or_lying_weights_are_refused(tiny_model: Path, tmp_path: Path) -
 
 def test_a_checkpoint_lacking_weights_its_config_declares_is_refused(tiny_model: Path, tmp_path: Path) -> None:
     partial = model_folder(tiny_model, tmp_path / "ws" / "partial")
-    tensors = load_file(str(partial / "model.safetensors"))
+    tensors = safetensors_torch.load_file(str(partial / "model.safetensors"))
     dropped = sorted(k for k in tensors if "layers.1." in k)
-    save_file({k: v for k, v in tensors.items() if k not in dropped}, str(partial / "model.safetensors"))
+    safetensors_torch.save_file({k: v for k, v in tensors.items() if k not in dropped}, str(partial / "model.safetensors"))
     rej = refused(partial, tmp_path / "c", base=BaseModel.read(tiny_model))
     assert rej.status == 422 and rej.code == "missing_weights" and dropped[0] in rej.detail
 
@@ -257,9 +259,9 @@ def test_a_submitted_chat_template_is_never_used(hostile_grader: LiveGrader) -> 
 def test_a_failed_evaluation_answers_a_code_and_keeps_its_text_for_the_record(hostile_grader: LiveGrader) -> None:
     """A model that fails while it generates (its vocabulary cut below the tokenizer's ids)."""
     folder = model_folder(base_of(hostile_grader), hostile_grader.workspace / "output" / "cut")
-    tensors = load_file(str(folder / "model.safetensors"))
+    tensors = safetensors_torch.load_file(str(folder / "model.safetensors"))
     tensors["model.embed_tokens.weight"] = tensors["model.embed_tokens.weight"][:8].clone()
-    save_file(tensors, str(folder / "model.safetensors"))
+    safetensors_torch.save_file(tensors, str(folder / "model.safetensors"))
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "vocab_size": 8, "bos_token_id": 0, "eos_token_id": 2,
                                                     "pad_token_id": 0}))
@@ -282,7 +284,7 @@ def test_a_config_that_eats_memory_fails_alone(hostile_grader: LiveGrader) -> No
         "n_layer": 1, "n_head": 2, "vocab_size": 768, "bos_token_id": 0, "eos_token_id": 2}))
     import torch
 
-    save_file({"transformer.wte.weight": torch.zeros(768, 64), "transformer.h.0.ln_1.weight": torch.ones(64)},
+    safetensors_torch.save_file({"transformer.wte.weight": torch.zeros(768, 64), "transformer.h.0.ln_1.weight": torch.ones(64)},
               str(folder / "model.safetensors"))
     bomb = hostile_grader.client.submit("output/bomb").json()
     assert bomb["status"] == "failed" and bomb["error"] == "out_of_memory", bomb
@@ -300,7 +302,7 @@ def test_a_pickle_checkpoint_lacking_weights_fails_at_load_and_is_never_scored(h
 
     folder = hostile_grader.workspace / "output" / "pickled"
     model_folder(base_of(hostile_grader), folder)
-    tensors = load_file(str(folder / "model.safetensors"))
+    tensors = safetensors_torch.load_file(str(folder / "model.safetensors"))
     (folder / "model.safetensors").unlink()
     torch.save({k: v for k, v in tensors.items() if "layers.1." not in k}, folder / "pytorch_model.bin")
     answer = hostile_grader.client.submit("output/pickled").json()

@@ -14,12 +14,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import anthropic
 import httpx
-import openai
 import pytest
-from google import genai
-from google.genai import types as gtypes
+from support.lazy import lazy
 from support.synthetic import make_run
 from test_meter import rows_of
 
@@ -31,6 +28,12 @@ from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.review.report import build_report, render_markdown
 from agent2rl_tui.run.metering import hold_keys
 from agent2rl_tui.run.profiles import get_profile
+
+# The providers' SDKs: imported by the tests that call them, not by every worker that collects this file.
+anthropic = lazy("anthropic")
+openai = lazy("openai")
+genai = lazy("google.genai")
+gtypes = lazy("google.genai.types")
 
 REAL = "sk-ant-REAL-KEY-THE-AGENT-MUST-NEVER-SEE-0123456789"
 SCRIPT = build({"steps": [{"answer": "Hello there, this is the answer."}]})

@@ -19,12 +19,9 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import httpx
-import openai
 import pytest
-from google import genai
-from google.genai import types as gtypes
+from support.lazy import lazy
 
 from agent2rl_tui.llm import protocols
 from agent2rl_tui.llm.catcher import KeyCatcher
@@ -32,6 +29,12 @@ from agent2rl_tui.llm.script import ScriptError, build, load_script
 from agent2rl_tui.llm.scripted import Served, serve
 from agent2rl_tui.llm.sse import SseDecoder, encode
 from agent2rl_tui.llm.usage import Usage, UsageReader
+
+# The providers' SDKs: imported by the tests that call them, not by every worker that collects this file.
+anthropic = lazy("anthropic")
+openai = lazy("openai")
+genai = lazy("google.genai")
+gtypes = lazy("google.genai.types")
 
 CONTENT = 'def solve(x):\n    return "it\'s $HOME and `x`" + str(x)\n\n# no newline at the end'
 STEPS = [
@@ -291,21 +294,23 @@ def test_openhands_runs_a_whole_script(tmp_path: Path, stream: bool) -> None:
 
 
 # -- Gemini CLI: the Gemini API ------------------------------------------------------------------
-GEMINI_DECLARATIONS = [
-    gtypes.FunctionDeclaration(name="run_shell_command", description="Executes a shell command.", parameters_json_schema={
-        "type": "object", "properties": {"command": {"type": "string"}, "description": {"type": "string"},
-                                         "dir_path": {"type": "string"}, "is_background": {"type": "boolean"}},
-        "required": ["command"]}),
-    gtypes.FunctionDeclaration(name="write_file", description="Writes content to a file.", parameters_json_schema={
-        "type": "object", "properties": {"file_path": {"type": "string"}, "content": {"type": "string"}},
-        "required": ["file_path", "content"]}),
-]
+def gemini_declarations() -> list[gtypes.FunctionDeclaration]:
+    """Gemini CLI's two tools, as the SDK declares them."""
+    return [
+        gtypes.FunctionDeclaration(name="run_shell_command", description="Executes a shell command.", parameters_json_schema={
+            "type": "object", "properties": {"command": {"type": "string"}, "description": {"type": "string"},
+                                             "dir_path": {"type": "string"}, "is_background": {"type": "boolean"}},
+            "required": ["command"]}),
+        gtypes.FunctionDeclaration(name="write_file", description="Writes content to a file.", parameters_json_schema={
+            "type": "object", "properties": {"file_path": {"type": "string"}, "content": {"type": "string"}},
+            "required": ["file_path", "content"]}),
+    ]
 
 
 def gemini(url: str, ws: Path, stream: bool) -> str:
     client = genai.Client(api_key="test-key", http_options=gtypes.HttpOptions(base_url=url, api_version="v1beta"))
     config = gtypes.GenerateContentConfig(system_instruction="You are Gemini CLI.",
-                                          tools=[gtypes.Tool(function_declarations=GEMINI_DECLARATIONS)])
+                                          tools=[gtypes.Tool(function_declarations=gemini_declarations())])
     contents: list[gtypes.Content] = [
         gtypes.Content(role="user", parts=[gtypes.Part(text=f"<session_context>\nThis is the Gemini CLI.\n"
                                                              f"- **Workspace Directories:**\n  - {ws}\n</session_context>")]),
@@ -372,7 +377,7 @@ def bodies(ws: Path) -> dict[str, tuple[str, dict[str, Any]]]:
         "gemini": ("/v1beta/models/gemini-x:{verb}", {"contents": [{"role": "user", "parts": [{"text": user}]}],
                                                       "tools": [{"functionDeclarations": [
                                                           d.model_dump(exclude_none=True, by_alias=True)
-                                                          for d in GEMINI_DECLARATIONS]}]}),
+                                                          for d in gemini_declarations()]}]}),
     }
 
 
