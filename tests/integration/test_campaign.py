@@ -1,9 +1,9 @@
 """Campaigns: a real matrix of runs (2 tasks x 2 agents x 2 seeds, the tiny model, CPU) queued by the
 real scheduler, its statistics against a hand computation, the CSV, and a run killed mid-campaign.
 
-The matrix's runs are graded by the real grader with a scripted eval worker (``SCRIPTED_GRADING``:
-the campaign is what is tested here, the grading with a model is test_run_e2e's); its example agent
-trains for real.
+Every run here is graded by the real grader with a scripted eval worker (``SCRIPTED_GRADING``: the
+campaign is what is tested here, the grading with a model is test_run_e2e's); the matrix's example
+agent trains for real.
 """
 
 from __future__ import annotations
@@ -166,7 +166,8 @@ def test_a_run_killed_mid_campaign_is_reported_and_queued_again(prepared_data: P
                                                                 tmp_path: Path) -> None:
     go = tmp_path / "go"
     body = fill(KILLABLE, PYTHON=sys.executable, GO=str(go))
-    proc = cli("campaign", "start", str(campaign_file(tmp_path, tiny_model, body)), root=tmp_path / "root", timeout=60)
+    proc = cli("campaign", "start", str(campaign_file(tmp_path, tiny_model, body)), root=tmp_path / "root", timeout=60,
+               env=scripted_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     folder = folder_of(proc.stdout)
     with Campaign(folder) as campaign:
@@ -185,7 +186,7 @@ def test_a_run_killed_mid_campaign_is_reported_and_queued_again(prepared_data: P
     assert "1 lost" in results.stdout
 
     go.touch()  # the next attempt's agent ends at once
-    again = cli("campaign", "requeue", str(folder), run_dir.name, root=tmp_path / "root")
+    again = cli("campaign", "requeue", str(folder), run_dir.name, root=tmp_path / "root", env=scripted_env())
     assert again.returncode == 0 and "queued again as 2" in again.stdout and "scheduler started" in again.stdout
     with Campaign(folder) as campaign:
         wait_for(lambda: campaign.meta().ended_at and campaign.state_of(campaign.rows()[-1]) == "finished",
@@ -195,7 +196,7 @@ def test_a_run_killed_mid_campaign_is_reported_and_queued_again(prepared_data: P
         assert rows[1].attempt == 2 and Path(rows[1].run_dir or "") != run_dir and run_dir.exists()
     refused = cli("campaign", "requeue", str(folder), "2", root=tmp_path / "root")
     assert refused.returncode != 0 and "only failed, lost or stopped runs" in refused.stderr
-    assert math.isfinite(summarize(Path(rows[1].run_dir or "")).baseline or 0.0)
+    assert summarize(Path(rows[1].run_dir or "")).baseline == 10.0  # scored, by the scripted worker
 
 
 SUBMITIT = """
@@ -229,7 +230,8 @@ def test_the_submitit_backend_runs_a_cell_as_a_job(prepared_data: Path, tiny_mod
     # 3 min budget + 1 s grace + 2 x arith's eval timeout + 10 min, rounded up to minutes.
     eval_s = __import__("agent2rl_tui.tasks.registry", fromlist=["load_task"]).load_task("arith").eval_timeout_s
     assert time_limit_min(spec, spec.cells[0]) == math.ceil((180 + 1 + 2 * eval_s + 600) / 60)
-    proc = cli("campaign", "start", str(tmp_path / "campaign.toml"), root=tmp_path / "root", timeout=120)
+    proc = cli("campaign", "start", str(tmp_path / "campaign.toml"), root=tmp_path / "root", timeout=120,
+               env=scripted_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 jobs submitted" in proc.stdout
     folder = folder_of(proc.stdout)
@@ -239,7 +241,7 @@ def test_the_submitit_backend_runs_a_cell_as_a_job(prepared_data: Path, tiny_mod
         wait_for(lambda: campaign.rows()[0].run_dir and campaign.state_of(campaign.rows()[0]) == "finished",
                  timeout=300, interval=1, what="the job's run to finish")
         run_dir = Path(campaign.rows()[0].run_dir or "")
-    assert run_dir.parent == folder and summarize(run_dir).baseline is not None
+    assert run_dir.parent == folder and summarize(run_dir).baseline == 10.0  # the job got the scripted worker
     # The local executor's job id is its process's pid; the process pickles the job's result after
     # the run has finished, then exits: the result is there once the job has ended.
     job_pid = int(row.job_id)

@@ -28,7 +28,7 @@ import pytest
 from markdown_it import MarkdownIt
 from rich.text import Text
 from support.paths import FIXTURES
-from support.runs import cli
+from support.runs import cli, scripted_env
 from support.synthetic import add_logs, add_transcript, make_run
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Markdown, Static
@@ -209,7 +209,8 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> t
     proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", '"$HOSTILE_PY" "$HOSTILE"',
                "--model", str(tiny_model), "--budget", "5m", "--grace", "2s", "--eval-limit", "3",
                "--read-only-path", str(HOSTILE), "--env", f"HOSTILE_PY={sys.executable}",
-               "--env", f"HOSTILE={HOSTILE}", *contain, root=root, timeout=600)
+               "--env", f"HOSTILE={HOSTILE}", *contain, root=root, timeout=600,
+               env=scripted_env())  # what the agent wrote is tested, not the model's answers
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = next(p for p in root.iterdir() if (p / "run.db").is_file())
     assert "hostile agent done" in (run / "logs" / "agent.log").read_text()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from support.paths import FIXTURES
-from support.runs import cli
+from support.runs import cli, scripted_env
 
 from agent2rl_tui.review.codefacts import analyse, scripts_executed, scripts_in
 from agent2rl_tui.review.iterations import Iteration, build_iterations, exclusive_seconds, route_of
@@ -78,7 +78,7 @@ def test_the_example_agents_sft_then_grpo_is_recognised_with_its_settings(exampl
 def test_a_broken_agent_gets_its_failures_named_with_evidence(tmp_path: Path, tiny_model: Path) -> None:
     proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", f"{sys.executable} {BROKEN}",
                "--read-only-path", str(BROKEN), "--model", str(tiny_model), "--budget", "5m", "--grace", "2s",
-               root=tmp_path / "runs", timeout=600)
+               root=tmp_path / "runs", timeout=600, env=scripted_env())  # its iterations, not its score, are tested
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
     report = report_of(run_dir)
@@ -107,7 +107,7 @@ def test_a_run_without_a_submission_is_one_failed_iteration(tmp_path: Path, tiny
     agent.write_text("import time\nprint('thinking', flush=True)\ntime.sleep(600)\n")
     proc = cli("run", "start", "--task", "arith", "--agent", "command", "--command", f"{sys.executable} {agent}",
                "--read-only-path", str(agent), "--model", str(tiny_model), "--budget", "4s", "--grace", "1s",
-               root=tmp_path / "runs", timeout=300)
+               root=tmp_path / "runs", timeout=300, env=scripted_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = report_of(Path(re.search(r"run folder: (\S+)", proc.stdout).group(1)))
     [only] = report["iterations"]

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.asyncio
 
 
 @pytest.mark.slow
-async def test_new_run_validates_in_place_then_starts_a_live_run(tmp_path: Path, tiny_model: Path) -> None:
+async def test_new_run_validates_in_place_then_starts_a_live_run(tmp_path: Path, tiny_model: Path,
+                                                                 scripted_grading: None) -> None:
+    """The run is graded by the scripted eval worker: the form and the screen that follows it are tested."""
     root = tmp_path / "runs"
     root.mkdir()
     app = Agent2RLApp(root=root)
@@ -47,4 +49,4 @@ async def test_new_run_validates_in_place_then_starts_a_live_run(tmp_path: Path,
                      what="the live run to start")
         await settle(pilot, lambda: app.screen.view.status == "finished", timeout=60, what="the run to finish")
         assert "ended" in plain(app.screen.query_one("#budget", Static))
-    assert summarize(run_dir).status == "finished"
+    assert (summarize(run_dir).status, summarize(run_dir).baseline) == ("finished", 10.0)

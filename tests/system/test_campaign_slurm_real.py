@@ -176,7 +176,7 @@ def test_a_job_sbatch_refuses_is_said_and_submitted_once_the_file_is_mended(
                       encoding="utf-8")
     again = cli("campaign", "resume", str(folder), timeout=300)
     assert again.returncode == 0 and "1 jobs submitted" in again.stdout, again.stdout + again.stderr
-    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["finished"], timeout=900, interval=1,
+    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["finished"], timeout=900, interval=2,
              what="the mended campaign's run to finish")
     with Campaign(folder) as campaign:
         assert summarize(Path(campaign.rows()[0].run_dir or "")).baseline is not None
@@ -233,7 +233,7 @@ def test_a_job_cancelled_mid_run_is_not_a_finished_run_and_is_queued_again(
     go.touch()  # the next attempt's agent ends at once
     again = cli("campaign", "requeue", str(folder), run_name, timeout=300)
     assert again.returncode == 0 and "queued again as 2; job " in again.stdout, again.stdout + again.stderr
-    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["superseded", "finished"], timeout=600, interval=1,
+    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["superseded", "finished"], timeout=600, interval=2,
              what="the second attempt to finish")
     rows = status_rows(folder)
     assert rows[0][4] == job_id and rows[1][4] != job_id and rows[1][3] != run_name
@@ -336,7 +336,7 @@ def test_a_job_that_hits_its_time_limit_is_stopped_as_a_budget_ends(
     # Slurm's warning stops the run the way its budget's end would: the agent ended, its submission
     # made in time scored, the report written; the job then ends by itself, before its limit.
     wait_for(lambda: [(r[2], r[5]) for r in status_rows(folder)] == [("stopped", "COMPLETED")], timeout=900,
-             interval=2, what="the time-limited job's run to be stopped")
+             interval=5, what="the time-limited job's run to be stopped")
     status = cli("campaign", "status", str(folder)).stdout
     assert "(time_limit)" in status, status
     with Campaign(folder) as campaign:
@@ -396,7 +396,7 @@ def test_a_job_killed_hard_leaves_its_run_lost_and_it_is_queued_again(
     go.touch()  # the next attempt's agent ends at once
     again = cli("campaign", "requeue", str(folder), run_name, timeout=300)
     assert again.returncode == 0 and "queued again as 2; job " in again.stdout, again.stdout + again.stderr
-    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["superseded", "finished"], timeout=600, interval=1,
+    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["superseded", "finished"], timeout=600, interval=2,
              what="the second attempt to finish")
     rows = status_rows(folder)
     out = cli("campaign", "results", str(folder), "--csv", str(tmp_path / "runs.csv"))
