@@ -8,7 +8,7 @@ failure type, each with evidence) and its route, on real run folders made by rea
 - an agent that never submits before its budget runs out;
 - the example's interactive-task scripts, read as code: GRPO with online rollouts, their
   learning rates from argparse defaults and from the command line that ran them (its real
-  coin run, SFT → GRPO (online), is checked in tests/integration/test_episodes.py on the coin demo's run).
+  coin run, SFT → GRPO (online), is checked in tests/system/test_level3_runs.py on the coin demo's run).
 """
 
 from __future__ import annotations

@@ -19,10 +19,11 @@ LONGEST_FIRST = (
     "test_plain_install.py",  # pip installs a venv of its own
     "test_bench.py",  # every benchmark's quick run
     "test_campaign.py",  # an 8-run campaign of whole runs
-    "test_gsm8k_run.py",  # two whole runs of the example agent on GSM8K
+    "test_gsm8k_run.py",  # a whole run of the example agent on GSM8K, 90 s of budget
     "test_alfworld.py",
     "test_trainenv.py",  # the first of the files that read the shared example run
     "test_agent_clis.py",
+    "test_level3_runs.py",  # two whole runs of the example agent on the text games
     "test_episodes.py",
     "test_iterations.py",
     "test_agents_check.py",

@@ -1,7 +1,7 @@
 """A campaign's backends behind one protocol, without a run or a cluster: the file picks the backend,
 the Slurm backend words what ``squeue``/``sacct`` say (here: fake clients on PATH) and records it in
 campaign.db, and review reads the same states without running a program. The real thing:
-tests/integration/test_campaign.py (local) and tests/system/test_campaign_slurm_real.py (a one-node Slurm).
+tests/system/test_campaign.py (local) and tests/system/test_campaign_slurm_real.py (a one-node Slurm).
 """
 
 from __future__ import annotations
