@@ -119,6 +119,16 @@ def test_an_unknown_key_anywhere_in_a_campaign_file_is_refused_naming_it() -> No
     assert CampaignSpec.from_toml(CAMPAIGN.replace("[[agents]]", "max_parallel = 2\n[[agents]]")).max_parallel == 2
 
 
+def test_two_agents_that_would_share_a_cell_are_refused() -> None:
+    """A cell's key names the agent, not its command: two command agents in one file were one cell in
+    the results, their runs' statistics merged."""
+    two = CAMPAIGN + '\n[[agents]]\nagent = "command"\ncommand = "python other.py"\n'
+    with pytest.raises(RunError, match=r"two cells would both be .*command.*commands 'true' and 'python other.py'"):
+        CampaignSpec.from_toml(two)
+    with pytest.raises(RunError, match="the same entry twice"):
+        CampaignSpec.from_toml(CAMPAIGN.replace('tasks = ["arith"]', 'tasks = ["arith", "arith"]'))
+
+
 def test_campaign_options_become_the_request_fields() -> None:
     spec = CampaignSpec.from_toml(CAMPAIGN + 'grace = "10s"\nenv = { A = "1" }\nread_only_paths = ["/tmp"]\n'
                                   'judge = { base_url = "u", model = "m" }\nmeter = false\nstore = { url = "w" }\n')

@@ -147,9 +147,24 @@ def _cells(raw: dict[str, Any]) -> list[Cell]:
         for driver in entry.get("drivers") or [None]:
             agents.append((entry["agent"], driver, entry.get("command")))
     modes = _modes(raw)
-    return [Cell(task, agent, driver, str(Path(model).expanduser()), command, mode)
-            for task, (agent, driver, command), model, mode
-            in itertools.product(raw["tasks"], agents, raw["base_models"], modes)]
+    cells = [Cell(task, agent, driver, str(Path(model).expanduser()), command, mode)
+             for task, (agent, driver, command), model, mode
+             in itertools.product(raw["tasks"], agents, raw["base_models"], modes)]
+    _refuse_shared_keys(cells)
+    return cells
+
+
+def _refuse_shared_keys(cells: list[Cell]) -> None:
+    """Two cells of one key would be one cell in every result: their runs' statistics merged. The key
+    names no command, so two ``command`` agents (or a task, a model listed twice) would do it."""
+    seen: dict[str, Cell] = {}
+    for cell in cells:
+        other = seen.setdefault(cell.key, cell)
+        if other is not cell:
+            what = (f"commands {other.command!r} and {cell.command!r}" if other.command != cell.command
+                    else "the same entry twice")
+            raise RunError(f"campaign file: two cells would both be {cell.key!r} ({what}), and their runs "
+                           "counted as one cell's; give each command agent a campaign of its own")
 
 
 def _modes(raw: dict[str, Any]) -> list[str | None]:
