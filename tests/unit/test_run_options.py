@@ -119,14 +119,18 @@ def test_an_unknown_key_anywhere_in_a_campaign_file_is_refused_naming_it() -> No
     assert CampaignSpec.from_toml(CAMPAIGN.replace("[[agents]]", "max_parallel = 2\n[[agents]]")).max_parallel == 2
 
 
-def test_two_agents_that_would_share_a_cell_are_refused() -> None:
+def test_two_agents_that_would_share_a_cell_are_refused(tmp_path: Path) -> None:
     """A cell's key names the agent, not its command: two command agents in one file were one cell in
-    the results, their runs' statistics merged."""
+    the results, their runs' statistics merged. A new campaign is refused before anything is made."""
+    from agent2rl_tui.run.campaign.queue import create_campaign
+
     two = CAMPAIGN + '\n[[agents]]\nagent = "command"\ncommand = "python other.py"\n'
     with pytest.raises(RunError, match=r"two cells would both be .*command.*commands 'true' and 'python other.py'"):
-        CampaignSpec.from_toml(two)
+        create_campaign(two, root=tmp_path)
     with pytest.raises(RunError, match="the same entry twice"):
-        CampaignSpec.from_toml(CAMPAIGN.replace('tasks = ["arith"]', 'tasks = ["arith", "arith"]'))
+        create_campaign(CAMPAIGN.replace('tasks = ["arith"]', 'tasks = ["arith", "arith"]'), root=tmp_path)
+    assert not any(tmp_path.iterdir())
+    assert len(CampaignSpec.from_toml(two).cells) == 2  # an existing folder's file still reads
 
 
 def test_campaign_options_become_the_request_fields() -> None:

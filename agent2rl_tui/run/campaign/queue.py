@@ -17,7 +17,7 @@ from agent2rl_tui.record import campaign_db
 from agent2rl_tui.record.campaign_db import CAMPAIGN_DB, CAMPAIGN_FILE, CampaignMeta, CampaignRow, JobInfo
 from agent2rl_tui.record.root import RunError, default_root
 from agent2rl_tui.review.campaign_view import read_summary, run_state
-from agent2rl_tui.run.campaign.spec import CampaignSpec, gpu_count, read_raw
+from agent2rl_tui.run.campaign.spec import CampaignSpec, gpu_count, read_raw, refuse_shared_keys
 from agent2rl_tui.run.preflight import preflight_run
 from agent2rl_tui.util.timeutil import compact_utc, now
 
@@ -88,6 +88,7 @@ class CampaignQueue:
 def create_campaign(spec_text: str, root: Path | None = None, env: dict[str, str] | None = None) -> Path:
     """Pre-flight every cell, then make the campaign folder with its queue (every run queued)."""
     spec = CampaignSpec.from_toml(spec_text, gpus=gpu_count())
+    refuse_shared_keys(spec)
     preflight_cells(spec, dict(os.environ if env is None else env))
     folder = (root or default_root()).resolve() / "campaigns" / f"{compact_utc(now())}-{spec.name}"
     folder.mkdir(parents=True)

@@ -147,18 +147,17 @@ def _cells(raw: dict[str, Any]) -> list[Cell]:
         for driver in entry.get("drivers") or [None]:
             agents.append((entry["agent"], driver, entry.get("command")))
     modes = _modes(raw)
-    cells = [Cell(task, agent, driver, str(Path(model).expanduser()), command, mode)
-             for task, (agent, driver, command), model, mode
-             in itertools.product(raw["tasks"], agents, raw["base_models"], modes)]
-    _refuse_shared_keys(cells)
-    return cells
+    return [Cell(task, agent, driver, str(Path(model).expanduser()), command, mode)
+            for task, (agent, driver, command), model, mode
+            in itertools.product(raw["tasks"], agents, raw["base_models"], modes)]
 
 
-def _refuse_shared_keys(cells: list[Cell]) -> None:
+def refuse_shared_keys(spec: CampaignSpec) -> None:
     """Two cells of one key would be one cell in every result: their runs' statistics merged. The key
-    names no command, so two ``command`` agents (or a task, a model listed twice) would do it."""
+    names no command, so two ``command`` agents (or a task, a model listed twice) would do it. Asked of
+    a new campaign only: a folder made before this check still reads, and its queue still runs."""
     seen: dict[str, Cell] = {}
-    for cell in cells:
+    for cell in spec.cells:
         other = seen.setdefault(cell.key, cell)
         if other is not cell:
             what = (f"commands {other.command!r} and {cell.command!r}" if other.command != cell.command
