@@ -32,3 +32,21 @@ def test_every_suite_command_of_the_makefile_keeps_that_order_and_writes_bytecod
         suite = [line for line in proc.stdout.splitlines() if "-m pytest" in line]
         assert len(suite) == 1, proc.stdout + proc.stderr
         assert "--no-loadscope-reorder" in suite[0] and suite[0].startswith("PYTHONDONTWRITEBYTECODE= "), suite
+
+
+HEAVY = ("torch", "transformers", "vllm", "trl", "anthropic", "openai", "google.genai", "inspect_ai")
+"""Packages of seconds to import: none is imported by collecting the suite (``support.lazy``)."""
+
+COLLECT_AND_LIST_HEAVY = """
+import sys, pytest
+code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "tests"])
+print("HEAVY:", [name for name in sys.argv[1:] if name in sys.modules], "EXIT:", int(code))
+"""
+
+
+def test_collecting_the_suite_imports_no_heavy_package() -> None:
+    """Every xdist worker collects every file: a heavy import at a file's top is paid by each of them
+    (the providers' SDKs, inspect_ai and torch made collection 8.5 s of CPU a worker; 1.8 s without)."""
+    proc = subprocess.run([sys.executable, "-c", COLLECT_AND_LIST_HEAVY, *HEAVY], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert "HEAVY: [] EXIT: 0" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
