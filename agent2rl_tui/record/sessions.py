@@ -21,6 +21,7 @@ from pathlib import Path
 from agent2rl_tui.record.store import RunStore
 
 AGENT_HOME = "agent-home"
+"""The agent's $HOME inside its run folder (containment makes it; the contamination check scans it)."""
 MAX_ENTRIES = 20_000
 MAX_SHOWN_FILES = 20
 MAX_SHOWN_BYTES = 64 * 1024

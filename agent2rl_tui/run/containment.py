@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import agent2rl_tui
-from agent2rl_tui.record.contamination import AGENT_HOME as AGENT_HOME  # the agent's $HOME: the check scans it too
+from agent2rl_tui.record.sessions import AGENT_HOME as AGENT_HOME  # the agent's $HOME
 
 BWRAP = "bwrap"
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt install bubblewrap`; Fedora: "

@@ -31,9 +31,8 @@ from typing import BinaryIO
 from agent2rl_tui.record.capture import NotRegular, open_regular
 from agent2rl_tui.record.contamination.ngrams import CHUNK_BYTES, EvalIndex
 from agent2rl_tui.record.contamination.scanner import ScanStats, Seen, scan_stream
+from agent2rl_tui.record.sessions import AGENT_HOME as AGENT_HOME  # the contained agent's $HOME: scanned too
 
-AGENT_HOME = "agent-home"
-"""The contained agent's $HOME, a folder of the run (run/containment.py); scanned with the workspace."""
 NOT_SCANNED_TOP = ("models", "data")
 PACKAGE_DIR_NAMES = ("site-packages", "dist-packages", "node_modules", "__pycache__", ".git")
 WEIGHT_SUFFIXES = (
