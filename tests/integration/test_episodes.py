@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import random
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.paths import REPO
@@ -39,6 +41,19 @@ def gold_paths(game: tuple[str, str], games: list[str]) -> dict[str, list[str]]:
         env.close()
 
 
+def in_one_jvm(game: str, params: str = "", **kw: Any) -> Callable[[], TextWorldExpress]:
+    """A factory of simulators of ``game`` that share one JVM, as the grader's pools do (``twx.maker``):
+    a JVM start is most of a small test's time. Their play is the same as simulators' in JVMs of their
+    own (test_simulators_in_one_jvm_play_as_simulators_in_their_own)."""
+    made: list[TextWorldExpress] = []
+
+    def make() -> TextWorldExpress:
+        host = next((env for env in made if env.jvm_up), None)
+        made.append(TextWorldExpress(game, params, share_jvm_with=host, **kw))
+        return made[-1]
+    return make
+
+
 def gold_policy(gold: dict[str, list[str]]):  # noqa: ANN201
     def policy(batch: list[Pending]) -> list[str]:
         # A model's completion: the action on the first line, anything after it is dropped.
@@ -50,7 +65,7 @@ def test_the_gold_path_wins_every_game_in_batches() -> None:
     gold = gold_paths(TWC, TEST_GAMES)
     assert all(gold.values())
     stats = PlayStats()
-    episodes = play(TEST_GAMES, lambda: TextWorldExpress(*TWC, step_limit=20), gold_policy(gold),
+    episodes = play(TEST_GAMES, in_one_jvm(*TWC, step_limit=20), gold_policy(gold),
                     max_steps=20, pool_size=4, stats=stats)
     assert [e.game for e in episodes] == TEST_GAMES
     assert all(e.won and e.end == "won" for e in episodes)
@@ -63,8 +78,8 @@ def test_the_gold_path_wins_every_game_in_batches() -> None:
 
 def test_batched_and_one_at_a_time_play_the_same_episodes() -> None:
     gold = gold_paths(TWC, TEST_GAMES[:6])
-    one = play(TEST_GAMES[:6], lambda: TextWorldExpress(*TWC), gold_policy(gold), pool_size=1)
-    many = play(TEST_GAMES[:6], lambda: TextWorldExpress(*TWC), gold_policy(gold), pool_size=6)
+    one = play(TEST_GAMES[:6], in_one_jvm(*TWC), gold_policy(gold), pool_size=1)
+    many = play(TEST_GAMES[:6], in_one_jvm(*TWC), gold_policy(gold), pool_size=6)
     assert [e.to_dict() for e in one] == [e.to_dict() for e in many]
 
 
@@ -99,14 +114,14 @@ def test_a_random_policy_rarely_wins_cookingworld() -> None:
         return [rng.choice(p.admissible or ["look around"]) for p in batch]
 
     games = [f"test:{20000 + i}" for i in range(16)]
-    episodes = play(games, lambda: TextWorldExpress(*COOKING), random_policy, max_steps=10, pool_size=8)
+    episodes = play(games, in_one_jvm(*COOKING), random_policy, max_steps=10, pool_size=8)
     assert summarize(episodes)["score"] < 25.0
     assert all(e.steps <= 10 for e in episodes)
     assert any(e.end == "step limit" for e in episodes)
 
 
 def test_nonsense_actions_are_played_and_recorded_until_the_step_limit() -> None:
-    episodes = play(TEST_GAMES[:2], lambda: TextWorldExpress(*TWC), lambda b: ["xyzzy"] * len(b), max_steps=3)
+    episodes = play(TEST_GAMES[:2], in_one_jvm(*TWC), lambda b: ["xyzzy"] * len(b), max_steps=3)
     for e in episodes:
         assert not e.won and e.end == "step limit" and e.steps == 3
         assert all(t.action == "xyzzy" and t.reward == 0.0 for t in e.turns)
@@ -150,7 +165,7 @@ def test_bad_games_and_parameters_say_what_is_wrong() -> None:
 
 
 def test_an_episode_that_outgrows_the_context_ends_there_and_says_so() -> None:
-    episodes = play(TEST_GAMES[:3], lambda: TextWorldExpress(*TWC), lambda b: ["look around"] * len(b),
+    episodes = play(TEST_GAMES[:3], in_one_jvm(*TWC), lambda b: ["look around"] * len(b),
                     max_steps=20, pool_size=2, fits=lambda prompt: len(prompt) < 1200)
     assert [e.game for e in episodes] == TEST_GAMES[:3]
     for e in episodes:
@@ -192,7 +207,7 @@ def test_the_workspace_play_kit_builds_the_graders_prompts(tmp_path: Path) -> No
     # The grader, playing the same gold actions, sees the same transcript character for character.
     gold = {t["game"]: [turn["action"] for turn in t["turns"]] for t in expert}
     spec = task.raw["env"]
-    episodes = play(list(gold), lambda: TextWorldExpress(spec["game"], spec["params"]), gold_policy(gold),
+    episodes = play(list(gold), in_one_jvm(spec["game"], spec["params"]), gold_policy(gold),
                     fmt=EpisodeFormat(header=task.inference.prompt_template), max_steps=spec["max_steps"])
     for ep, t in zip(episodes, expert, strict=True):
         assert ep.prompt == t["prompt"]
