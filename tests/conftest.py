@@ -44,9 +44,24 @@ def _roots_list_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> None
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model (seed 0), built once for the session and every xdist worker of it, as
+    ``example_run`` is: the first to need it builds it under a file lock (5 s of CPU, torch and
+    transformers imported), the others read it. Tests read it; one that changes a model works on a copy."""
+    import shutil
+
+    from filelock import FileLock
+
     from agent2rl_tui.tasks.tinymodel import build_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-llama")
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    model = shared / "models" / "tiny-llama"
+    with FileLock(str(shared / "tiny-model.lock")):
+        if not model.is_dir():
+            building = shared / "models" / "tiny-llama.building"
+            shutil.rmtree(building, ignore_errors=True)  # a build cut short by an earlier crash
+            build_tiny_model(building).rename(model)  # whole, or not there
+    return model
 
 
 @pytest.fixture(scope="session")
