@@ -14,7 +14,7 @@ DEMO_LOCK := locks/$(FLAVOUR)-demo.txt
 # The venv's bin first on PATH: a package whose build calls a bare `python` (fast-downward-textworld, which
 # ALFWorld needs) gets the venv's; pyenv's, run inside pip's isolated build environment, found no standard library.
 PIP_LOCKED := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pip install -q --disable-pip-version-check --no-deps
-LOCK_FAILED := echo "error: pip could not install $(LOCK)'s pins. The locks are for CPython 3.11 on x86_64 Linux; \
+lock_failed = echo "error: pip could not install $(1)'s pins. The locks are for CPython 3.11 on x86_64 Linux; \
 the cpu flavour's torch==2.13.0+cpu comes from PyTorch's CPU index where pip finds no such wheel: \
 PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu make $(MAKECMDGOALS)" >&2; exit 1
 # Test workers: one per core and one more (at most 4), since the Slurm tests' worker mostly waits on jobs.
@@ -33,7 +33,7 @@ $(VENV)/.core: $(DEMO_LOCK) pyproject.toml
 	@command -v bwrap >/dev/null || { $(CAN_APT) && $(APT_GET) bubblewrap >/dev/null; } || \
 		echo "note: bubblewrap is not installed; agents will run NOT CONTAINED until it is: sudo apt install bubblewrap"
 	$(PYTHON) -m venv $(VENV)
-	$(PIP_LOCKED) -r $(DEMO_LOCK) || { $(LOCK_FAILED); }
+	$(PIP_LOCKED) -r $(DEMO_LOCK) || { $(call lock_failed,$(DEMO_LOCK)); }
 	$(PIP_LOCKED) --no-build-isolation -e .
 	touch $@
 
@@ -47,7 +47,7 @@ $(VENV)/.installed: $(LOCK) $(VENV)/.core
 	@PATH="$$PATH:/usr/sbin:/sbin" command -v slurmctld >/dev/null && PATH="$$PATH:/usr/sbin:/sbin" command -v munged >/dev/null || \
 		{ $(CAN_APT) && $(APT_GET) slurmctld slurmd slurm-client munge >/dev/null; } || \
 		echo "note: Slurm is not installed; the real-Slurm tests need it: sudo apt install slurmctld slurmd slurm-client munge (and run them as root)"
-	$(PIP_LOCKED) -r $(LOCK) || { $(LOCK_FAILED); }
+	$(PIP_LOCKED) -r $(LOCK) || { $(call lock_failed,$(LOCK)); }
 	touch $@
 
 # The agent CLIs the suite runs for real (tests/system/test_agent_clis.py), into .agent-clis/: the four npm
