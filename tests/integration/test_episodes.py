@@ -12,12 +12,11 @@ import random
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.paths import REPO
 
-from agent2rl_tui.envs.base import EnvError
+from agent2rl_tui.envs.base import EnvError, Environment
 from agent2rl_tui.envs.twx import TextWorldExpress, parse_game
 from agent2rl_tui.grader.episode_runner import EpisodeFormat, Pending, PlayStats, play, summarize
 
@@ -41,17 +40,14 @@ def gold_paths(game: tuple[str, str], games: list[str]) -> dict[str, list[str]]:
         env.close()
 
 
-def in_one_jvm(game: str, params: str = "", **kw: Any) -> Callable[[], TextWorldExpress]:
-    """A factory of simulators of ``game`` that share one JVM, as the grader's pools do (``twx.maker``):
-    a JVM start is most of a small test's time. Their play is the same as simulators' in JVMs of their
-    own (test_simulators_in_one_jvm_play_as_simulators_in_their_own)."""
-    made: list[TextWorldExpress] = []
+def in_one_jvm(game: str, params: str = "", step_limit: int = 100) -> Callable[[], Environment]:
+    """The task's own maker (``twx.maker``): a pool's simulators in one JVM, as the grader has them, since a
+    JVM start is most of a small test's time. They play as simulators in JVMs of their own do
+    (test_simulators_in_one_jvm_play_as_simulators_in_their_own)."""
+    from agent2rl_tui.envs import EnvSpec
 
-    def make() -> TextWorldExpress:
-        host = next((env for env in made if env.jvm_up), None)
-        made.append(TextWorldExpress(game, params, share_jvm_with=host, **kw))
-        return made[-1]
-    return make
+    return EnvSpec.from_table({"kind": "textworld-express", "game": game, "params": params,
+                               "max_steps": str(step_limit)}).factory()
 
 
 def gold_policy(gold: dict[str, list[str]]):  # noqa: ANN201
@@ -85,12 +81,10 @@ def test_batched_and_one_at_a_time_play_the_same_episodes() -> None:
 
 def test_simulators_in_one_jvm_play_as_simulators_in_their_own() -> None:
     """The task's maker puts a whole pool in one JVM; interleaved games do not touch each other."""
-    from agent2rl_tui.envs import EnvSpec
-
     games = TEST_GAMES[:8]
     gold = gold_paths(TWC, games)
     made: list[TextWorldExpress] = []
-    maker = EnvSpec.from_table({"kind": "textworld-express", "game": TWC[0], "params": TWC[1]}).factory()
+    maker = in_one_jvm(*TWC)
 
     def make() -> TextWorldExpress:
         made.append(maker())
