@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from support.alpaca import REFERENCE_FILE, alpaca_rows
 from support.order import pytest_collection_modifyitems  # noqa: F401 - the longest files start first
-from support.paths import SHARED_DATA
+from support.paths import SHARED_DATA, shared_by_workers
 from support.runs import PINNED_EVAL_SEED, SCRIPTED_GRADING, cli
 from support.skip_policy import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401 - no silent skips under CI
 
@@ -49,14 +49,10 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     transformers imported), the others read it. Tests read it; one that changes a model works on a copy."""
     import shutil
 
-    from filelock import FileLock
-
     from agent2rl_tui.tasks.tinymodel import build_tiny_model
 
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    model = shared / "models" / "tiny-llama"
-    with FileLock(str(shared / "tiny-model.lock")):
+    with shared_by_workers(tmp_path_factory, "tiny-model") as shared:
+        model = shared / "models" / "tiny-llama"
         if not model.is_dir():
             building = shared / "models" / "tiny-llama.building"
             shutil.rmtree(building, ignore_errors=True)  # a build cut short by an earlier crash
@@ -75,12 +71,8 @@ def example_run(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> t
     """
     import re
 
-    from filelock import FileLock
-
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    done = shared / "example-run.out"
-    with FileLock(str(shared / "example-run.lock")):
+    with shared_by_workers(tmp_path_factory, "example-run") as shared:
+        done = shared / "example-run.out"
         if not done.exists():
             proc = cli("run", "start", "--task", "arith", "--agent", "example", "--model", str(tiny_model),
                        "--budget", "20m", "--grace", "5s", "--driver", "scripted", "--eval-seed",
