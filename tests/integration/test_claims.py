@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.agent_scripts import MUTATE, SUBMIT
+from support.agent_scripts import MUTATE, SUBMIT, stand_in_trainer
 from support.runs import cli, wait_for
 
 from agent2rl_tui.review.index import summarize
@@ -29,16 +29,7 @@ def rollout(prompt):
 trainer = GRPOTrainer(model="models/tiny-llama", reward_funcs=[rollout], args=GRPOConfig(learning_rate=1e-5))
 trainer.train()
 '''
-SFT = '''import time
-
-
-def trainer():  # named for the code facts, which read the code; never built (importing TRL costs ~10 s of CPU)
-    from trl import SFTConfig, SFTTrainer
-    return SFTTrainer, SFTConfig
-
-
-time.sleep(8)  # the stand-in "trains" without using the CPU: what counts is that it was seen running
-'''
+SFT = stand_in_trainer("SFT", 8)
 AGENT = r"""
 set -e
 printf '%s' "$GRPO_CODE" > code/grpo.py

@@ -18,7 +18,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from support.agent_scripts import MUTATE, SUBMIT
+from support.agent_scripts import MUTATE, SUBMIT, stand_in_trainer
 from support.runs import cli, scripted_env, toml_inline, wait_for
 
 from agent2rl_tui.run.campaign import Campaign
@@ -26,16 +26,6 @@ from agent2rl_tui.tasks.tinymodel import build_tiny_model
 
 SCORES = json.dumps({"scores": {"0": 10.0, "1": 30.0, "2": 60.0}, "default_score": 0.0})
 
-TRAIN = '''import time
-
-
-def trainer():  # named for the code facts, which read the code; never built (importing TRL costs ~10 s of CPU)
-    from trl import {kind}Config, {kind}Trainer
-    return {kind}Trainer, {kind}Config
-
-
-time.sleep(3)  # the stand-in "trains" without using the CPU: what counts is that it was seen running
-'''
 AGENT = r"""
 set -e
 mkdir -p code output
@@ -96,7 +86,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("experiment")
     a = build_tiny_model(tmp / "tiny-a", seed=0)
     b = build_tiny_model(tmp / "tiny-b", seed=0, weights_seed=1)  # another model: other weights
-    env = {"SFT_CODE": TRAIN.format(kind="SFT"), "GRPO_CODE": TRAIN.format(kind="GRPO"), "MUTATE_CODE": MUTATE,
+    env = {"SFT_CODE": stand_in_trainer("SFT", 3), "GRPO_CODE": stand_in_trainer("GRPO", 3), "MUTATE_CODE": MUTATE,
            "SUBMIT_CODE": SUBMIT, "PY": sys.executable}
     spec = CAMPAIGN.format(a=a, b=b, agent=AGENT, env=toml_inline(env))
     path = tmp / "campaign.toml"

@@ -17,3 +17,19 @@ print(u.urlopen(u.Request(os.environ["GRADING_SERVER_URL"] + "/submit", data=bod
                           headers={"content-type": "application/json"})).status)
 '''
 """``python -c "$SUBMIT" output/m1``: POST /submit and wait for the score."""
+
+
+def stand_in_trainer(kind: str, seconds: float) -> str:
+    """A training script that names TRL's ``{kind}Trainer`` for the code facts (which read the code) and
+    "trains" by sleeping ``seconds``: the diagnosis counts the time it was seen running. It never builds
+    the trainer: importing TRL costs about 10 s of CPU."""
+    return f'''import time
+
+
+def trainer():  # named for the code facts; never built
+    from trl import {kind}Config, {kind}Trainer
+    return {kind}Trainer, {kind}Config
+
+
+time.sleep({seconds})
+'''
