@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support.lazy import lazy
+from support.sdks import anthropic, genai, genai_errors, gtypes, openai
 from support.synthetic import add_transcript, claude_lines, make_run
 from test_scripted_driver import CLAUDE_TOOLS, OPENCODE_TOOLS, chat_agent, check_workspace, claude, codex, gemini, script
 
@@ -43,13 +43,6 @@ from agent2rl_tui.review.campaign_view import usage_columns
 from agent2rl_tui.review.report import build_report, render_markdown, write_report
 from agent2rl_tui.review.run_usage import run_usage
 from agent2rl_tui.util.inert import md_escape
-
-# The providers' SDKs: imported by the tests that call them, not by every worker that collects this file.
-anthropic = lazy("anthropic")
-openai = lazy("openai")
-genai = lazy("google.genai")
-genai_errors = lazy("google.genai.errors")
-gtypes = lazy("google.genai.types")
 
 
 def serve(script, **kw):  # noqa: ANN001, ANN201 - scripted.serve's own

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.lazy import lazy
+from support.sdks import anthropic, genai, gtypes, openai
 from support.synthetic import make_run
 from test_meter import rows_of
 
@@ -28,12 +28,6 @@ from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.review.report import build_report, render_markdown
 from agent2rl_tui.run.metering import hold_keys
 from agent2rl_tui.run.profiles import get_profile
-
-# The providers' SDKs: imported by the tests that call them, not by every worker that collects this file.
-anthropic = lazy("anthropic")
-openai = lazy("openai")
-genai = lazy("google.genai")
-gtypes = lazy("google.genai.types")
 
 REAL = "sk-ant-REAL-KEY-THE-AGENT-MUST-NEVER-SEE-0123456789"
 SCRIPT = build({"steps": [{"answer": "Hello there, this is the answer."}]})

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support.lazy import lazy
+from support.sdks import anthropic, genai, gtypes, openai
 
 from agent2rl_tui.llm import protocols
 from agent2rl_tui.llm.catcher import KeyCatcher
@@ -29,12 +29,6 @@ from agent2rl_tui.llm.script import ScriptError, build, load_script
 from agent2rl_tui.llm.scripted import Served, serve
 from agent2rl_tui.llm.sse import SseDecoder, encode
 from agent2rl_tui.llm.usage import Usage, UsageReader
-
-# The providers' SDKs: imported by the tests that call them, not by every worker that collects this file.
-anthropic = lazy("anthropic")
-openai = lazy("openai")
-genai = lazy("google.genai")
-gtypes = lazy("google.genai.types")
 
 CONTENT = 'def solve(x):\n    return "it\'s $HOME and `x`" + str(x)\n\n# no newline at the end'
 STEPS = [
