@@ -2,8 +2,10 @@
 real scheduler, its statistics against a hand computation, the CSV, and a run killed mid-campaign.
 
 Every run here is graded by the real grader with a scripted eval worker (``SCRIPTED_GRADING``: the
-campaign is what is tested here, the grading with a model is test_run_e2e's); the matrix's example
-agent trains for real.
+campaign is what is tested here, the grading with a model is test_run_e2e's). The matrix's agent that
+submits is a named command (``[agents.submitter]`` in agents.toml): a changed copy of the base model,
+submitted, as a researcher names each of two command agents of one campaign. The example agent's
+campaign, trained for real, is the Slurm parity's (tests/support/slurm_parity.py).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.runs import cli, fill, scripted_env, wait_for
+from support.agent_scripts import MUTATE, SUBMIT
+from support.runs import cli, fill, scripted_env, toml_inline, wait_for
 
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.review.campaign_view import AUTORL_COLUMNS, cell_results, read_runs
@@ -62,8 +65,7 @@ budget = "4m"
 max_parallel = 2
 
 [[agents]]
-agent = "example"
-drivers = ["scripted"]
+agent = "submitter"
 
 [[agents]]
 agent = "command"
@@ -72,16 +74,28 @@ command = "echo nothing to train"
 [options]
 eval_limit = 2
 grace = "2s"
-env = { EXAMPLE_SFT_STEPS = "1", EXAMPLE_GRPO_STEPS = "0" }
+env = ENV
 """
+
+SUBMITTER = """
+[agents.submitter]
+extends = "command"
+description = "submits a changed copy of the base model"
+command = ["bash", "-c", '"$PY" -c "$MUTATE_CODE" output/m1 1 && "$PY" -c "$SUBMIT_CODE" output/m1']
+"""
+"""An agent of the user's agents.toml: a named command, its own cell in the campaign's results."""
 
 
 @pytest.fixture(scope="module")
 def matrix(prepared_data: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The 8-run campaign, started detached through the CLI and run to its end."""
     tmp_path = tmp_path_factory.mktemp("matrix")
-    proc = cli("campaign", "start", str(campaign_file(tmp_path, tiny_model, MATRIX)), root=tmp_path / "root",
-               timeout=60, env=scripted_env())
+    (tmp_path / "agents.toml").write_text(SUBMITTER, encoding="utf-8")
+    env = toml_inline({"PY": sys.executable, "MUTATE_CODE": MUTATE, "SUBMIT_CODE": SUBMIT})
+    spec = tmp_path / "campaign.toml"
+    spec.write_text(fill(MATRIX, MODEL=str(tiny_model), ENV=env), encoding="utf-8")  # one pass: the code says MODEL_PATH
+    proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=60,
+               env={**scripted_env(), "AGENT2RL_AGENTS": str(tmp_path / "agents.toml")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     folder = folder_of(proc.stdout)
     with Campaign(folder) as campaign:
@@ -110,14 +124,15 @@ def test_a_campaign_runs_its_matrix_at_most_n_at_once_and_reports_per_cell(matri
     # The results by cell, against the runs' own records.
     cells = {c.cell: c for c in cell_results(read_runs(folder))}
     assert len(cells) == 4
-    example_arith = cells["arith · example · scripted · tiny-llama"]
-    bests = [runs[r.id].best for r in rows if r.cell == example_arith.cell]
-    assert example_arith.best.n == 2 and example_arith.best.mean == pytest.approx(statistics.fmean(bests))
-    assert example_arith.best.sd == pytest.approx(statistics.stdev(bests))
-    assert example_arith.expected_best[2] == pytest.approx(max(bests))
-    assert example_arith.expected_best[1] == pytest.approx(statistics.fmean(bests))
-    imps = [runs[r.id].improvement for r in rows if r.cell == example_arith.cell]
-    assert example_arith.improvement.mean == pytest.approx(statistics.fmean(imps))
+    submitted_arith = cells["arith · submitter · - · tiny-llama"]
+    bests = [runs[r.id].best for r in rows if r.cell == submitted_arith.cell]
+    assert submitted_arith.tally.valid_text() == "2 of 2 valid"  # a changed copy is a valid submission
+    assert submitted_arith.best.n == 2 and submitted_arith.best.mean == pytest.approx(statistics.fmean(bests))
+    assert submitted_arith.best.sd == pytest.approx(statistics.stdev(bests))
+    assert submitted_arith.expected_best[2] == pytest.approx(max(bests))
+    assert submitted_arith.expected_best[1] == pytest.approx(statistics.fmean(bests))
+    imps = [runs[r.id].improvement for r in rows if r.cell == submitted_arith.cell]
+    assert submitted_arith.improvement.mean == pytest.approx(statistics.fmean(imps))
     # Runs without a valid submission count at their baseline (improvement 0), not dropped (issue 42, 2).
     silent = cells["arith · command · - · tiny-llama"]
     silent_runs = [runs[r.id] for r in rows if r.cell == silent.cell]
@@ -126,8 +141,8 @@ def test_a_campaign_runs_its_matrix_at_most_n_at_once_and_reports_per_cell(matri
     assert silent.improvement.mean == 0.0 and silent.improvement.ci_low is None  # two runs: no interval
 
     out = cli("campaign", "results", str(folder), "--csv", str(tmp_path / "runs.csv"), root=tmp_path / "root")
-    assert out.returncode == 0 and "arith · example · scripted · tiny-llama" in out.stdout
-    assert f"best of budget: {example_arith.best.mean:.2f}" in out.stdout and "E[best of 2]" in out.stdout
+    assert out.returncode == 0 and "arith · submitter · - · tiny-llama" in out.stdout
+    assert f"best of budget: {submitted_arith.best.mean:.2f}" in out.stdout and "E[best of 2]" in out.stdout
     assert "counted: 0 of 2 valid" in out.stdout and "(too few runs for an interval)" in out.stdout
     with (tmp_path / "runs.csv").open(newline="") as fh:
         table = list(csv.DictReader(fh))
@@ -135,11 +150,11 @@ def test_a_campaign_runs_its_matrix_at_most_n_at_once_and_reports_per_cell(matri
     assert {row["status"] for row in table} == {"finished"} and {row["seed"] for row in table} == {"0", "1"}
     compared = cli("compare", "--campaign", str(folder), root=tmp_path / "root")
     assert compared.returncode == 0, compared.stderr
-    assert "arith · prompts default · example · scripted · base tiny-llama (weights " in compared.stdout
+    assert "arith · prompts default · submitter · - · base tiny-llama (weights " in compared.stdout
     assert "mode free, first 2 eval items: 2 runs (2 of 2 valid; 2 finished)" in compared.stdout
     assert "arith · prompts default · command · - · base tiny-llama" in compared.stdout
     assert "2 runs (0 of 2 valid; 2 finished)" in compared.stdout and "too few runs for an interval" in compared.stdout
-    assert f"best of budget {example_arith.best.mean:.2f} ± {example_arith.best.sd:.2f} 95% CI too few" in compared.stdout
+    assert f"best of budget {submitted_arith.best.mean:.2f} ± {submitted_arith.best.sd:.2f} 95% CI too few" in compared.stdout
     status = cli("campaign", "status", "matrix", root=tmp_path / "root")
     assert status.stdout.count(" finished ") == 8 and "scheduler: ended" in status.stdout
 

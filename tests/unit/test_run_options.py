@@ -125,7 +125,8 @@ def test_two_agents_that_would_share_a_cell_are_refused(tmp_path: Path) -> None:
     from agent2rl_tui.run.campaign.queue import create_campaign
 
     two = CAMPAIGN + '\n[[agents]]\nagent = "command"\ncommand = "python other.py"\n'
-    with pytest.raises(RunError, match=r"two cells would both be .*command.*commands 'true' and 'python other.py'"):
+    with pytest.raises(RunError, match=r"two cells would both be .*command.*commands 'true' and 'python other.py'"
+                                       r".*name each command as an agent of its own in agents.toml"):
         create_campaign(two, root=tmp_path)
     with pytest.raises(RunError, match="the same entry twice"):
         create_campaign(CAMPAIGN.replace('tasks = ["arith"]', 'tasks = ["arith", "arith"]'), root=tmp_path)

@@ -160,8 +160,10 @@ def refuse_shared_keys(spec: CampaignSpec) -> None:
     for cell in spec.cells:
         other = seen.setdefault(cell.key, cell)
         if other is not cell:
-            what, fix = ((f"commands {other.command!r} and {cell.command!r}", "give each command agent a campaign "
-                          "of its own") if other.command != cell.command else ("the same entry twice", "list it once"))
+            what, fix = ((f"commands {other.command!r} and {cell.command!r}", "name each command as an agent of "
+                          "its own in agents.toml ([agents.NAME] extends = \"command\", command = [...]; "
+                          "docs/campaigns.md)") if other.command != cell.command else ("the same entry twice",
+                                                                                      "list it once"))
             raise RunError(f"campaign file: two cells would both be {cell.key!r} ({what}), and their runs "
                            f"counted as one cell's; {fix}")
 
