@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from agent2rl_tui.envs.twx import TextWorldExpress
 from agent2rl_tui.record.revisions import BRANCH, GitRepo, _parse_changes, init_repo
 from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.store import RunStore
@@ -165,11 +166,9 @@ TWC = ("twc", "numLocations=1,numItemsToPutAway=1,includeDoors=0,limitInventoryS
 """The twc task's game and parameters (tasks/twc/task.toml)."""
 
 
-def twc_gold_paths(games: list[str]) -> dict[str, list[str]]:
-    """Each twc game's gold action sequence, from the simulator."""
-    from agent2rl_tui.envs.twx import TextWorldExpress
-
-    env = TextWorldExpress(*TWC)
+def twc_gold_paths(games: list[str], host: TextWorldExpress | None = None) -> dict[str, list[str]]:
+    """Each twc game's gold action sequence, from the simulator (in ``host``'s JVM where given)."""
+    env = TextWorldExpress(*TWC, share_jvm_with=host)
     try:
         gold = {}
         for game in games:
@@ -181,7 +180,7 @@ def twc_gold_paths(games: list[str]) -> dict[str, list[str]]:
 
 
 def play_twc(games: list[str], plans: list[str], *, max_steps: int = 8, context_chars: int | None = 4000,
-             gold: dict[str, list[str]] | None = None) -> list[dict]:
+             gold: dict[str, list[str]] | None = None, host: TextWorldExpress | None = None) -> list[dict]:
     """Result lines of twc games played by a scripted policy, exactly as the grader writes them
     (the real episode runner on the real TextWorldExpress; needs Java).
 
@@ -189,12 +188,14 @@ def play_twc(games: list[str], plans: list[str], *, max_steps: int = 8, context_
     say more than the action, as a model's do), ``"nonsense"`` sends an action the game does
     not know until the step limit, ``"look"`` looks around again and again: long
     observations, until the transcript outgrows ``context_chars`` (None: the step limit).
+    The simulators run in ``host``'s JVM where given, else in one JVM of their own (a JVM start is
+    most of a small run's time).
     """
-    from agent2rl_tui.envs.twx import TextWorldExpress
     from agent2rl_tui.grader.episode_runner import EpisodeFormat, Pending, play
     from agent2rl_tui.grader.evaluators.episodes import episode_result
 
-    paths = gold if gold is not None else twc_gold_paths([g for g, p in zip(games, plans, strict=True) if p == "gold"])
+    paths = gold if gold is not None else twc_gold_paths([g for g, p in zip(games, plans, strict=True) if p == "gold"],
+                                                         host)
     plan_of = dict(zip(games, plans, strict=True))
 
     def policy(batch: list[Pending]) -> list[str]:
@@ -210,8 +211,15 @@ def play_twc(games: list[str], plans: list[str], *, max_steps: int = 8, context_
         return out
 
     fits = (lambda prompt: len(prompt) <= context_chars) if context_chars else None
-    episodes = play(games, lambda: TextWorldExpress(*TWC, step_limit=max_steps), policy,
-                    fmt=EpisodeFormat(header="Your task: {goal}\n"), max_steps=max_steps, pool_size=2, fits=fits)
+    pool: list[TextWorldExpress] = []
+
+    def make() -> TextWorldExpress:  # twx.maker's way: the pool's simulators in one JVM
+        jvm = host or next((env for env in pool if env.jvm_up), None)
+        pool.append(TextWorldExpress(*TWC, step_limit=max_steps, share_jvm_with=jvm))
+        return pool[-1]
+
+    episodes = play(games, make, policy, fmt=EpisodeFormat(header="Your task: {goal}\n"), max_steps=max_steps,
+                    pool_size=2, fits=fits)
     return [episode_result(ep).to_dict() for ep in episodes]
 
 
@@ -219,7 +227,16 @@ def make_episode_run(root: Path, name: str, plans: list[list[str]], *, games: li
                      max_steps: int = 8, context_chars: int | None = 4000, t0: float = T0) -> Path:
     """A finished Level-3 (twc) run: the baseline played ``plans[0]``, submission n ``plans[n]``."""
     games = games or [f"test:{20000 + i}" for i in range(len(plans[0]))]
-    gold = twc_gold_paths(games) if any("gold" in p for p in plans) else {}
+    host = TextWorldExpress(*TWC)  # one JVM for the whole run: its gold paths and every submission's games
+    try:
+        return _episode_run(root, name, plans, games, max_steps, context_chars, t0, host)
+    finally:
+        host.close()
+
+
+def _episode_run(root: Path, name: str, plans: list[list[str]], games: list[str], max_steps: int,
+                 context_chars: int | None, t0: float, host: TextWorldExpress) -> Path:
+    gold = twc_gold_paths(games, host) if any("gold" in p for p in plans) else {}
     run = root / name
     make_run_folder(run)
     with RunStore(run / "run.db", create=True) as store:
@@ -229,7 +246,8 @@ def make_episode_run(root: Path, name: str, plans: list[list[str]], *, games: li
                          agent_ended_at=t0 + 150.0, agent_exit_code=0, end_reason="agent_exited",
                          heartbeat_at=t0 + 150.0, config_json=json.dumps({"task_folder": "tasks/twc"})))
         for n, sub_plans in enumerate(plans):
-            results = play_twc(games, sub_plans, max_steps=max_steps, context_chars=context_chars, gold=gold)
+            results = play_twc(games, sub_plans, max_steps=max_steps, context_chars=context_chars, gold=gold,
+                               host=host)
             won = sum(r["correct"] for r in results)
             at = t0 - 10 if n == 0 else t0 + 30.0 * n
             sub_id = store.add_submission(
