@@ -68,10 +68,23 @@ def test_the_machine_parts_answer(doctor: subprocess.CompletedProcess[str]) -> N
     """What this machine has, checked for real: a sandbox made, a game step played, a lock compared."""
     [bwrap] = lines_of("bubblewrap", doctor.stdout)
     assert bwrap.split()[1] == "ok" and "contained `true` ran" in bwrap
+    [java] = lines_of("java", doctor.stdout)  # the suite gives java options (conftest): their note is not the version
+    assert java.split()[1] == "ok" and "version" in java and "Picked up" not in java, java
     [twx] = lines_of("textworld", doctor.stdout)
     assert twx.split()[1] == "ok" and "played" in twx
     [lock] = [x for x in lines_of("packages", doctor.stdout) if " lock: " in x]
     assert "pins of locks/" in lock
+
+
+def test_a_jvms_note_of_its_options_is_not_its_version() -> None:
+    """With options in the environment, java first says it picked them up (a line that can hold a
+    number: ``-Dapp.version=1.2``); the version is the line after."""
+    from agent2rl_tui.run.doctor.procs import version_line
+
+    answer = ("Picked up JAVA_TOOL_OPTIONS: -Dapp.version=1.2 -XX:+UseSerialGC\n"
+              "NOTE: Picked up JDK_JAVA_OPTIONS: -Xmx1.5g\n"
+              'openjdk version "17.0.15" 2025-04-15\nOpenJDK Runtime Environment (build 17.0.15+6)\n')
+    assert version_line(answer) == 'openjdk version "17.0.15" 2025-04-15'
 
 
 def test_a_missing_part_asked_for_fails_and_names_its_fix(tmp_path: Path) -> None:

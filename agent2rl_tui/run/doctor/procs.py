@@ -132,9 +132,14 @@ def probe(name: str, *args: str, timeout: float = PROBE_TIMEOUT_S) -> dict[str, 
 _VERSION = re.compile(r"\d+\.\d+")
 
 
+JVM_NOTES = ("Picked up JAVA_TOOL_OPTIONS:", "Picked up _JAVA_OPTIONS:", "NOTE: Picked up JDK_JAVA_OPTIONS:")
+"""What ``java`` prints first when the environment gives it options: never its version."""
+
+
 def version_line(text: str) -> str:
-    """The first line of a ``--version`` answer that holds a version number, else its first line."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    """The first line of a ``--version`` answer that holds a version number, else its first line
+    (a JVM's note of the options it picked up from the environment is not the answer)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith(JVM_NOTES)]
     return next((line for line in lines if _VERSION.search(line)), lines[0] if lines else "")[:100]
 
 
