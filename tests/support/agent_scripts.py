@@ -1,5 +1,10 @@
 """Small Python programs a scripted agent (a shell `command` agent) runs in its workspace, shared by
-the tests that need one: a changed copy of the base model, and a submission to the grader."""
+the tests that need one: a changed copy of the base model, and a submission to the grader; and the
+named agent that runs them (``submitter_profile``)."""
+
+import json
+import sys
+from pathlib import Path
 
 MUTATE = '''import os, pathlib, shutil, sys
 src, dst = pathlib.Path(os.environ["MODEL_PATH"]), pathlib.Path(sys.argv[1])
@@ -33,3 +38,19 @@ def trainer():  # named for the code facts; never built
 
 time.sleep({seconds})
 '''
+
+
+def submitter_profile(folder: Path) -> dict[str, str]:
+    """Write ``folder/agents.toml`` with ``[agents.submitter]``, a named command that submits a changed
+    copy of the base model (as a researcher names each command agent of a campaign: its own cell),
+    and return the environment that names the file (``AGENT2RL_AGENTS``) for a CLI to inherit."""
+    env = {"PY": sys.executable, "MUTATE_CODE": MUTATE, "SUBMIT_CODE": SUBMIT}
+    path = folder / "agents.toml"
+    path.write_text("[agents.submitter]\n"
+                    'extends = "command"\n'
+                    'description = "submits a changed copy of the base model"\n'
+                    "command = [\"bash\", \"-c\", "
+                    + json.dumps('"$PY" -c "$MUTATE_CODE" output/m1 1 && "$PY" -c "$SUBMIT_CODE" output/m1') + "]\n"
+                    "env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }\n",
+                    encoding="utf-8")
+    return {"AGENT2RL_AGENTS": str(path)}

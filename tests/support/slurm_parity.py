@@ -4,9 +4,10 @@ environment by name, never its secrets' values.
 The session's one-node cluster (tests/support/slurm_cluster.py, as in tests/system/test_campaign_slurm_real.py)
 runs two campaigns through the CLI while the local scheduler runs a third:
 
-- one matrix (arith, the example agent, two seeds, a fixed eval draw) with ``backend = "local"``
-  and with ``backend = "slurm"``, graded by a scripted eval worker: ``campaign results``, its CSV
-  and the TUI's campaign and Compare screens read the same for both;
+- one matrix (arith, a named agent of agents.toml that submits a changed copy of the base model,
+  two seeds, a fixed eval draw) with ``backend = "local"`` and with ``backend = "slurm"``, graded by a
+  scripted eval worker: ``campaign results``, its CSV and the TUI's campaign and Compare screens
+  read the same for both, and the job found the agent's profile by the variable that names it;
 - an AlpacaEval run graded by a judge (tests/support/judge_server.py) that answers only with its key,
   the key's variable named in the campaign's options and its value set only in the shell that
   submits: the job's run is judged (the key reached the node), its agent sees the submitting
@@ -35,6 +36,7 @@ from agent2rl_tui.review.index import summarize
 from agent2rl_tui.run.campaign import Campaign
 from agent2rl_tui.run.campaign.slurm_jobs import ENDED_STATES
 from support import local_server
+from support.agent_scripts import submitter_profile
 from support.runs import cli, fill, scripted_env, wait_for
 from support.slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the session fixture
 
@@ -52,14 +54,12 @@ gpus_per_run = 0
 cpus_per_task = 1
 
 [[agents]]
-agent = "example"
-drivers = ["scripted"]
+agent = "submitter"     # support.agent_scripts.submitter_profile: the job reads it from $AGENT2RL_AGENTS
 
 [options]
 eval_limit = 2
 eval_seed = 20261126
 grace = "5s"
-env = { EXAMPLE_SFT_STEPS = "1", EXAMPLE_GRPO_STEPS = "0" }
 """
 
 KEY_VAR = "A2RL_PARITY_JUDGE_KEY"
@@ -137,7 +137,7 @@ def campaigns(slurm_cluster: SlurmCluster, prepared_data: Path, tiny_model: Path
             # Graded by a scripted eval worker (the same scores on both backends by construction): the
             # campaign's reading is what is compared; the judged run below is graded for real.
             proc = cli("campaign", "start", str(spec), root=tmp / backend, timeout=300,
-                       env=scripted_env())
+                       env={**scripted_env(), **submitter_profile(tmp)})
             assert proc.returncode == 0, proc.stdout + proc.stderr
             started[backend] = folder_of(proc.stdout)
         spec = tmp / "judged.toml"
@@ -206,7 +206,7 @@ def test_campaign_results_read_the_same_for_local_and_slurm_runs(campaigns: dict
     local_text, local_rows, local_columns = results(local, tmp / "local.csv")
     slurm_text, slurm_rows, slurm_columns = results(slurm, tmp / "slurm.csv")
     assert local_columns == slurm_columns == AUTORL_COLUMNS + OUR_COLUMNS
-    assert "arith · example · scripted · tiny-llama\n  runs: 2 finished; counted: 2 of 2 valid\n  best of budget: " \
+    assert "arith · submitter · - · tiny-llama\n  runs: 2 finished; counted: 2 of 2 valid\n  best of budget: " \
         in local_text
     assert slurm_text == local_text  # the same cell, counts and statistics, to the printed digit
 
@@ -257,6 +257,6 @@ async def test_the_campaign_and_compare_screens_read_the_same_for_local_and_slur
     assert [r[:3] for r in local["seeds"]] == [["0", "1", "finished"], ["1", "1", "finished"]]
     assert local["columns"][:8] == ["task", "prompts", "agent", "driver", "base model", "mode", "runs", "valid"]
     [row] = local["compare"]
-    assert row[:4] + row[5:8] == ["arith", "default", "example", "scripted", "mode free, first 2 eval items", "2",
+    assert row[:4] + row[5:8] == ["arith", "default", "submitter", "-", "mode free, first 2 eval items", "2",
                                   "2 of 2 valid"] and "2 runs" in local["title"]
     assert slurm == local  # every cell: the same runs, counts, profile and scores

@@ -3,9 +3,9 @@ real scheduler, its statistics against a hand computation, the CSV, and a run ki
 
 Every run here is graded by the real grader with a scripted eval worker (``SCRIPTED_GRADING``: the
 campaign is what is tested here, the grading with a model is test_run_e2e's). The matrix's agent that
-submits is a named command (``[agents.submitter]`` in agents.toml): a changed copy of the base model,
-submitted, as a researcher names each of two command agents of one campaign. The example agent's
-campaign, trained for real, is the Slurm parity's (tests/support/slurm_parity.py).
+submits is a named command (``[agents.submitter]`` in agents.toml, ``support.agent_scripts``): a
+changed copy of the base model, submitted, as a researcher names each of two command agents of one
+campaign. The example agent's own route is test_run_e2e's.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.agent_scripts import MUTATE, SUBMIT
-from support.runs import cli, fill, scripted_env, toml_inline, wait_for
+from support.agent_scripts import submitter_profile
+from support.runs import cli, fill, scripted_env, wait_for
 
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.review.campaign_view import AUTORL_COLUMNS, cell_results, read_runs
@@ -74,28 +74,16 @@ command = "echo nothing to train"
 [options]
 eval_limit = 2
 grace = "2s"
-env = ENV
 """
 
-SUBMITTER = """
-[agents.submitter]
-extends = "command"
-description = "submits a changed copy of the base model"
-command = ["bash", "-c", '"$PY" -c "$MUTATE_CODE" output/m1 1 && "$PY" -c "$SUBMIT_CODE" output/m1']
-"""
-"""An agent of the user's agents.toml: a named command, its own cell in the campaign's results."""
 
 
 @pytest.fixture(scope="module")
 def matrix(prepared_data: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The 8-run campaign, started detached through the CLI and run to its end."""
     tmp_path = tmp_path_factory.mktemp("matrix")
-    (tmp_path / "agents.toml").write_text(SUBMITTER, encoding="utf-8")
-    env = toml_inline({"PY": sys.executable, "MUTATE_CODE": MUTATE, "SUBMIT_CODE": SUBMIT})
-    spec = tmp_path / "campaign.toml"
-    spec.write_text(fill(MATRIX, MODEL=str(tiny_model), ENV=env), encoding="utf-8")  # one pass: the code says MODEL_PATH
-    proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=60,
-               env={**scripted_env(), "AGENT2RL_AGENTS": str(tmp_path / "agents.toml")})
+    proc = cli("campaign", "start", str(campaign_file(tmp_path, tiny_model, MATRIX)), root=tmp_path / "root",
+               timeout=60, env={**scripted_env(), **submitter_profile(tmp_path)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     folder = folder_of(proc.stdout)
     with Campaign(folder) as campaign:
