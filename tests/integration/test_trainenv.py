@@ -499,7 +499,7 @@ def test_a_service_that_dies_is_started_again_on_the_same_url_and_ends_with_the_
                "--read-only-path", str(script), "--model", str(tiny_model), "--budget", "5m", "--grace", "5s",
                "--eval-limit", "1", "--search-url", dsqa["search_url"], "--search-key-env", "TEST_TRAIN_SEARCH_KEY",
                "--judge-url", dsqa["judge_url"], "--judge-model", "local-judge", "--detach", root=tmp_path / "runs",
-               timeout=300, env={**os.environ, "TEST_TRAIN_SEARCH_KEY": SEARCH_KEY})
+               timeout=300, env=scripted_env({**os.environ, "TEST_TRAIN_SEARCH_KEY": SEARCH_KEY}))  # the service is tested
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = Path(re.search(r"run folder: (\S+)", proc.stdout).group(1))
     log = run / "logs" / "agent.log"

@@ -18,7 +18,6 @@ LONGEST_FIRST = (
     "test_campaign_slurm_real.py",  # about eight minutes of Slurm jobs, bounded by Slurm's own timers
     "test_plain_install.py",  # pip installs a venv of its own
     "test_bench.py",  # every benchmark's quick run
-    "test_campaign.py",  # an 8-run campaign of whole runs
     "test_gsm8k_run.py",  # a whole run of the example agent on GSM8K, 90 s of budget
     "test_alfworld.py",
     "test_trainenv.py",  # the first of the files that read the shared example run
@@ -29,6 +28,7 @@ LONGEST_FIRST = (
     "test_agents_check.py",
     "test_vllm.py",
     "test_experiment.py",
+    "test_campaign.py",  # an 8-run campaign of whole runs, graded by a scripted worker
     "test_tui.py",
     "test_types.py",  # mypy
     "test_prompt_profiles.py",
