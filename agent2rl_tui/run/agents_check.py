@@ -35,7 +35,9 @@ from agent2rl_tui.review.run_usage import RunUsage, run_usage
 from agent2rl_tui.run.lifecycle import create_run, launch_supervisor, stop_run
 from agent2rl_tui.run.profiles import AgentProfile, ProfileError, load_profiles, path_with_agent_clis
 from agent2rl_tui.run.request import RunRequest
+from agent2rl_tui.util.inert import one_line
 from agent2rl_tui.util.timeutil import compact_utc, now
+from agent2rl_tui.util.versions import version_line
 
 CHECK_FOLDER = "agents-check"
 BUDGET_S = 180.0
@@ -141,15 +143,22 @@ minute on two loaded cores); a later one takes seconds."""
 
 
 def cli_version(executable: str) -> str | None:
-    """The first line ``EXE --version`` prints that names a version (a banner's frame is skipped), or None."""
+    """The line ``EXE --version`` prints that names a version (``util.versions``: a banner's frame is
+    skipped), or None. A check whose run was made reads it from the run's record instead: its
+    pre-flight ran the same ``--version`` in the sandbox (a Python CLI's costs seconds of CPU)."""
     try:
         out = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S,
                              stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    lines = [x.strip() for x in (out.stdout or out.stderr).splitlines()]
-    named = [x for x in lines if any(c.isdigit() for c in x) and not x.startswith(("+", "|", "-", "="))]
-    return named[0][:80] if out.returncode == 0 and named else None
+    return (one_line(version_line(out.stdout + "\n" + out.stderr)) or None) if out.returncode == 0 else None
+
+
+def recorded_version(run_dir: Path) -> str | None:
+    """The agent CLI's version as the run's pre-flight recorded it with its profile (None: not recorded)."""
+    with RunStore.of_run(run_dir) as store:
+        version = store.config().profile.get("version")
+    return version if isinstance(version, str) and version else None
 
 
 def check_agents(names: list[str], *, model: Path, root: Path | None = None,
@@ -174,7 +183,6 @@ def check_agent(profile: AgentProfile, *, model: Path, runs_root: Path, profiles
     base = AgentCheck(profile.name, profile.executable, found, install_hint=profile.install_hint)
     if found is None:
         return base
-    version = cli_version(found)
     plan = _Plan(profile.name)
     agent_env = check_env(profile)
     with serve(build_script(plan.script())) as driver:
@@ -184,8 +192,9 @@ def check_agent(profile: AgentProfile, *, model: Path, runs_root: Path, profiles
         try:
             run_dir = create_run(req, env={**os.environ, **agent_env})
         except (RunError, ProfileError, ValueError) as exc:
-            return AgentCheck(**{**base.__dict__, "version": version, "error": str(exc),
+            return AgentCheck(**{**base.__dict__, "version": cli_version(found), "error": str(exc),
                                  "seconds": time.monotonic() - started})
+        version = recorded_version(run_dir)
         launch_supervisor(run_dir, agent_env)
         ended = _wait_for_end(run_dir, budget_s + SETTLE_S)
         checks = judge_run(run_dir, plan, driver)

@@ -50,7 +50,7 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import agent2rl_tui
 from agent2rl_tui.record.sessions import AGENT_HOME as AGENT_HOME  # the agent's $HOME
@@ -448,13 +448,25 @@ CHECK_S = 120.0
 """How long the pre-flight start check may take (Gemini CLI prints its version in ~2 s idle)."""
 
 
+class StartCheck(NamedTuple):
+    """What ``check_start`` saw: why the program could not start (None: it exited 0), and what it
+    printed (stdout, then stderr; at most ``SAID_MAX`` characters)."""
+
+    why: str | None
+    said: str
+
+
+SAID_MAX = 4000
+"""Characters of a start check's output kept: a ``--version`` answer is a line or a banner."""
+
+
 def check_start(argv: list[str], *, env: dict[str, str], contain: bool, runs_root: Path, data_cache: Path,
                 writable_paths: tuple[str, ...] = (), read_only_paths: tuple[str, ...] = (),
-                timeout: float = CHECK_S) -> str | None:
+                timeout: float = CHECK_S) -> StartCheck:
     """Run ``argv`` (an agent CLI's ``--version``) the way a run would start its agent: in a
     sandbox built like the run's (its own empty home, the executable found on ``env``'s PATH
-    and bound as a run binds it), from an empty workspace. None when it exits 0; else what
-    happened, for the pre-flight's refusal. Without containment it runs plainly."""
+    and bound as a run binds it), from an empty workspace. ``why`` is None when it exits 0; else
+    what happened, for the pre-flight's refusal. Without containment it runs plainly."""
     with tempfile.TemporaryDirectory(prefix="agent2rl-check-") as tmp:
         run_dir = Path(tmp) / "run"
         workspace = run_dir / "workspace"
@@ -470,12 +482,14 @@ def check_start(argv: list[str], *, env: dict[str, str], contain: bool, runs_roo
             proc = subprocess.run(made.wrap(argv), cwd=workspace, env=run_env, stdin=subprocess.DEVNULL,
                                   capture_output=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            return f"it did not exit within {timeout:.0f} s"
+            return StartCheck(f"it did not exit within {timeout:.0f} s", "")
         except OSError as exc:
-            return f"it could not be started: {exc}"
+            return StartCheck(f"it could not be started: {exc}", "")
+        said = ((proc.stdout or b"") + b"\n" + (proc.stderr or b"")).decode("utf-8", "replace").strip()[:SAID_MAX]
         code = exit_code(proc.returncode, contained=made.contained)
         if code == 0:
-            return None
-        said = (proc.stderr or proc.stdout).decode("utf-8", "replace").strip().splitlines()
+            return StartCheck(None, said)
+        last = (proc.stderr or proc.stdout).decode("utf-8", "replace").strip().splitlines()
         where = "inside the sandbox" if made.contained else "here"
-        return f"it exited with code {code} {where}" + (f": {' / '.join(said[-3:])[:500]}" if said else "")
+        return StartCheck(f"it exited with code {code} {where}" + (f": {' / '.join(last[-3:])[:500]}" if last else ""),
+                          said)

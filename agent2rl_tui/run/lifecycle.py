@@ -47,7 +47,7 @@ def names_only(env: dict[str, str]) -> dict[str, str]:
 def create_run(req: RunRequest, env: dict[str, str] | None = None) -> Path:
     """Pre-flight the request, then make the run folder with its run.db (status ``created``)."""
     env = dict(os.environ if env is None else env)
-    task, profile, model, req = preflight_run(req, env)
+    task, profile, model, req, agent_version = preflight_run(req, env)
     req = scripted_from_env(req, env)
     decoding_row = decoding_row_for(task, req)
     root = (req.root or default_root()).resolve()
@@ -66,7 +66,7 @@ def create_run(req: RunRequest, env: dict[str, str] | None = None) -> Path:
             run_dir = root / f"{base}-{n}"
     try:
         _write_new_run(run_dir, req, task.name, profile, model, task.folder,
-                       req.eval_timeout_s or task.eval_timeout_s, decoding_row)
+                       req.eval_timeout_s or task.eval_timeout_s, decoding_row, agent_version)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)  # nothing half-made is left behind
         raise
@@ -115,7 +115,8 @@ def decoding_note(run_dir: Path) -> str | None:
 
 
 def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProfile, model: Path,
-                   task_folder: Path, eval_timeout_s: float, decoding_row: str | None = None) -> None:
+                   task_folder: Path, eval_timeout_s: float, decoding_row: str | None = None,
+                   agent_version: str | None = None) -> None:
     run_dir.chmod(0o700)  # the record is its owner's: sandboxed code (another uid) cannot read it
     make_run_folder(run_dir)
     agent = profile.name
@@ -139,7 +140,8 @@ def _write_new_run(run_dir: Path, req: RunRequest, task: str, profile: AgentProf
         writable_paths=tuple(map(resolved, given.writable_paths)),
         profiles_path=str(given.profiles_path) if given.profiles_path else None,
         agent_env=names_only(req.agent_env),
-        profile={**asdict(profile), "env": redacted(profile.env)},
+        # The profile as it was, with what its CLI answered to --version in the pre-flight's sandbox.
+        profile={**asdict(profile), "env": redacted(profile.env), **({"version": agent_version} if agent_version else {})},
         # The seed of the run's eval draw (tasks/registry.py): here only, never in the workspace.
         eval_seed=draw_eval_seed() if given.eval_seed is None else int(given.eval_seed),
     )

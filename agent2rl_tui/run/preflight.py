@@ -22,7 +22,9 @@ from agent2rl_tui.run.profiles import AgentProfile, ProfileError, driver_setup, 
 from agent2rl_tui.run.request import RunRequest
 from agent2rl_tui.tasks.modelfiles import check_model_folder, check_model_loads
 from agent2rl_tui.tasks.registry import InferenceSettings, Task, TaskError, cache_root, engine_settings, load_task
+from agent2rl_tui.util.inert import one_line
 from agent2rl_tui.util.numbers import is_digits
+from agent2rl_tui.util.versions import version_line
 
 
 def check_gpus(gpus: str) -> None:
@@ -180,16 +182,17 @@ def check_webshop(task: Task, store: dict[str, Any] | None) -> dict[str, Any] | 
     return None
 
 
-def check_agent_starts(req: RunRequest, profile: AgentProfile, env: dict[str, str]) -> None:
+def check_agent_starts(req: RunRequest, profile: AgentProfile, env: dict[str, str]) -> str | None:
     """The agent's CLI starts the way the run will start it: its ``check_args`` (``--version``)
     run through the same containment (docs/agent-clis.md). A CLI found on PATH whose install the
     sandbox would not show (``env: 'claude': No such file or directory``, exit 127) is refused
-    here, before the run exists, and not after its budget has started."""
+    here, before the run exists, and not after its budget has started. Returns the version line
+    it printed (the run records it with its profile), or None for an agent with nothing to check."""
     if not profile.check_args:
-        return
+        return None
     driver_setup(profile, req.config.driver_url, profile.driver(req.driver), env)  # a bad URL is refused too
     agent_env = profile.agent_env(env, None)
-    why = containment.check_start(
+    why, said = containment.check_start(
         [profile.executable, *profile.check_args], env=agent_env, contain=req.config.contain,
         runs_root=(req.root or default_root()).resolve(), data_cache=cache_root(),
         writable_paths=(*profile.writable_paths, *req.config.writable_paths),
@@ -200,6 +203,7 @@ def check_agent_starts(req: RunRequest, profile: AgentProfile, env: dict[str, st
             f"agent {profile.name}: `{shown}` failed ({why}). The run would not be able to start its agent. "
             f"Check the install ({profile.install_hint or 'see docs/agent-clis.md'}); a CLI that needs files "
             "the sandbox hides can be given them with --read-only-path PATH")
+    return one_line(version_line(said)) or None
 
 
 def check_metering(req: RunRequest, profile: AgentProfile, env: dict[str, str]) -> None:
@@ -224,13 +228,15 @@ def checked_options(task: Task, req: RunRequest, env: dict[str, str]) -> dict[st
 
 
 class Preflight(NamedTuple):
-    """What ``preflight_run`` found: the task, the agent's profile, the model folder (resolved)
-    and the request as checked (a copy; the request given is left as it was)."""
+    """What ``preflight_run`` found: the task, the agent's profile, the model folder (resolved),
+    the request as checked (a copy; the request given is left as it was) and the agent CLI's
+    version as it answered in its sandbox (None: an agent without a CLI to check)."""
 
     task: Task
     profile: AgentProfile
     model: Path
     request: RunRequest
+    agent_version: str | None = None
 
 
 def preflight_run(req: RunRequest, env: dict[str, str]) -> Preflight:
@@ -240,7 +246,7 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> Preflight:
     profile = get_profile(req.agent, Path(req.config.profiles_path) if req.config.profiles_path else None)
     preflight(profile, env, command=req.command, allow_missing_key=req.allow_missing_key)
     check_metering(req, profile, env)
-    check_agent_starts(req, profile, env)
+    version = check_agent_starts(req, profile, env)
     model = req.model.expanduser().resolve()
     problem = check_model_folder(model)
     if problem and problem.code == "not_found" and looks_like_hub_id(str(req.model)):
@@ -264,7 +270,7 @@ def preflight_run(req: RunRequest, env: dict[str, str]) -> Preflight:
     checked = req.with_config(**checked_options(task, req, env))
     if req.budget_s <= 0 or req.grace_s < 0:
         raise RunError("the budget must be positive and the grace period not negative")
-    return Preflight(task, profile, model, checked)
+    return Preflight(task, profile, model, checked, version)
 
 
 def looks_like_hub_id(text: str) -> bool:

@@ -367,7 +367,7 @@ def test_the_sandbox_starts_a_cli_wherever_it_is_installed(tmp_path: Path) -> No
     assert containment.executable_paths("claude", str(home), home) == [loose]  # bound alone, never the home
     runs, cache = tmp_path / "runs", tmp_path / "cache"
     for argv in (["tool", "--version"], ["oh", "--version"], [str(loose)]):
-        assert containment.check_start(argv, env=env, contain=True, runs_root=runs, data_cache=cache) is None, argv
+        assert containment.check_start(argv, env=env, contain=True, runs_root=runs, data_cache=cache).why is None, argv
 
     run = tmp_path / "runs" / "r"
     (run / "workspace").mkdir(parents=True)

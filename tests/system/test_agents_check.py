@@ -119,6 +119,8 @@ def test_agents_check_passes_openhands_where_make_agent_clis_put_it(tmp_path: Pa
     with RunStore.of_run(run) as store:
         assert store.llm_calls() and all(c.status == 200 for c in store.llm_calls())
         assert [s.kind for s in store.submissions(kind="agent")] == ["agent"]
+        # The version the check names is the one the run's pre-flight got in the sandbox, kept with its profile.
+        assert lines[0].split()[2:5] == store.config().profile["version"].split()[:3]
     assert "sk-real-key-must-not-travel" not in (run / "logs" / "meter.log").read_text(errors="replace")
 
 

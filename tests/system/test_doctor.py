@@ -79,7 +79,7 @@ def test_the_machine_parts_answer(doctor: subprocess.CompletedProcess[str]) -> N
 def test_a_jvms_note_of_its_options_is_not_its_version() -> None:
     """With options in the environment, java first says it picked them up (a line that can hold a
     number: ``-Dapp.version=1.2``); the version is the line after."""
-    from agent2rl_tui.run.doctor.procs import version_line
+    from agent2rl_tui.util.versions import version_line
 
     answer = ("Picked up JAVA_TOOL_OPTIONS: -Dapp.version=1.2 -XX:+UseSerialGC\n"
               "NOTE: Picked up JDK_JAVA_OPTIONS: -Xmx1.5g\n"

@@ -14,7 +14,6 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -22,6 +21,8 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from agent2rl_tui.util.versions import version_line
 
 MODULE = "agent2rl_tui.run.doctor.probes"
 """The probes' entry point, ``python -P -m MODULE PROBE``. Named here, not in ``probes``, so
@@ -127,20 +128,6 @@ def probe(name: str, *args: str, timeout: float = PROBE_TIMEOUT_S) -> dict[str, 
     except (IndexError, ValueError):
         answer = None
     return answer if isinstance(answer, dict) else {"error": ran.why()}
-
-
-_VERSION = re.compile(r"\d+\.\d+")
-
-
-JVM_NOTES = ("Picked up JAVA_TOOL_OPTIONS:", "Picked up _JAVA_OPTIONS:", "NOTE: Picked up JDK_JAVA_OPTIONS:")
-"""What ``java`` prints first when the environment gives it options: never its version."""
-
-
-def version_line(text: str) -> str:
-    """The first line of a ``--version`` answer that holds a version number, else its first line
-    (a JVM's note of the options it picked up from the environment is not the answer)."""
-    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith(JVM_NOTES)]
-    return next((line for line in lines if _VERSION.search(line)), lines[0] if lines else "")[:100]
 
 
 def program_version(path: str, *args: str) -> tuple[str, Ran]:
