@@ -59,6 +59,44 @@ def game_path(root: Path, game: str) -> Path:
     return path
 
 
+TRANSLATIONS_KEPT = 32
+"""Games whose PDDL->SAS translations one process keeps (``remember_translations``)."""
+
+
+def remember_translations(kept: int = TRANSLATIONS_KEPT) -> None:
+    """Memoize fast-downward's PDDL->SAS translation in this process, by (domain, problem, optimize).
+
+    TextWorld's PDDL environment translates a game four times for one ``load`` then ``reset``
+    (a ``PddlState`` in each, each translating twice): about 1.5 s of CPU thrown away per game,
+    and a game played again (a GRPO group's episodes, a rerun) pays it all again. The translation
+    is a pure function of the texts; a kept task is handed out as a deep copy, so no state shares
+    it. Observations, admissible commands and plans are the same with it (tests/integration/
+    test_alfworld.py plays the games both ways). Idempotent."""
+    import copy
+    from collections import OrderedDict
+
+    import fast_downward
+
+    if getattr(fast_downward.pddl2sas, "remembers", False):
+        return
+    translate = fast_downward.pddl2sas
+    kept_tasks: OrderedDict[tuple[str, str, bool], tuple[Any, str]] = OrderedDict()
+
+    def pddl2sas(domain: str, problem: str, verbose: bool = False, optimize: bool = False) -> tuple[Any, str]:
+        key = (domain, problem, bool(optimize))
+        if key in kept_tasks:
+            kept_tasks.move_to_end(key)
+        else:
+            kept_tasks[key] = translate(domain, problem, verbose=verbose, optimize=optimize)
+            while len(kept_tasks) > kept:
+                kept_tasks.popitem(last=False)
+        task, sas = kept_tasks[key]
+        return copy.deepcopy(task), sas
+
+    pddl2sas.remembers = True  # type: ignore[attr-defined]
+    fast_downward.pddl2sas = pddl2sas
+
+
 class ALFWorld:
     """One TextWorld PDDL environment playing ALFWorld games from one games root."""
 
@@ -76,6 +114,7 @@ class ALFWorld:
         if not root.is_dir():
             raise EnvError(f"the ALFWorld games folder {root} does not exist: {PREPARE_HINT}")
         self.root = root
+        remember_translations()
         # PddlEnv itself, not textworld's GenericEnvironment: that one picks a backend by searching the
         # whole path for ".z[1-8]", so a games folder under e.g. /tmp/x.z4ab/ was played as a Z-machine
         # file and every game failed ("Only .z[1-8] files are supported!").

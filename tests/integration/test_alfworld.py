@@ -347,6 +347,43 @@ def test_the_adapter_shows_what_alfworlds_own_env_shows(cache: Path, tmp_path: P
         ours.close()
 
 
+PLAY_ONE = """
+import json, sys
+from pathlib import Path
+import agent2rl_tui.envs.alfworld as alfworld_env
+root, game, how = sys.argv[1:4]  # read first: fast-downward's translator rewrites sys.argv
+if how == "untranslated":
+    alfworld_env.remember_translations = lambda *a, **k: None  # TextWorld's own translations, every time
+env = alfworld_env.ALFWorld(Path(root))
+trace = []
+for _ in range(2):  # the same game twice: the second from the kept translations, where they are kept
+    start = env.reset(game)
+    plan = env.gold_actions() or []
+    trace.append([start.observation, start.admissible, plan])
+    for action in ["look", *plan[:3]]:
+        outcome = env.step(action)
+        trace.append([outcome.observation, outcome.admissible, outcome.won, outcome.done])
+import fast_downward
+print(json.dumps({"kept": getattr(fast_downward.pddl2sas, "remembers", False), "trace": trace}))
+"""
+
+
+def test_kept_translations_play_as_textworlds_own(cache: Path) -> None:
+    """The environment keeps fast-downward's PDDL->SAS translations (``remember_translations``: TextWorld
+    translated each game four times a reset): a game reset, planned and played, then again, shows
+    exactly what it shows with TextWorld translating every time."""
+    traces = {}
+    for how in ("kept", "untranslated"):
+        out = subprocess.run([sys.executable, "-c", PLAY_ONE, str(cache / "alfworld" / "games"), EVAL[0], how],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        played = json.loads(out.stdout.splitlines()[-1])
+        assert played["kept"] is (how == "kept")
+        traces[how] = played["trace"]
+    assert traces["kept"] == traces["untranslated"]
+    assert traces["kept"][0][2] and traces["kept"][0] == traces["kept"][5]  # a plan; the replay starts alike
+
+
 def test_games_under_a_path_that_looks_like_a_z_machine_file_play(cache: Path, tmp_path: Path) -> None:
     """textworld's own loader takes any path with ".z[1-8]" in it for a Z-machine game; the adapter loads
     the PDDL games itself."""

@@ -24,7 +24,8 @@ The environment: textworld's ``GenericEnvironment`` with ALFWorld's ``AlfredDema
 ``AlfredInfos`` wrappers, as ``AlfredTWEnv`` builds it; ``env.load(path to
 game.tw-pddl)``, ``env.reset()`` → ``(observation, infos)``, ``env.step(command)`` →
 ``(observation, score, done, infos)`` with ``infos["won"]`` and
-``infos["admissible_commands"]``. A game costs a few seconds to load and ~0.2 s a step.
+``infos["admissible_commands"]``. A game costs about a second to load (less when it is played
+again in the same process: ``remember_translations``) and ~0.05 s a step.
 """
 
 from __future__ import annotations
@@ -44,10 +45,42 @@ PREFIXES = {"pick_and_place": "put", "pick_clean_then_place": "clean", "pick_hea
             "pick_cool_then_place": "cool", "look_at_obj": "examine", "pick_two_obj": "puttwo"}
 
 
+def remember_translations(kept: int = 32) -> None:
+    """Keep fast-downward's PDDL->SAS translations in this process (by domain, problem and optimize):
+    TextWorld translates a game four times for one load and reset, and again each time it is played;
+    the translation is a pure function of the texts (a kept task is handed out as a deep copy). The
+    grader's environment does the same (agent2rl_tui/envs/alfworld.py); the games play the same."""
+    import copy
+    from collections import OrderedDict
+
+    import fast_downward
+
+    if getattr(fast_downward.pddl2sas, "remembers", False):
+        return
+    translate = fast_downward.pddl2sas
+    kept_tasks: OrderedDict[tuple[str, str, bool], Any] = OrderedDict()
+
+    def pddl2sas(domain: str, problem: str, verbose: bool = False, optimize: bool = False) -> Any:
+        key = (domain, problem, bool(optimize))
+        if key in kept_tasks:
+            kept_tasks.move_to_end(key)
+        else:
+            kept_tasks[key] = translate(domain, problem, verbose=verbose, optimize=optimize)
+            while len(kept_tasks) > kept:
+                kept_tasks.popitem(last=False)
+        task, sas = kept_tasks[key]
+        return copy.deepcopy(task), sas
+
+    pddl2sas.remembers = True  # type: ignore[attr-defined]
+    fast_downward.pddl2sas = pddl2sas
+
+
 def make_env() -> Any:
     import textworld
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
     from textworld.envs.wrappers import Filter, GenericEnvironment
+
+    remember_translations()
 
     env: Any = GenericEnvironment(textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"]))
     for wrapper in (AlfredDemangler(shuffle=False), AlfredInfos, Filter):
