@@ -33,6 +33,22 @@ LONGEST_FIRST = (
     "test_types.py",  # mypy
     "test_prompt_profiles.py",
     "test_eval_items.py",
+    # Then the files of a few tests that each take ten seconds or more: left to xdist's rule (the
+    # most tests first), a file of one such test started last and ran alone at the end.
+    "test_hostile_record.py",
+    "test_doctor.py",
+    "test_sandbox.py",
+    "test_alpacaeval.py",
+    "test_lifecycle.py",
+    "test_deepsearchqa.py",
+    "test_progress.py",
+    "test_grader_api.py",
+    "test_locks.py",
+    "test_secrets.py",
+    "test_intake.py",
+    "test_claims.py",
+    "test_webshop.py",
+    "test_hostile_grader.py",
 )
 
 
