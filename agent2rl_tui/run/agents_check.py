@@ -35,9 +35,8 @@ from agent2rl_tui.review.run_usage import RunUsage, run_usage
 from agent2rl_tui.run.lifecycle import create_run, launch_supervisor, stop_run
 from agent2rl_tui.run.profiles import AgentProfile, ProfileError, load_profiles, path_with_agent_clis
 from agent2rl_tui.run.request import RunRequest
-from agent2rl_tui.util.inert import one_line
 from agent2rl_tui.util.timeutil import compact_utc, now
-from agent2rl_tui.util.versions import version_line
+from agent2rl_tui.util.versions import named_version
 
 CHECK_FOLDER = "agents-check"
 BUDGET_S = 180.0
@@ -151,7 +150,7 @@ def cli_version(executable: str) -> str | None:
                              stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return (one_line(version_line(out.stdout + "\n" + out.stderr)) or None) if out.returncode == 0 else None
+    return named_version(out.stdout + "\n" + out.stderr) if out.returncode == 0 else None
 
 
 def recorded_version(run_dir: Path) -> str | None:

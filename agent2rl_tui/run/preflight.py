@@ -22,9 +22,8 @@ from agent2rl_tui.run.profiles import AgentProfile, ProfileError, driver_setup, 
 from agent2rl_tui.run.request import RunRequest
 from agent2rl_tui.tasks.modelfiles import check_model_folder, check_model_loads
 from agent2rl_tui.tasks.registry import InferenceSettings, Task, TaskError, cache_root, engine_settings, load_task
-from agent2rl_tui.util.inert import one_line
 from agent2rl_tui.util.numbers import is_digits
-from agent2rl_tui.util.versions import version_line
+from agent2rl_tui.util.versions import named_version
 
 
 def check_gpus(gpus: str) -> None:
@@ -203,7 +202,7 @@ def check_agent_starts(req: RunRequest, profile: AgentProfile, env: dict[str, st
             f"agent {profile.name}: `{shown}` failed ({why}). The run would not be able to start its agent. "
             f"Check the install ({profile.install_hint or 'see docs/agent-clis.md'}); a CLI that needs files "
             "the sandbox hides can be given them with --read-only-path PATH")
-    return one_line(version_line(said)) or None
+    return named_version(said)
 
 
 def check_metering(req: RunRequest, profile: AgentProfile, env: dict[str, str]) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from agent2rl_tui.util.inert import one_line
+
 _VERSION = re.compile(r"\d+\.\d+")
 
 JVM_NOTES = ("Picked up JAVA_TOOL_OPTIONS:", "Picked up _JAVA_OPTIONS:", "NOTE: Picked up JDK_JAVA_OPTIONS:")
@@ -23,3 +25,8 @@ def version_line(text: str) -> str:
     not the answer). At most ``VERSION_LINE_MAX`` characters."""
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith(JVM_NOTES)]
     return next((line for line in lines if _VERSION.search(line)), lines[0] if lines else "")[:VERSION_LINE_MAX]
+
+
+def named_version(text: str) -> str | None:
+    """``version_line`` as one inert row, for a record or a terminal; None when nothing was said."""
+    return one_line(version_line(text)) or None
