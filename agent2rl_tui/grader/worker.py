@@ -196,6 +196,22 @@ def serve(jobs: TextIO, answers: TextIO, started: float, ready: float) -> None:
         keeper.close()
 
 
+def skip_sklearn_in_generation() -> None:
+    """Tell transformers scikit-learn is absent before its generation code loads.
+
+    ``transformers.generation.candidate_generator`` imports ``sklearn.metrics`` (and with it
+    scipy's statistics) whenever scikit-learn is installed, for one function of assisted
+    decoding's confidence threshold: about 1 CPU-s of every worker's start. Grading never
+    decodes with an assistant model, and scikit-learn is installed for AlpacaEval's
+    length-controlled win rate, which imports it itself where it is used. Only that one
+    availability check is answered: nothing else in transformers asks it.
+    """
+    import transformers.utils
+
+    if hasattr(transformers.utils, "is_sklearn_available"):
+        transformers.utils.is_sklearn_available = lambda: False
+
+
 def main() -> int:
     from agent2rl_tui.util.procs import die_with_parent
 
@@ -204,6 +220,7 @@ def main() -> int:
     answers = protocol_channel()
     # Pay the heavy imports before the job arrives: this is what "warm" means here. The
     # model classes and generation code are most of it (~1.5 s of the ~3 s on a CPU box).
+    skip_sklearn_in_generation()
     import torch  # noqa: F401
     from transformers import (  # noqa: F401
         AutoModelForCausalLM,

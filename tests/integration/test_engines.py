@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,6 +137,32 @@ def test_transformers_engine_chat_and_completion_prompts(tiny_model: Path) -> No
     assert batched == one_by_one  # left padding changes nothing under greedy decoding
     plain = engine.generate(["def f():"], InferenceSettings(max_new_tokens=4, chat=False, stop=("\n",)))
     assert "\n" not in plain[0]
+
+
+WARM_WORKER = """
+import sys
+from pathlib import Path
+from agent2rl_tui.grader.worker import skip_sklearn_in_generation
+skip_sklearn_in_generation()
+from agent2rl_tui.grader.engines.hf import TransformersEngine
+from agent2rl_tui.tasks.registry import InferenceSettings
+engine = TransformersEngine()
+engine.load(Path(sys.argv[1]))
+answer = engine.generate([engine.render([{"role": "user", "content": "1+2="}])], InferenceSettings(max_new_tokens=4))
+print("sklearn" in sys.modules, "sklearn.metrics" in sys.modules, len(answer))
+import sklearn.linear_model  # AlpacaEval's length-controlled win rate, later in the same worker
+print("sklearn" in sys.modules)
+"""
+
+
+def test_a_warm_worker_generates_without_loading_scikit_learn(tiny_model: Path) -> None:
+    """The worker's start skips transformers' import of scikit-learn (about 1 CPU-s), which only
+    assisted decoding uses: generation works without it, and AlpacaEval's win rate can still
+    import it afterwards. If transformers stops importing it, the worker's skip can go."""
+    proc = subprocess.run([sys.executable, "-c", WARM_WORKER, str(tiny_model)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["False", "False", "1", "True"], proc.stdout
 
 
 def test_no_gpu_means_transformers_here_for_the_tiny_model(tiny_model: Path) -> None:
