@@ -57,7 +57,7 @@ def workspace(root: Path, task: Task) -> Path:
     code.mkdir()
     write_jsonl(data / "train.jsonl", task.load_split("train"))
     write_play_kit(data, task, task.settings_for(None))
-    for name in ("episodes_sft.py", "episodes_grpo.py", "without_vllm.py", "timebox.py"):
+    for name in ("episodes_sft.py", "episodes_grpo.py", "lean_imports.py", "timebox.py"):
         (code / name).write_text(resources.files(SCRIPTS).joinpath(name).read_text(encoding="utf-8"), encoding="utf-8")
     return root
 

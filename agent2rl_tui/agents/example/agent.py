@@ -226,7 +226,7 @@ def stage(workspace: Path, api: GraderAPI, name: str, script: str, out: Path, *a
     """One stage: write ``script`` (and ``helpers``) into code/, run it to train ``out`` until its
     ``share`` of the budget left is used (``timebox.py``: it stops and saves what it has), submit
     it, note the score. None when the script failed (the stage before stays the best)."""
-    write_code(workspace, *helpers, "without_vllm.py", "timebox.py", script)
+    write_code(workspace, *helpers, "lean_imports.py", "timebox.py", script)
     started = time.time()
     until = until_for(api, share)
     if until is not None:

@@ -28,7 +28,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-import without_vllm  # noqa: F401  (before anything imports TRL)
+import lean_imports  # noqa: F401  (before anything imports TRL or transformers)
 from episodes_sft import load_play_kit  # beside this file in code/, written by stage one
 from timebox import StopAt, add_until, limit
 

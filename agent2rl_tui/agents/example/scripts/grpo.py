@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import without_vllm  # noqa: F401  (before anything imports TRL)
+import lean_imports  # noqa: F401  (before anything imports TRL or transformers)
 from prompts import grader_messages
 from reward import exact_match_reward
 from timebox import StopAt, add_until, limit

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import without_vllm  # noqa: F401  (before anything imports TRL)
+import lean_imports  # noqa: F401  (before anything imports TRL or transformers)
 from timebox import add_until, limit, time_up
 
 

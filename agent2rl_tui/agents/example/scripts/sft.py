@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import without_vllm  # noqa: F401  (before anything imports TRL)
+import lean_imports  # noqa: F401  (before anything imports TRL or transformers)
 from prompts import grader_messages
 from timebox import StopAt, add_until, limit, time_left
 
