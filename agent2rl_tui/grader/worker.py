@@ -196,20 +196,22 @@ def serve(jobs: TextIO, answers: TextIO, started: float, ready: float) -> None:
         keeper.close()
 
 
-def skip_sklearn_in_generation() -> None:
-    """Tell transformers scikit-learn is absent before its generation code loads.
+def skip_unused_optional_imports() -> None:
+    """Tell transformers that scikit-learn and scipy are absent, before it loads its model code.
 
-    ``transformers.generation.candidate_generator`` imports ``sklearn.metrics`` (and with it
-    scipy's statistics) whenever scikit-learn is installed, for one function of assisted
-    decoding's confidence threshold: about 1 CPU-s of every worker's start. Grading never
-    decodes with an assistant model, and scikit-learn is installed for AlpacaEval's
-    length-controlled win rate, which imports it itself where it is used. Only that one
-    availability check is answered: nothing else in transformers asks it.
+    Where they are installed, transformers imports both for parts no grading uses: its generation
+    code imports ``sklearn.metrics`` (and with it scipy's statistics) for assisted decoding's
+    confidence threshold, and its object-detection losses import ``scipy.optimize``. Together
+    that is about 1.3 CPU-s of every worker's start. Grading never decodes with an assistant
+    model nor loads a detection model, and scikit-learn is installed for AlpacaEval's
+    length-controlled win rate, which imports it itself where it is used. Only transformers'
+    own two availability checks are answered; nothing else asks them.
     """
     import transformers.utils
 
-    if hasattr(transformers.utils, "is_sklearn_available"):
-        transformers.utils.is_sklearn_available = lambda: False
+    for check in ("is_sklearn_available", "is_scipy_available"):
+        if hasattr(transformers.utils, check):
+            setattr(transformers.utils, check, lambda: False)
 
 
 def main() -> int:
@@ -220,7 +222,7 @@ def main() -> int:
     answers = protocol_channel()
     # Pay the heavy imports before the job arrives: this is what "warm" means here. The
     # model classes and generation code are most of it (~1.5 s of the ~3 s on a CPU box).
-    skip_sklearn_in_generation()
+    skip_unused_optional_imports()
     import torch  # noqa: F401
     from transformers import (  # noqa: F401
         AutoModelForCausalLM,

@@ -142,23 +142,24 @@ def test_transformers_engine_chat_and_completion_prompts(tiny_model: Path) -> No
 WARM_WORKER = """
 import sys
 from pathlib import Path
-from agent2rl_tui.grader.worker import skip_sklearn_in_generation
-skip_sklearn_in_generation()
+from agent2rl_tui.grader.worker import skip_unused_optional_imports
+skip_unused_optional_imports()
 from agent2rl_tui.grader.engines.hf import TransformersEngine
 from agent2rl_tui.tasks.registry import InferenceSettings
 engine = TransformersEngine()
 engine.load(Path(sys.argv[1]))
 answer = engine.generate([engine.render([{"role": "user", "content": "1+2="}])], InferenceSettings(max_new_tokens=4))
-print("sklearn" in sys.modules, "sklearn.metrics" in sys.modules, len(answer))
+print("sklearn" in sys.modules, "scipy" in sys.modules, len(answer))
 import sklearn.linear_model  # AlpacaEval's length-controlled win rate, later in the same worker
 print("sklearn" in sys.modules)
 """
 
 
-def test_a_warm_worker_generates_without_loading_scikit_learn(tiny_model: Path) -> None:
-    """The worker's start skips transformers' import of scikit-learn (about 1 CPU-s), which only
-    assisted decoding uses: generation works without it, and AlpacaEval's win rate can still
-    import it afterwards. If transformers stops importing it, the worker's skip can go."""
+def test_a_warm_worker_generates_without_loading_scikit_learn_or_scipy(tiny_model: Path) -> None:
+    """The worker's start skips transformers' imports of scikit-learn and scipy (about 1.3 CPU-s),
+    which only assisted decoding and detection losses use: generation works without them, and
+    AlpacaEval's win rate can still import scikit-learn afterwards. If transformers stops
+    importing them, the worker's skip can go."""
     proc = subprocess.run([sys.executable, "-c", WARM_WORKER, str(tiny_model)], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
