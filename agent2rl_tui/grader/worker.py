@@ -204,8 +204,9 @@ def skip_unused_optional_imports() -> None:
     confidence threshold, and its object-detection losses import ``scipy.optimize``. Together
     that is about 1.3 CPU-s of every worker's start. Grading never decodes with an assistant
     model nor loads a detection model, and scikit-learn is installed for AlpacaEval's
-    length-controlled win rate, which imports it itself where it is used. Only transformers'
-    own two availability checks are answered; nothing else asks them.
+    length-controlled win rate, which imports it itself where it is used. Only these two checks
+    in ``transformers.utils`` are answered: of transformers' other modules, only detection,
+    segmentation and pose models, FNet, Pop2Piano and the GLUE metrics ask them, none a causal LM.
     """
     import transformers.utils
 
