@@ -169,15 +169,18 @@ def test_the_agent_runs_its_own_code_and_logs_it(example_run: tuple[Path, str]) 
     assert "code/lean_imports.py" in log and "vLLM" not in log  # TRL warns of vLLM's version when it imports it
 
 
-def test_the_agents_stages_import_trl_without_vllm_scikit_learn_or_scipy() -> None:
+def test_the_agents_stages_import_trl_without_vllm_scikit_learn_or_scipy(tmp_path: Path) -> None:
     """All three are installed here; lean_imports, imported first, keeps TRL's and transformers'
     optional imports of them out of every training stage (about 5 CPU-s a stage). If a library
     stops importing one of them, its line in lean_imports can go."""
-    scripts = Path(importlib.util.find_spec("agent2rl_tui.agents.example").origin).parent / "scripts"
+    from agent2rl_tui.agents.example.agent import write_code
+
+    [module] = write_code(tmp_path, "lean_imports.py")  # as a stage finds it in the workspace's code/
     stage = ("import sys; sys.path.insert(0, sys.argv[1]); import lean_imports; "
              "from trl import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer; "
              "print(*(name in sys.modules for name in ('vllm', 'sklearn', 'scipy')))")
-    proc = subprocess.run([sys.executable, "-c", stage, str(scripts)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", stage, str(module.parent)], capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["False", "False", "False"], proc.stdout
     assert importlib.util.find_spec("vllm") and importlib.util.find_spec("sklearn") and importlib.util.find_spec("scipy")

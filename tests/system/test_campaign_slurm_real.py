@@ -55,6 +55,11 @@ grace = "5s"
 env = ENV
 """
 
+STATUS_POLL_S = 4
+"""How often a test that waits on Slurm asks `campaign status` (a CLI process, squeue and sacct:
+about 0.2 CPU-s each): the jobs take tens of seconds. The 4-run campaign's watch, which must see a
+job PENDING while others run, samples every second instead."""
+
 STATUS_LINE = re.compile(r"^\s*(\d+) .* seed (\d+)\s+(\S+)\s+(?:(\S+)\s+)?job (\d+) ([A-Z_]+)")
 """One run in `campaign status`: row id, seed, state, run folder (once started), job id, Slurm state."""
 
@@ -120,7 +125,7 @@ def test_a_campaign_runs_as_slurm_jobs_and_slurm_decides_how_many_at_once(
     # Each job ends once its run has: COMPLETED, as squeue and then sacct say. Only then has submitit
     # written the job's result (run_job returns after the supervisor has exited, and its process then
     # pickles the result): a run reads finished a moment before its job's result exists.
-    wait_for(lambda: {r[5] for r in status_rows(folder)} == {"COMPLETED"}, timeout=300, interval=3,
+    wait_for(lambda: {r[5] for r in status_rows(folder)} == {"COMPLETED"}, timeout=300, interval=STATUS_POLL_S,
              what="the four jobs to be COMPLETED")
     for job_id in job_ids.values():
         assert list((folder / "slurm" / job_id).glob("*_result.pkl")), "submitit keeps each job's result"
@@ -176,7 +181,7 @@ def test_a_job_sbatch_refuses_is_said_and_submitted_once_the_file_is_mended(
                       encoding="utf-8")
     again = cli("campaign", "resume", str(folder), timeout=300)
     assert again.returncode == 0 and "1 jobs submitted" in again.stdout, again.stdout + again.stderr
-    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["finished"], timeout=900, interval=4,
+    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["finished"], timeout=900, interval=STATUS_POLL_S,
              what="the mended campaign's run to finish")
     with Campaign(folder) as campaign:
         assert summarize(Path(campaign.rows()[0].run_dir or "")).baseline is not None
@@ -215,7 +220,7 @@ def test_a_job_cancelled_mid_run_is_not_a_finished_run_and_is_queued_again(
     proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     folder = folder_of(proc.stdout)
-    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["running"], timeout=600, interval=3,
+    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["running"], timeout=600, interval=STATUS_POLL_S,
              what="the agent to run inside its job")
     [(_, _, _, run_name, job_id, slurm_state)] = status_rows(folder)
     assert slurm_state == "RUNNING"
@@ -224,7 +229,7 @@ def test_a_job_cancelled_mid_run_is_not_a_finished_run_and_is_queued_again(
     # Slurm signals every process of the job: the run is closed as stopped (its record and report
     # written), never counted as finished; `campaign status` names the cancelled job.
     wait_for(lambda: [(r[2], r[5]) for r in status_rows(folder)] == [("stopped", "CANCELLED")], timeout=300,
-             interval=3, what="the cancelled job's run to be closed")
+             interval=STATUS_POLL_S, what="the cancelled job's run to be closed")
     s = summarize(folder / run_name)
     assert s.status == "stopped" and s.end_reason == "stopped", (s.status, s.end_reason)
     assert (folder / run_name / "report" / "report.json").is_file()
@@ -233,7 +238,7 @@ def test_a_job_cancelled_mid_run_is_not_a_finished_run_and_is_queued_again(
     go.touch()  # the next attempt's agent ends at once
     again = cli("campaign", "requeue", str(folder), run_name, timeout=300)
     assert again.returncode == 0 and "queued again as 2; job " in again.stdout, again.stdout + again.stderr
-    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["superseded", "finished"], timeout=600, interval=4,
+    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["superseded", "finished"], timeout=600, interval=STATUS_POLL_S,
              what="the second attempt to finish")
     rows = status_rows(folder)
     assert rows[0][4] == job_id and rows[1][4] != job_id and rows[1][3] != run_name
@@ -264,7 +269,7 @@ def test_a_job_that_fails_before_its_run_starts_says_why(
     shutil.rmtree(model)
     assert slurm_cluster.run("scontrol", "release", job_id).returncode == 0
 
-    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["failed"], timeout=600, interval=3,
+    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["failed"], timeout=600, interval=STATUS_POLL_S,
              what="the job to fail")
     status = cli("campaign", "status", str(folder)).stdout
     assert f"job {job_id} FAILED" in status and "before its run started" in status, status
@@ -336,7 +341,7 @@ def test_a_job_that_hits_its_time_limit_is_stopped_as_a_budget_ends(
     # Slurm's warning stops the run the way its budget's end would: the agent ended, its submission
     # made in time scored, the report written; the job then ends by itself, before its limit.
     wait_for(lambda: [(r[2], r[5]) for r in status_rows(folder)] == [("stopped", "COMPLETED")], timeout=900,
-             interval=5, what="the time-limited job's run to be stopped")
+             interval=STATUS_POLL_S, what="the time-limited job's run to be stopped")
     status = cli("campaign", "status", str(folder)).stdout
     assert "(time_limit)" in status, status
     with Campaign(folder) as campaign:
@@ -368,7 +373,7 @@ def test_a_job_killed_hard_leaves_its_run_lost_and_it_is_queued_again(
     proc = cli("campaign", "start", str(spec), root=tmp_path / "root", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     folder = folder_of(proc.stdout)
-    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["running"], timeout=600, interval=3,
+    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["running"], timeout=600, interval=STATUS_POLL_S,
              what="the agent to run inside its job")
     [(_, _, _, run_name, job_id, _)] = status_rows(folder)
     # As a node lost would: every process of the job on the node (`scontrol listpids`: the batch
@@ -385,7 +390,7 @@ def test_a_job_killed_hard_leaves_its_run_lost_and_it_is_queued_again(
     # Its supervisor's heartbeat stops and Slurm says the job has ended: the run is lost, and its
     # record closed so (not "running" forever), its report written.
     wait_for(lambda: [r[2] for r in status_rows(folder)] == ["lost"] and status_rows(folder)[0][5] in ENDED_STATES,
-             timeout=300, interval=3, what="the killed job's run to be lost")
+             timeout=300, interval=STATUS_POLL_S, what="the killed job's run to be lost")
     s = summarize(folder / run_name)
     with RunStore.of_run(folder / run_name) as store:
         assert store.run().status == "lost"  # the record itself, not only the heartbeat's reading
@@ -396,7 +401,7 @@ def test_a_job_killed_hard_leaves_its_run_lost_and_it_is_queued_again(
     go.touch()  # the next attempt's agent ends at once
     again = cli("campaign", "requeue", str(folder), run_name, timeout=300)
     assert again.returncode == 0 and "queued again as 2; job " in again.stdout, again.stdout + again.stderr
-    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["superseded", "finished"], timeout=600, interval=4,
+    wait_for(lambda: [r[2] for r in status_rows(folder)] == ["superseded", "finished"], timeout=600, interval=STATUS_POLL_S,
              what="the second attempt to finish")
     rows = status_rows(folder)
     out = cli("campaign", "results", str(folder), "--csv", str(tmp_path / "runs.csv"))
