@@ -2,8 +2,8 @@
 
 A scripted policy stands in for the model: the gold path wins every game, a random one
 rarely does, and playing in batches gives the same episodes as playing one at a time while
-asking the policy about as often as the longest episode has steps. The example agent's whole runs
-on these games, which train, are tests/system/test_level3_runs.py.
+asking the policy about as often as the longest episode has steps. The example agent's whole run
+on a text game, which trains, is tests/system/test_level3_runs.py (the coin demo).
 """
 
 from __future__ import annotations

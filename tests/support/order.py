@@ -25,7 +25,7 @@ LONGEST_FIRST = (
     "test_alfworld.py",
     "test_trainenv.py",  # the first of the files that read the shared example run
     "test_agent_clis.py",
-    "test_level3_runs.py",  # two whole runs of the example agent on the text games
+    "test_level3_runs.py",  # the coin demo: a whole run of the example agent on a text game
     "test_episodes.py",
     "test_iterations.py",
     "test_agents_check.py",
