@@ -206,12 +206,65 @@ def reap_zombie_children(keep: set[int]) -> None:
 
 
 def _children() -> list[psutil.Process]:
-    """Our own children (a cheap read: called every few tenths of a second)."""
+    """Our own children (called every few tenths of a second while a run lives)."""
+    pids = child_pids(os.getpid())
+    if pids is None:  # a kernel without the children files
+        try:
+            return psutil.Process().children()
+        except psutil.AccessDenied:  # some process's stat unreadable: read the table one by one
+            me = os.getpid()
+            return [proc for proc, _, ppid in _processes() if ppid == me]
+    out: list[psutil.Process] = []
+    for pid in pids:
+        try:
+            out.append(psutil.Process(pid))
+        except psutil.Error:  # gone (reaped by its Popen) since the list was read
+            pass
+    return out
+
+
+def child_pids(pid: int) -> list[int] | None:
+    """The pids of a process's children, from each of its threads' ``/proc/<pid>/task/<tid>/children``.
+
+    A child is listed under the thread that started it, an orphan re-parented to a subreaper under
+    one of the subreaper's threads. This is a few small reads, where psutil's ``children()`` reads
+    the stat file of every process on the machine: about 4 ms a call among 300 processes, 2% of a
+    core for a loop that asks five times a second. [] for a process that is gone; None where the
+    kernel has no such files (``CONFIG_PROC_CHILDREN``).
+    """
+    if not os.path.exists(f"/proc/self/task/{os.getpid()}/children"):
+        return None
     try:
-        return psutil.Process().children()
-    except psutil.AccessDenied:  # some process's stat unreadable: read the table one by one
-        me = os.getpid()
-        return [proc for proc, _, ppid in _processes() if ppid == me]
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:  # gone, or not ours to read
+        return []
+    pids: list[int] = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as listing:
+                pids.extend(int(child) for child in listing.read().split())
+        except OSError:  # the thread (or the process) ended meanwhile
+            continue
+    return pids
+
+
+def tree_pids(root: int) -> list[int]:
+    """``root`` and its descendants (zombies included), read down the tree from ``root``."""
+    out, stack, seen = [], [root], set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:  # a pid reused while the tree was read can make a cycle
+            continue
+        seen.add(pid)
+        out.append(pid)
+        children = child_pids(pid)
+        if children is None:  # a kernel without the children files: psutil reads the whole table
+            try:
+                return [root, *(p.pid for p in psutil.Process(root).children(recursive=True))]
+            except psutil.Error:
+                return [root]
+        stack.extend(children)
+    return out
 
 
 def signal_group(pgid: int, sig: int) -> None:

@@ -279,6 +279,46 @@ def test_reaping_orphans_leaves_our_own_childrens_exit_codes_alone() -> None:
     other.returncode = 3  # reaped above; tell Popen so it does not wait again
 
 
+ORPHAN = """
+import subprocess, sys, threading, time
+import psutil
+from agent2rl_tui.util import procs
+
+assert procs.become_subreaper()
+def spawn():  # from a thread of ours, as the watcher starts its git: listed under that thread
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+box = []
+started = threading.Thread(target=lambda: box.append(spawn()))
+started.start()
+started.join()
+# a child that starts a grandchild in a session of its own and exits: the grandchild is re-parented to us
+out = subprocess.run([sys.executable, "-c", "import subprocess, sys; print(subprocess.Popen([sys.executable, "
+                      "'-c', 'import time; time.sleep(0.3)'], start_new_session=True).pid)"],
+                     capture_output=True, text=True, check=True)
+orphan = int(out.stdout)
+for _ in range(600):
+    try:
+        if psutil.Process(orphan).status() == procs.ZOMBIE:
+            break
+    except psutil.NoSuchProcess:
+        raise SystemExit("the orphan was reaped by someone else")
+    time.sleep(0.05)
+listed = {p.pid for p in procs._children()}
+procs.reap_zombie_children(keep=set())
+print(orphan in listed, box[0].pid in listed, psutil.pid_exists(orphan), box[0].poll())
+box[0].kill()
+"""
+
+
+def test_an_orphan_re_parented_to_the_supervisor_is_found_and_reaped() -> None:
+    """The supervisor finds its children through each thread's /proc children list (not by reading every
+    process on the machine): an orphan of the agent, re-parented to it as subreaper, is found and reaped,
+    and a child one of its threads started is found and left running."""
+    out = subprocess.run([sys.executable, "-c", ORPHAN], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", "False", "None"]
+
+
 
 SUBMITTER = """
 import json, os, pathlib, shutil, time, urllib.request

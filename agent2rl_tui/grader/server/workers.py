@@ -26,7 +26,7 @@ import psutil
 from agent2rl_tui.grader.launch import SECRET_ENV
 from agent2rl_tui.grader.scripted_worker import SCRIPT_ENV
 from agent2rl_tui.grader.worker import PREIMPORT_VLLM
-from agent2rl_tui.util.procs import pid_alive, signal_group
+from agent2rl_tui.util.procs import pid_alive, signal_group, tree_pids
 
 log = logging.getLogger("agent2rl.grader")
 WORKER_LOG_TAIL = 1500  # characters of a failed worker's output kept with its error in the record
@@ -103,16 +103,11 @@ MEMORY_POLL_S = 0.2
 
 def tree_rss(pid: int) -> int:
     """Resident memory of a process and all its descendants (vLLM's engine processes too), in bytes."""
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0
     total = 0
-    for proc in procs:
+    for member in tree_pids(pid):  # read down from the worker, not the machine's whole process table
         try:
-            total += proc.memory_info().rss
-        except psutil.Error:
+            total += psutil.Process(member).memory_info().rss
+        except psutil.Error:  # gone, or a zombie
             continue
     return total
 
