@@ -8,6 +8,13 @@ log keeps, per process, its command line (capped), when it was first and last se
 seconds, and the sampler writes the heaviest ones to run.db as the ``agent_processes`` event.
 It is sampled by the supervisor outside the sandbox, so the agent cannot forge it; a process
 that lives less than the watch's interval (a second) may be missed.
+
+A process can change its program (``exec``): a stage started with ``subprocess`` is, for a
+moment after the fork, a copy of the agent with the agent's command line. A process first seen
+in that moment is named by the program it then runs (the fork's copy was seen once only); one
+that ran a program for longer and then another keeps both, each with its own span. Before, the
+first command line seen was kept, and a training stage first seen in its fork was recorded
+under the agent's own command (the diagnosis then said "written, not seen running").
 """
 
 from __future__ import annotations
@@ -36,10 +43,12 @@ class SeenProcess:
 
 
 class ProcessLog:
-    """The agent's processes seen so far, by (pid, start time)."""
+    """The agent's processes seen so far, by (pid, start time), and the programs they left by exec."""
 
     def __init__(self) -> None:
         self.seen: dict[tuple[int, float], SeenProcess] = {}
+        self.left: list[SeenProcess] = []
+        """Programs a process ran for more than one sample before it exec'd another (at most ``KEPT``)."""
         self.lock = threading.Lock()  # updated by the watch, read by whoever writes the event
 
     def update(self, members: list[psutil.Process], at: float) -> None:
@@ -52,24 +61,29 @@ class ProcessLog:
                 with proc.oneshot():
                     key = (proc.pid, proc.create_time())
                     times = proc.cpu_times()
-                    cpu = times.user + times.system
-                    entry = self.seen.get(key)
-                    if entry is None:
-                        cmd = " ".join(proc.cmdline())[:CMDLINE_CAP] or f"[{proc.name()}]"
-                        self.seen[key] = SeenProcess(cmd, at, at, cpu)
-                    else:
-                        entry.last, entry.cpu_s = at, max(entry.cpu_s, cpu)
+                    cmd = " ".join(proc.cmdline())[:CMDLINE_CAP] or f"[{proc.name()}]"
             except (psutil.Error, OSError):
                 continue
+            cpu = times.user + times.system
+            entry = self.seen.get(key)
+            if entry is None:
+                self.seen[key] = SeenProcess(cmd, at, at, cpu)
+            elif entry.cmd != cmd:  # it exec'd another program
+                ran_before = entry.last > entry.first  # seen in more than one sample: not just a fork's copy
+                if ran_before and len(self.left) < KEPT:
+                    self.left.append(entry)
+                self.seen[key] = SeenProcess(cmd, at if ran_before else entry.first, at, cpu)
+            else:
+                entry.last, entry.cpu_s = at, max(entry.cpu_s, cpu)
 
     def record(self) -> dict[str, Any]:
         """The ``agent_processes`` event's data: the heaviest processes first, and how many more."""
         with self.lock:
-            ordered = sorted(self.seen.values(), key=lambda p: p.cpu_s, reverse=True)
+            ordered = sorted([*self.seen.values(), *self.left], key=lambda p: p.cpu_s, reverse=True)
             return {"processes": [p.as_json() for p in ordered[:KEPT]], "more": max(0, len(ordered) - KEPT)}
 
     def __len__(self) -> int:
-        return len(self.seen)
+        return len(self.seen) + len(self.left)
 
 
 def processes_between(data: dict[str, Any] | None, start: float, end: float) -> list[str]:

@@ -7,9 +7,11 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from agent2rl_tui.record.runrecord import RunRecord
+from agent2rl_tui.record.seen_processes import ProcessLog
 from agent2rl_tui.record.store import RunStore
 from agent2rl_tui.review.samples import latest_samples, summarize_samples
 from agent2rl_tui.run import vitals as vitals
@@ -86,3 +88,38 @@ def test_a_process_shorter_than_a_sample_interval_is_in_the_record(run_dir: Path
     assert len(samples) <= 2  # the samples alone could not have seen it
     assert seen is not None
     assert any("short-train-step" in p["cmd"] for p in seen["processes"]), seen
+
+
+EXECS = ("import os, sys\nsys.stdin.read()  # until the test closes it\n"
+         "os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(30)', 'code/grpo.py'])\n")
+
+
+def seen_after_exec(samples_before: int) -> list[str]:
+    """The command lines the process log keeps for a process sampled ``samples_before`` times as
+    ``python -c EXECS agent-copy``, then again after it exec'd ``code/grpo.py``."""
+    proc = subprocess.Popen([sys.executable, "-c", EXECS, "agent-copy"], stdin=subprocess.PIPE)
+    log = ProcessLog()
+    try:
+        for n in range(samples_before):
+            log.update([psutil.Process(proc.pid)], at=100.0 + n)
+        proc.stdin.close()
+        for _ in range(200):  # until it has exec'd
+            if psutil.Process(proc.pid).cmdline()[-1] == "code/grpo.py":
+                break
+            time.sleep(0.05)
+        log.update([psutil.Process(proc.pid)], at=110.0)
+        log.update([psutil.Process(proc.pid)], at=111.0)
+    finally:
+        proc.kill()
+        proc.wait()
+    return [p["cmd"].rsplit(" ", 1)[-1] + f" {p['first']}-{p['last']}" for p in log.record()["processes"]]
+
+
+def test_a_stage_first_seen_as_its_forks_copy_is_named_by_the_program_it_runs() -> None:
+    """Seen once as the agent's copy (the moment between fork and exec), then as the stage: one
+    process, named by the stage, from when it was first seen."""
+    assert seen_after_exec(1) == ["code/grpo.py 100.0-111.0"]
+
+
+def test_a_process_that_ran_a_program_then_exec_d_another_keeps_both() -> None:
+    assert sorted(seen_after_exec(2)) == ["agent-copy 100.0-101.0", "code/grpo.py 110.0-111.0"]
