@@ -8,7 +8,10 @@ The list comes from ``--durations`` of loaded fresh-clone runs; a file not on it
 with more tests first (xdist's own rule), and the unit tier's files last of all: most run in the
 worker's own process for a second or two, so the workers end within a few seconds of each other.
 Before, the small integration files ended the suite, each waiting on its subprocesses, and one
-worker often ran alone for the last half minute.
+worker often ran alone for the last half minute. Six unit files wait more than they compute (a meter
+or scripted driver serving its clients, the TUI's pilot, vitals' sampling: 55 s of their 90 on one
+idle core); they are listed one by one among the mid-suite files, where the other workers' CPU work
+fills their waits, and not met at the end, where they left a core idle for 20 s.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections import Counter
 import pytest
 
 LONGEST_FIRST = (
-    "test_campaign_slurm_real.py",  # about eight minutes of Slurm jobs, bounded by Slurm's own timers
+    "test_campaign_slurm_real.py",  # about five minutes of Slurm jobs, bounded by Slurm's own timers
     "test_plain_install.py",  # pip installs a venv of its own
     "test_bench.py",  # every benchmark's quick run
     "test_gsm8k_run.py",  # a whole run of the example agent on GSM8K, 90 s of budget
@@ -39,16 +42,23 @@ LONGEST_FIRST = (
     # Then the files of a few tests that each take ten seconds or more: left to xdist's rule (the
     # most tests first), a file of one such test started last and ran alone at the end.
     "test_hostile_record.py",
+    "test_meter.py",  # unit files that wait on their servers and subprocesses: spread out here,
+    # among whole files that use the CPU, rather than met at the end with nothing to fill their waits
     "test_doctor.py",
     "test_sandbox.py",
+    "test_scripted_driver.py",
     "test_alpacaeval.py",
     "test_lifecycle.py",
+    "test_tui_episodes.py",
     "test_deepsearchqa.py",
     "test_progress.py",
+    "test_ui_widgets.py",
     "test_grader_api.py",
     "test_locks.py",
+    "test_vitals.py",
     "test_secrets.py",
     "test_intake.py",
+    "test_meter_hostile.py",
     "test_claims.py",
     "test_webshop.py",
     "test_hostile_grader.py",
