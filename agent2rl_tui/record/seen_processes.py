@@ -12,9 +12,9 @@ that lives less than the watch's interval (a second) may be missed.
 A process can change its program (``exec``): a stage started with ``subprocess`` is, for a
 moment after the fork, a copy of the agent with the agent's command line. A process first seen
 in that moment is named by the program it then runs (the fork's copy was seen once only); one
-that ran a program for longer and then another keeps both, each with its own span. Before, the
-first command line seen was kept, and a training stage first seen in its fork was recorded
-under the agent's own command (the diagnosis then said "written, not seen running").
+that ran a program for longer and then another keeps both, each with its own span (else a
+training stage first seen in its fork would be recorded under the agent's own command, and the
+diagnosis would say it was written, not seen running).
 """
 
 from __future__ import annotations

@@ -250,7 +250,8 @@ def child_pids(pid: int) -> list[int] | None:
 
 def tree_pids(root: int) -> list[int]:
     """``root`` and its descendants (zombies included), read down the tree from ``root``."""
-    out, stack, seen = [], [root], set()
+    out: list[int] = []
+    stack, seen = [root], set()
     while stack:
         pid = stack.pop()
         if pid in seen:  # a pid reused while the tree was read can make a cycle
