@@ -94,19 +94,25 @@ EXECS = ("import os, sys\nsys.stdin.read()  # until the test closes it\n"
          "os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(30)', 'code/grpo.py'])\n")
 
 
+def wait_for_last_arg(pid: int, arg: str) -> None:
+    for _ in range(400):
+        if psutil.Process(pid).cmdline()[-1:] == [arg]:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{pid} never ran with {arg}")
+
+
 def seen_after_exec(samples_before: int) -> list[str]:
     """The command lines the process log keeps for a process sampled ``samples_before`` times as
     ``python -c EXECS agent-copy``, then again after it exec'd ``code/grpo.py``."""
     proc = subprocess.Popen([sys.executable, "-c", EXECS, "agent-copy"], stdin=subprocess.PIPE)
     log = ProcessLog()
     try:
+        wait_for_last_arg(proc.pid, "agent-copy")  # its command line is empty until its exec is done
         for n in range(samples_before):
             log.update([psutil.Process(proc.pid)], at=100.0 + n)
         proc.stdin.close()
-        for _ in range(200):  # until it has exec'd
-            if psutil.Process(proc.pid).cmdline()[-1] == "code/grpo.py":
-                break
-            time.sleep(0.05)
+        wait_for_last_arg(proc.pid, "code/grpo.py")
         log.update([psutil.Process(proc.pid)], at=110.0)
         log.update([psutil.Process(proc.pid)], at=111.0)
     finally:
