@@ -14,6 +14,7 @@ one that vanishes or cannot be read midway is left out, as if it had not been th
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -207,15 +208,8 @@ def reap_zombie_children(keep: set[int]) -> None:
 
 def _children() -> list[psutil.Process]:
     """Our own children (called every few tenths of a second while a run lives)."""
-    pids = child_pids(os.getpid())
-    if pids is None:  # a kernel without the children files
-        try:
-            return psutil.Process().children()
-        except psutil.AccessDenied:  # some process's stat unreadable: read the table one by one
-            me = os.getpid()
-            return [proc for proc, _, ppid in _processes() if ppid == me]
     out: list[psutil.Process] = []
-    for pid in pids:
+    for pid in child_pids(os.getpid()):
         try:
             out.append(psutil.Process(pid))
         except psutil.Error:  # gone (reaped by its Popen) since the list was read
@@ -223,17 +217,23 @@ def _children() -> list[psutil.Process]:
     return out
 
 
-def child_pids(pid: int) -> list[int] | None:
-    """The pids of a process's children, from each of its threads' ``/proc/<pid>/task/<tid>/children``.
+@functools.cache
+def _children_files() -> bool:
+    """Whether this kernel lists each thread's children in /proc (``CONFIG_PROC_CHILDREN``)."""
+    return os.path.exists(f"/proc/self/task/{os.getpid()}/children")
 
-    A child is listed under the thread that started it, an orphan re-parented to a subreaper under
-    one of the subreaper's threads. This is a few small reads, where psutil's ``children()`` reads
-    the stat file of every process on the machine: about 4 ms a call among 300 processes, 2% of a
-    core for a loop that asks five times a second. [] for a process that is gone; None where the
-    kernel has no such files (``CONFIG_PROC_CHILDREN``).
+
+def child_pids(pid: int) -> list[int]:
+    """The pids of a process's children ([] for a process that is gone).
+
+    Read from each of its threads' ``/proc/<pid>/task/<tid>/children``: a child is listed under the
+    thread that started it, an orphan re-parented to a subreaper under one of the subreaper's
+    threads. That is a few small reads, where psutil's ``children()`` reads the stat file of every
+    process on the machine: about 4 ms a call among 300 processes, 2% of a core for a loop that
+    asks five times a second. psutil's table is read only where the kernel has no such files.
     """
-    if not os.path.exists(f"/proc/self/task/{os.getpid()}/children"):
-        return None
+    if not _children_files():
+        return _child_pids_from_table(pid)
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:  # gone, or not ours to read
@@ -248,6 +248,15 @@ def child_pids(pid: int) -> list[int] | None:
     return pids
 
 
+def _child_pids_from_table(pid: int) -> list[int]:
+    try:
+        return [proc.pid for proc in psutil.Process(pid).children()]
+    except psutil.NoSuchProcess:
+        return []
+    except psutil.AccessDenied:  # some process's stat unreadable: read the table one by one
+        return [proc.pid for proc, _, ppid in _processes() if ppid == pid]
+
+
 def tree_pids(root: int) -> list[int]:
     """``root`` and its descendants (zombies included), read down the tree from ``root``."""
     out: list[int] = []
@@ -258,13 +267,7 @@ def tree_pids(root: int) -> list[int]:
             continue
         seen.add(pid)
         out.append(pid)
-        children = child_pids(pid)
-        if children is None:  # a kernel without the children files: psutil reads the whole table
-            try:
-                return [root, *(p.pid for p in psutil.Process(root).children(recursive=True))]
-            except psutil.Error:
-                return [root]
-        stack.extend(children)
+        stack.extend(child_pids(pid))
     return out
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from support.runs import wait_for
 
 from agent2rl_tui.record.runrecord import RunRecord
 from agent2rl_tui.record.seen_processes import ProcessLog
@@ -95,11 +96,7 @@ EXECS = ("import os, sys\nsys.stdin.read()  # until the test closes it\n"
 
 
 def wait_for_last_arg(pid: int, arg: str) -> None:
-    for _ in range(400):
-        if psutil.Process(pid).cmdline()[-1:] == [arg]:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{pid} never ran with {arg}")
+    wait_for(lambda: psutil.Process(pid).cmdline()[-1:] == [arg], timeout=8, interval=0.02, what=f"{pid} to run {arg}")
 
 
 def seen_after_exec(samples_before: int) -> list[str]:
